@@ -1,0 +1,20 @@
+//! # linerate-core: the sans-IO heart of linerate
+//!
+//! This crate holds everything linerate knows that does not need the kernel:
+//! units as types ([`units`]), the line-rate model every result is compared
+//! against ([`linerate`]), and (as the other layers grow) wire formats,
+//! statistics and test procedures written as state machines that take the
+//! time as an argument.
+//!
+//! Contracts of this layer:
+//! * no I/O, no clock, no syscalls: `#![forbid(unsafe_code)]`, and CI checks
+//!   that `cargo tree -p linerate-core` has no libc, nix, rustix, socket2,
+//!   tokio or other I/O crate;
+//! * every quantity carries its unit in its type and, when serialised, in its
+//!   field name (`frames_per_s`, `payload_bytes_per_s`);
+//! * every constant that encodes a standard cites it.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod linerate;
+pub mod units;

@@ -1,0 +1,110 @@
+//! `linerate calc` and `linerate demo`: the line-rate model on the terminal.
+
+use anyhow::Context as _;
+use linerate_core::linerate::{BusCeiling, Encap, Frame, Row};
+use linerate_core::units::BitRate;
+use linerate_report::calc::{frames_sentence, Calc};
+
+use crate::flags::{CalcArgs, DemoArgs, SizeList};
+use crate::output::{print, print_json};
+use crate::Failure;
+
+/// Default PCIe Max_Payload_Size, the most common setting on servers.
+const DEFAULT_MPS: u32 = 256;
+
+/// Turns the flags into the frames to model.
+fn frames(args: &CalcArgs) -> Result<Vec<Frame>, Failure> {
+    let mut encap = args.encap;
+    if let Some(b) = args.tcp_options {
+        encap = encap.with_tcp_options(b)?;
+    }
+    if let Some(b) = args.ip_options {
+        encap = encap.with_ip_options(b)?;
+    }
+    let mut out = Vec::new();
+    if let Some(list) = &args.payload {
+        for p in list.sizes() {
+            out.push(encap.frame_for_payload(p, args.jumbo)?);
+        }
+    } else if let Some(list) = &args.mtu {
+        for m in list.sizes() {
+            out.push(encap.frame_for_mtu(m, args.jumbo)?);
+        }
+    } else {
+        let list = args.frame.clone().unwrap_or(SizeList::Rfc2544);
+        for f in list.sizes() {
+            out.push(encap.frame_of_length(f, args.jumbo)?);
+        }
+    }
+    Ok(out)
+}
+
+/// Builds the model for the flags.
+pub(crate) fn model(args: &CalcArgs) -> Result<Calc, Failure> {
+    let frames = frames(args)?;
+    let mut rows = Vec::with_capacity(args.link.len() * frames.len());
+    for &link in &args.link {
+        for &f in &frames {
+            rows.push(Row::new(link, f).with_context(|| format!("link {link}"))?);
+        }
+    }
+    let bus = match args.bus {
+        Some(b) => Some(BusCeiling::new(b, args.mps.unwrap_or(DEFAULT_MPS))?),
+        None => None,
+    };
+    Ok(Calc {
+        rows,
+        frames: args.frames,
+        bus,
+    })
+}
+
+/// `linerate calc`.
+pub(crate) fn run(args: &CalcArgs) -> Result<(), Failure> {
+    let calc = model(args)?;
+    if args.json {
+        print_json(&calc.to_json())
+    } else if args.csv {
+        print(&calc.to_csv())
+    } else {
+        print(&calc.to_table())
+    }
+}
+
+/// `linerate demo`: what linerate can tell without hardware or privileges.
+pub(crate) fn demo(_args: &DemoArgs) -> Result<(), Failure> {
+    let links = [
+        BitRate::from_mbps(100),
+        BitRate::from_gbps(1),
+        BitRate::from_gbps(10),
+    ];
+    let mut rows = Vec::new();
+    for link in links {
+        for size in linerate_core::linerate::RFC2544_FRAME_SIZES {
+            let f = Encap::ETHERNET.frame_of_length(size, false)?;
+            rows.push(Row::new(link, f)?);
+        }
+    }
+    let calc = Calc {
+        rows,
+        frames: None,
+        bus: None,
+    };
+    let mut text = String::from(
+        "linerate demo: the line-rate model, the maximum every linerate result is measured against\n\n",
+    );
+    text.push_str(&calc.to_table());
+    let max = Row::new(
+        BitRate::from_mbps(100),
+        Encap::ETHERNET.frame_of_length(1518, false)?,
+    )?;
+    text.push('\n');
+    text.push_str(&frames_sentence(&max, 50));
+    text.push_str(&format!(
+        ";\nseed 000 (NXP AN11053) sent them in 6.25 ms (its 'ideal' scenario): {:.2} % of the \
+         {} payload maximum.\n",
+        max.share_of_payload_rate(75_000.0 / 6.25e-3) * 100.0,
+        linerate_core::units::format_bytes_per_s(max.payload_bytes_per_s()),
+    ));
+    print(&text)
+}

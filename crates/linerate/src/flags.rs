@@ -1,0 +1,178 @@
+//! Every flag of every command, defined once, parsed into typed values from
+//! `linerate-core` right here so no string parsing happens past `main`.
+
+use std::str::FromStr;
+
+use clap::{Args, Parser, Subcommand};
+use linerate_core::linerate::{check_mps, Encap, PcieLink, RFC2544_FRAME_SIZES};
+use linerate_core::units::{BitRate, ByteCount};
+
+/// linerate: how fast is a link, a stack or a box really, how close is that to
+/// the physical maximum, and where does the time go?
+#[derive(Debug, Parser)]
+#[command(name = "linerate", version, propagate_version = true)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// The line-rate model: frames/s, wire time and payload throughput a link can carry at best.
+    ///
+    /// Counts every byte on the wire: frame (header to FCS) + 8 B preamble/SFD + 12 B
+    /// inter-frame gap (IEEE 802.3). Frames shorter than 64 B are padded, and the
+    /// output says so.
+    ///
+    /// JSON (`--json`, schema "linerate.calc" version 1) has one object per row with
+    /// unit-suffixed fields: link_bits_per_s, encap, frame_bytes, wire_bytes,
+    /// payload_bytes, padding_bytes, l3_bytes, frames_per_s, frame_time_ns,
+    /// payload_bytes_per_s, l1_bits_per_s, l2_bits_per_s, l3_bits_per_s,
+    /// payload_bits_per_s, efficiency_pct, and with --frames: frames, frames_time_ns;
+    /// with --bus: bus_frames_per_s, bottleneck. `--csv` has the same columns.
+    Calc(CalcArgs),
+    /// Runs the built-in demonstration: no hardware, no second host, no privileges.
+    Demo(DemoArgs),
+}
+
+/// Flags of `linerate calc`.
+#[derive(Debug, Args)]
+pub(crate) struct CalcArgs {
+    /// Link speeds in bit/s, comma-separated, with k/M/G/T suffixes (decimal).
+    ///
+    /// Standard Ethernet speeds: 10M, 100M, 1G, 2.5G, 5G, 10G, 25G, 40G, 50G,
+    /// 100G, 200G, 400G, 800G. Any rate is accepted: 100M, 2.5G, 10Gbit, 1Gbps,
+    /// 12.5MB/s (bytes).
+    #[arg(
+        long,
+        value_name = "SPEED[,SPEED…]",
+        value_delimiter = ',',
+        default_value = "100M,1G,10G"
+    )]
+    pub(crate) link: Vec<BitRate>,
+
+    /// Ethernet frame lengths, header to FCS (e.g. 64,1518), or `rfc2544` for
+    /// 64,128,256,512,1024,1280,1518. The default when nothing else is given.
+    #[arg(long, value_name = "BYTES[,…]|rfc2544", group = "carried")]
+    pub(crate) frame: Option<SizeList>,
+
+    /// Payload sizes above the innermost header of --encap (e.g. 18,1472 with udp4).
+    #[arg(long, value_name = "BYTES[,…]", group = "carried")]
+    pub(crate) payload: Option<SizeList>,
+
+    /// MTUs (L2 payload, as `ip link` sets it): the largest payload of --encap
+    /// that fits, and what it yields.
+    #[arg(long, value_name = "BYTES[,…]", group = "carried")]
+    pub(crate) mtu: Option<SizeList>,
+
+    /// What wraps the payload: eth, vlan, qinq, ipv4, ipv6, udp4, udp6, tcp4,
+    /// tcp6, or a tag plus an IP layer such as vlan+udp4.
+    #[arg(long, value_name = "ENCAP", default_value = "eth")]
+    pub(crate) encap: Encap,
+
+    /// TCP option bytes in every segment (default 12: timestamps, as Linux sends).
+    #[arg(long, value_name = "BYTES")]
+    pub(crate) tcp_options: Option<u32>,
+
+    /// IPv4 option bytes (or IPv6 extension header bytes).
+    #[arg(long, value_name = "BYTES")]
+    pub(crate) ip_options: Option<u32>,
+
+    /// Also show how long N back-to-back frames take on the wire.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) frames: Option<u64>,
+
+    /// A PCIe bus to set beside the link: pcie<GEN>x<LANES>, generations 1-6,
+    /// widths 1-16 (e.g. pcie3x4).
+    #[arg(long, value_name = "SPEC")]
+    pub(crate) bus: Option<PcieLink>,
+
+    /// PCIe Max_Payload_Size in bytes (128, 256, 512; up to 4096) [default: 256].
+    #[arg(long, value_name = "BYTES", requires = "bus", value_parser = parse_mps)]
+    pub(crate) mps: Option<u32>,
+
+    /// Allow frames above the 1518-byte IEEE maximum (up to 16384).
+    #[arg(long)]
+    pub(crate) jumbo: bool,
+
+    /// One JSON document (schema linerate.calc, version 1).
+    #[arg(long, conflicts_with = "csv")]
+    pub(crate) json: bool,
+
+    /// CSV with a header line.
+    #[arg(long)]
+    pub(crate) csv: bool,
+}
+
+/// Flags of `linerate demo`.
+#[derive(Debug, Args)]
+pub(crate) struct DemoArgs {}
+
+/// A list of byte sizes, or the RFC 2544 frame sizes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SizeList {
+    /// `rfc2544`.
+    Rfc2544,
+    /// Sizes as given.
+    Sizes(Vec<u32>),
+}
+
+impl SizeList {
+    /// The sizes, with `rfc2544` expanded.
+    pub(crate) fn sizes(&self) -> Vec<u32> {
+        match self {
+            Self::Rfc2544 => RFC2544_FRAME_SIZES.to_vec(),
+            Self::Sizes(v) => v.clone(),
+        }
+    }
+}
+
+impl FromStr for SizeList {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.trim().eq_ignore_ascii_case("rfc2544") {
+            return Ok(Self::Rfc2544);
+        }
+        let mut sizes = Vec::new();
+        for part in s.split(',') {
+            let n: ByteCount = part.parse().map_err(|e| format!("{e}"))?;
+            let n = u32::try_from(n.get())
+                .ok()
+                .filter(|&n| n <= 1 << 20)
+                .ok_or_else(|| format!("'{}' is too large for a frame", part.trim()))?;
+            sizes.push(n);
+        }
+        Ok(Self::Sizes(sizes))
+    }
+}
+
+fn parse_mps(s: &str) -> Result<u32, String> {
+    let n: u32 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of bytes"))?;
+    check_mps(n).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory as _;
+
+    #[test]
+    fn flag_definitions_are_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn size_lists() {
+        assert_eq!("rfc2544".parse::<SizeList>().unwrap().sizes().len(), 7);
+        assert_eq!(
+            "64,1518".parse::<SizeList>().unwrap(),
+            SizeList::Sizes(vec![64, 1518])
+        );
+        assert!("64,big".parse::<SizeList>().is_err());
+        assert!("4G".parse::<SizeList>().is_err());
+    }
+}

@@ -1,0 +1,260 @@
+//! Integration tests of the `linerate` binary: its output and every error path.
+
+use std::process::{Command, Output};
+
+fn linerate(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(args)
+        .output()
+        .expect("the linerate binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Asserts exit code 2, no stdout, and an error line on stderr naming `what`.
+fn assert_usage_error(args: &[&str], what: &str) {
+    let o = linerate(args);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+    assert!(
+        o.stdout.is_empty(),
+        "{args:?} printed to stdout: {}",
+        stdout(&o)
+    );
+    let err = stderr(&o);
+    let first = err.lines().next().unwrap_or("");
+    assert!(first.contains("error"), "{args:?}: {err}");
+    assert!(err.contains(what), "{args:?}: expected '{what}' in: {err}");
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+}
+
+#[test]
+fn calc_prints_the_seed_000_reference_figures() {
+    let o = linerate(&["calc", "--link", "100M,1G", "--frame", "rfc2544"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for needle in [
+        "148,809",
+        "6.845 MB/s",
+        "8,127",
+        "12.19 MB/s",
+        "1,488,095",
+        "81,274",
+    ] {
+        assert!(out.contains(needle), "missing {needle}:\n{out}");
+    }
+    assert_eq!(out.matches("Line rate at").count(), 2);
+}
+
+#[test]
+fn calc_json_is_versioned_with_unit_fields() {
+    let o = linerate(&[
+        "calc",
+        "--link",
+        "100M",
+        "--payload",
+        "18,1472",
+        "--encap",
+        "udp4",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
+    assert_eq!(v["schema"], "linerate.calc");
+    assert_eq!(v["version"], 1);
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["frame_bytes"], 64);
+    assert_eq!(rows[1]["frame_bytes"], 1518);
+    assert_eq!(rows[1]["l3_bytes"], 1500);
+    let fps = rows[1]["frames_per_s"].as_f64().expect("number");
+    assert!((fps - 8127.438).abs() < 0.01, "{fps}");
+}
+
+#[test]
+fn calc_csv_has_header_and_rows() {
+    let o = linerate(&["calc", "--link", "1G", "--frame", "64", "--csv"]);
+    assert!(o.status.success());
+    let out = stdout(&o);
+    let mut lines = out.lines();
+    assert!(lines
+        .next()
+        .unwrap()
+        .starts_with("link_bits_per_s,encap,frame_bytes"));
+    assert!(lines
+        .next()
+        .unwrap()
+        .starts_with("1000000000,eth,64,84,46,0,"));
+    assert!(lines.next().is_none());
+}
+
+#[test]
+fn calc_frames_gives_the_time_for_n_frames() {
+    let o = linerate(&[
+        "calc", "--link", "100M", "--frame", "1518", "--frames", "50",
+    ]);
+    assert!(o.status.success());
+    let out = stdout(&o);
+    assert!(out.contains("50 frames"), "{out}");
+    assert!(out.contains("6.152 ms"), "{out}");
+}
+
+#[test]
+fn calc_mtu_with_tcp_uses_the_mss() {
+    let o = linerate(&[
+        "calc", "--link", "1G", "--mtu", "1500", "--encap", "tcp4", "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
+    assert_eq!(v["rows"][0]["payload_bytes"], 1448);
+    let o = linerate(&[
+        "calc",
+        "--link",
+        "1G",
+        "--mtu",
+        "1500",
+        "--encap",
+        "tcp4",
+        "--tcp-options",
+        "0",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
+    assert_eq!(v["rows"][0]["payload_bytes"], 1460);
+}
+
+#[test]
+fn calc_says_when_a_frame_is_padded() {
+    let o = linerate(&["calc", "--link", "1G", "--payload", "1", "--encap", "udp4"]);
+    assert!(o.status.success());
+    assert!(stdout(&o).contains("padded"), "{}", stdout(&o));
+}
+
+#[test]
+fn calc_bus_sits_beside_the_link() {
+    let o = linerate(&[
+        "calc", "--link", "100G", "--frame", "64", "--bus", "pcie3x4", "--mps", "256",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("PCIe 3.0 x4"), "{out}");
+    assert!(out.contains("28.81 Gbit/s"), "{out}");
+    assert!(out.contains("bus"), "{out}");
+}
+
+#[test]
+fn calc_help_names_the_standard_speeds() {
+    let o = linerate(&["calc", "--help"]);
+    assert!(o.status.success());
+    let out = stdout(&o);
+    for speed in ["10M", "100M", "2.5G", "25G", "400G", "800G"] {
+        assert!(out.contains(speed), "{speed} not in help");
+    }
+    assert!(out.contains("payload_bytes_per_s"));
+}
+
+#[test]
+fn payload_that_does_not_fit_the_mtu() {
+    assert_usage_error(
+        &["calc", "--payload", "1473", "--encap", "udp4"],
+        "largest udp4 payload in a 1500-byte MTU is 1472 B",
+    );
+}
+
+#[test]
+fn frame_above_maximum_without_jumbo() {
+    assert_usage_error(&["calc", "--frame", "9018"], "--jumbo");
+    assert_usage_error(&["calc", "--mtu", "9000"], "--jumbo");
+    assert_usage_error(&["calc", "--frame", "20000", "--jumbo"], "16384");
+    let o = linerate(&["calc", "--frame", "9018", "--jumbo"]);
+    assert!(o.status.success());
+}
+
+#[test]
+fn frame_too_small_for_its_headers() {
+    assert_usage_error(&["calc", "--frame", "40", "--encap", "tcp4"], "cannot hold");
+    assert_usage_error(&["calc", "--mtu", "20", "--encap", "udp6"], "cannot hold");
+}
+
+#[test]
+fn unknown_units_and_values() {
+    assert_usage_error(&["calc", "--link", "100X"], "unknown unit");
+    assert_usage_error(&["calc", "--link", "fast"], "not a number");
+    assert_usage_error(&["calc", "--link", "0"], "out of range");
+    assert_usage_error(&["calc", "--frame", "64,big"], "not a number");
+    assert_usage_error(&["calc", "--frame", "1.5"], "whole number");
+    assert_usage_error(&["calc", "--encap", "udp5"], "unknown encapsulation");
+    assert_usage_error(&["calc", "--bus", "pcie7x4"], "generation 7");
+    assert_usage_error(&["calc", "--bus", "pcie3x3"], "x3");
+    assert_usage_error(&["calc", "--bus", "pcie3x4", "--mps", "300"], "300");
+    assert_usage_error(&["calc", "--mps", "256"], "--bus");
+    assert_usage_error(&["calc", "--frames", "0"], "--frames");
+}
+
+#[test]
+fn options_that_do_not_apply() {
+    assert_usage_error(
+        &["calc", "--encap", "udp4", "--tcp-options", "12"],
+        "no TCP header",
+    );
+    assert_usage_error(
+        &["calc", "--encap", "tcp4", "--tcp-options", "13"],
+        "multiple of 4",
+    );
+    assert_usage_error(
+        &["calc", "--encap", "eth", "--ip-options", "4"],
+        "no IP header",
+    );
+}
+
+#[test]
+fn conflicting_flags() {
+    assert_usage_error(
+        &["calc", "--frame", "64", "--payload", "46"],
+        "cannot be used with",
+    );
+    assert_usage_error(&["calc", "--json", "--csv"], "cannot be used with");
+    assert_usage_error(&["frobnicate"], "unrecognized subcommand");
+}
+
+#[test]
+fn demo_runs_without_privileges_or_hardware() {
+    let o = linerate(&["demo"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("148,809"), "{out}");
+    assert!(out.contains("98.43 %"), "{out}");
+}
+
+#[test]
+fn broken_pipe_is_a_clean_exit() {
+    use std::io::Read as _;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args([
+            "calc",
+            "--link",
+            "1M,2M,3M,4M,5M,6M,7M,8M,9M,10M",
+            "--frame",
+            "rfc2544",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    drop(child.stdout.take());
+    let status = child.wait().expect("wait");
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut err)
+        .expect("read");
+    assert!(status.success(), "exit {status}: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
