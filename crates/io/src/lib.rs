@@ -1,0 +1,13 @@
+//! # linerate-io: where linerate meets the kernel
+//!
+//! Every syscall linerate makes lives in this crate, and every `unsafe` block
+//! of it lives in [`sys`], one module per kernel facility, each block with a
+//! `// SAFETY:` note. The modules outside `sys` are safe wrappers that the
+//! commands use; they turn kernel facts into `linerate-core` types at the
+//! boundary and record which facility really ran (a timestamp source, a send
+//! path, a fallback), so results can say so.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod netns;
+pub(crate) mod sys;
