@@ -17,4 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod linerate;
+pub mod stats;
+pub mod throughput;
 pub mod units;
+pub mod wire;
