@@ -11,3 +11,4 @@
 
 pub mod netns;
 pub(crate) mod sys;
+pub mod throughput;
