@@ -1,5 +1,6 @@
 //! Loopback integration tests of the throughput engine: a real server and
 //! client over 127.0.0.1, short runs, correctness only (never speed).
+#![allow(clippy::unwrap_used)] // test helpers
 
 use std::io::Write as _;
 use std::net::{SocketAddr, TcpStream};
