@@ -35,7 +35,11 @@ fn params(protocol: Protocol, direction: Direction, streams: u16) -> ThroughputP
         direction,
         streams,
         duration_ns: 400_000_000,
-        size_bytes: if protocol == Protocol::Udp { 1200 } else { 64 * 1024 },
+        size_bytes: if protocol == Protocol::Udp {
+            1200
+        } else {
+            64 * 1024
+        },
         // UDP paced so loopback does not drop (the assertions are exact).
         rate_bits_per_s: (protocol == Protocol::Udp).then_some(50_000_000),
         interval_ns: 100_000_000,
@@ -123,7 +127,12 @@ fn four_streams_each_way() {
 #[test]
 fn every_send_path() {
     let (addr, _stop) = server(4);
-    let tcp = [SendPath::Ideal, SendPath::Typical, SendPath::Zerocopy, SendPath::Sendfile];
+    let tcp = [
+        SendPath::Ideal,
+        SendPath::Typical,
+        SendPath::Zerocopy,
+        SendPath::Sendfile,
+    ];
     for path in tcp {
         let mut p = params(Protocol::Tcp, Direction::Forward, 1);
         p.send_path = path;

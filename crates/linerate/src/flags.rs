@@ -33,6 +33,16 @@ pub(crate) enum Command {
     Calc(CalcArgs),
     /// Runs the built-in demonstration: no hardware, no second host, no privileges.
     Demo(DemoArgs),
+    /// Serves `linerate throughput` clients (several at once, each on its own threads).
+    Server(crate::server::ServerArgs),
+    /// TCP/UDP throughput against a `linerate server`, from both ends, as % of the line rate.
+    ///
+    /// Prints per-interval and total figures per stream and direction from both ends
+    /// (the server sends its receive-side figures back), loss/reorder/duplicates/corrupt
+    /// from sequence numbers and a verified fill pattern, CPU time per byte and per
+    /// packet (getrusage RUSAGE_THREAD of each flow thread), and the seed-000 table with
+    /// % of max possible for --link. JSON: schema linerate.throughput version 1.
+    Throughput(crate::throughput::ThroughputArgs),
 }
 
 /// Flags of `linerate calc`.

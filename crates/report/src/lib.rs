@@ -10,3 +10,4 @@
 
 pub mod calc;
 pub mod table;
+pub mod throughput;

@@ -92,8 +92,21 @@ impl IntervalSeries {
     }
 
     /// Closes the last (possibly short) interval and returns them all.
+    /// A last interval shorter than a tenth of the period is folded into
+    /// the one before, so a few stray microseconds do not show as a rate.
     pub fn finish(mut self, now_ns: u64, bytes: u64, packets: u64) -> Vec<Interval> {
         self.close(now_ns, bytes, packets);
+        if self.done.len() >= 2 {
+            let n = self.done.len();
+            let last = self.done[n - 1];
+            if last.end_ns - last.start_ns < self.period_ns / 10 {
+                self.done.pop();
+                let prev = &mut self.done[n - 2];
+                prev.end_ns = last.end_ns;
+                prev.bytes += last.bytes;
+                prev.packets += last.packets;
+            }
+        }
         self.done
     }
 }
@@ -114,9 +127,19 @@ mod tests {
         }
         let v = s.finish(t, bytes, bytes / 100);
         assert_eq!(v.len(), 4);
+        assert_eq!(v[3].end_ns, t);
         assert_eq!(v.iter().map(|i| i.bytes).sum::<u64>(), bytes);
         assert_eq!(v[0].start_ns, 0);
         assert_eq!(v[1].start_ns, v[0].end_ns);
         assert!((v[0].bytes_per_s() - 100_000.0).abs() < 1.0);
+        // A stray tail is folded into the last interval.
+        let mut s = IntervalSeries::new(1_000_000_000);
+        s.sample(1_000_000_000, 100, 1);
+        let v = s.finish(1_000_000_100, 101, 2);
+        assert_eq!(v.len(), 1);
+        assert_eq!(
+            (v[0].bytes, v[0].packets, v[0].end_ns),
+            (101, 2, 1_000_000_100)
+        );
     }
 }
