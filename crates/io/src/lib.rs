@@ -10,4 +10,5 @@
 #![warn(missing_docs)]
 
 pub mod netns;
+pub mod signal;
 pub(crate) mod sys;
