@@ -68,8 +68,12 @@ impl Bed {
                 owning: true,
             }),
             Err(e) => {
-                if let Err(t) = guard::teardown(&reg) {
-                    eprintln!("linerate: rolling back bed '{}': {t}", spec.name);
+                match guard::teardown(&reg) {
+                    Err(t) => eprintln!("linerate: rolling back bed '{}': {t}", spec.name),
+                    Ok(()) if matches!(e, BedError::Interrupted) => {
+                        eprintln!("linerate: interrupted: removed bed '{}'", spec.name);
+                    }
+                    Ok(()) => {}
                 }
                 Err(e)
             }

@@ -33,6 +33,8 @@ pub(crate) enum Command {
     Calc(CalcArgs),
     /// Runs the built-in demonstration: no hardware, no second host, no privileges.
     Demo(DemoArgs),
+    /// Testbeds from network namespaces: up, down, list, sweep, exec.
+    Testbed(crate::testbed::TestbedArgs),
 }
 
 /// Flags of `linerate calc`.
