@@ -68,12 +68,8 @@ impl Bed {
                 owning: true,
             }),
             Err(e) => {
-                match guard::teardown(&reg) {
-                    Err(t) => eprintln!("linerate: rolling back bed '{}': {t}", spec.name),
-                    Ok(()) if matches!(e, BedError::Interrupted) => {
-                        eprintln!("linerate: interrupted: removed bed '{}'", spec.name);
-                    }
-                    Ok(()) => {}
+                if let Err(t) = guard::teardown(&reg) {
+                    eprintln!("linerate: rolling back bed '{}': {t}", spec.name);
                 }
                 Err(e)
             }

@@ -7,7 +7,7 @@ use anyhow::{anyhow, Context as _};
 use clap::{Args, Subcommand};
 use linerate_bed::plan::{render_argv, HostFacts, Plan};
 use linerate_bed::state::{self, BedRecord};
-use linerate_bed::{guard, sweep, Bed, BedSpec, Offloads, TcpMem, Topology};
+use linerate_bed::{guard, sweep, Bed, BedError, BedSpec, Offloads, TcpMem, Topology};
 use linerate_core::units::BitRate;
 use linerate_report::table::{Align, Table};
 use serde::Serialize;
@@ -210,7 +210,12 @@ fn up(a: &UpArgs) -> Result<(), Failure> {
         return print(&out);
     }
     guard::install_signal_teardown().context("installing the signal guard")?;
-    let bed = Bed::up(&spec)?;
+    let bed = match Bed::up(&spec) {
+        Ok(bed) => bed,
+        // The bed was rolled back; end as the signal asked (130, 143).
+        Err(BedError::Interrupted) => std::process::exit(guard::signal_exit_code().unwrap_or(130)),
+        Err(e) => return Err(e.into()),
+    };
     let record = bed.keep();
     if a.json {
         print_json(&json(&record))
