@@ -30,6 +30,7 @@
 mod apply;
 mod bed;
 pub mod guard;
+pub mod inspect;
 pub mod layout;
 pub mod plan;
 pub mod privileges;

@@ -35,6 +35,10 @@ pub(crate) enum Command {
     Demo(DemoArgs),
     /// Testbeds from network namespaces: up, down, list, sweep, exec.
     Testbed(crate::testbed::TestbedArgs),
+    /// An interface's driver, speed, offloads, rings, coalescing, timestamping, PCIe link,
+    /// NUMA node and IRQs, with the ceilings that follow and warnings for settings that cap
+    /// performance. Without IFACE: a brief list.
+    Inspect(crate::inspect::InspectArgs),
 }
 
 /// Flags of `linerate calc`.

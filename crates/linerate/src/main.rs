@@ -7,6 +7,7 @@
 
 mod calc;
 mod flags;
+mod inspect;
 mod output;
 mod testbed;
 
@@ -46,6 +47,7 @@ fn main() -> ExitCode {
         Command::Calc(args) => calc::run(&args),
         Command::Demo(args) => calc::demo(&args),
         Command::Testbed(args) => testbed::run(&args),
+        Command::Inspect(args) => inspect::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -300,3 +300,47 @@ fn sweep_prefix_removes_a_killed_processs_leftovers() {
     assert!(!netns_exists(&format!("lr-{n}-a")));
     assert!(!Path::new("/sys/class/net").join(format!("lr-{n}")).exists());
 }
+
+#[test]
+fn inspect_lists_and_describes_loopback() {
+    let o = linerate(&["inspect"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("lo "), "{}", text(&o.stdout));
+    let o = linerate(&["inspect", "lo", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["schema"], "linerate.inspect");
+    assert_eq!(v["name"], "lo");
+    assert_eq!(v["pcie"], serde_json::Value::Null);
+    assert_eq!(v["ceilings"].as_array().unwrap().len(), 0);
+    assert_exit_2(&["inspect", "lr-no-such-if"], "no interface");
+    assert_exit_2(
+        &["inspect", "lo", "--netns", "lr-no-such-ns"],
+        "no network namespace",
+    );
+    assert_exit_2(&["inspect", "a/b"], "not an interface name");
+}
+
+#[test]
+fn inspect_a_bed_veth_says_what_it_lacks() {
+    if !privileged("inspect_a_bed_veth_says_what_it_lacks") {
+        return;
+    }
+    let n = name("insp");
+    let mut spec = linerate_bed::BedSpec::new(n.clone(), linerate_bed::Topology::Pair);
+    spec.link = Some("100M".parse().unwrap());
+    let bed = linerate_bed::Bed::up(&spec).unwrap();
+    let o = linerate(&["inspect", "lr-a", "--netns", bed.netns("a").unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    for want in [
+        "veth",
+        "no hardware timestamps, no PHC",
+        "no PCIe link",
+        "nominal",
+        "root qdisc tbf: egress is shaped",
+        "tso gso uso gro",
+    ] {
+        assert!(out.contains(want), "missing {want}:\n{out}");
+    }
+}
