@@ -10,5 +10,6 @@
 #![warn(missing_docs)]
 
 pub mod netns;
+pub mod signal;
 pub(crate) mod sys;
 pub mod throughput;

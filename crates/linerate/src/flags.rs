@@ -43,6 +43,12 @@ pub(crate) enum Command {
     /// packet (getrusage RUSAGE_THREAD of each flow thread), and the seed-000 table with
     /// % of max possible for --link. JSON: schema linerate.throughput version 1.
     Throughput(crate::throughput::ThroughputArgs),
+    /// Testbeds from network namespaces: up, down, list, sweep, exec.
+    Testbed(crate::testbed::TestbedArgs),
+    /// An interface's driver, speed, offloads, rings, coalescing, timestamping, PCIe link,
+    /// NUMA node and IRQs, with the ceilings that follow and warnings for settings that cap
+    /// performance. Without IFACE: a brief list.
+    Inspect(crate::inspect::InspectArgs),
 }
 
 /// Flags of `linerate calc`.

@@ -7,8 +7,10 @@
 
 mod calc;
 mod flags;
+mod inspect;
 mod output;
 mod server;
+mod testbed;
 mod throughput;
 
 use std::process::ExitCode;
@@ -47,6 +49,8 @@ fn main() -> ExitCode {
         Command::Demo(args) => calc::demo(&args),
         Command::Server(args) => server::run(&args),
         Command::Throughput(args) => throughput::run(&args),
+        Command::Testbed(args) => testbed::run(&args),
+        Command::Inspect(args) => inspect::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
