@@ -242,3 +242,91 @@ fn bad_parameters_are_refused_by_the_server() {
     let err = client::run(addr, &p, None).unwrap_err();
     assert!(err.to_string().contains("limit"), "{err}");
 }
+
+fn probe(session: u32, flow: u16, seq: u64, size: usize) -> Vec<u8> {
+    use linerate_core::wire::probe::{Pattern, Repr, HEADER_LEN};
+    let mut b = vec![0u8; size];
+    Pattern::new(session, flow, size - HEADER_LEN)
+        .fill_probe(
+            &Repr {
+                session,
+                flow,
+                seq,
+                send_ns_lo32: 0,
+            },
+            &mut b,
+        )
+        .unwrap();
+    b
+}
+
+fn receiver_job(
+    sock: linerate_io::throughput::net::DataSock,
+    size: usize,
+) -> linerate_io::throughput::flow::FlowJob {
+    use linerate_io::throughput::flow::{FlowJob, FlowShared};
+    FlowJob {
+        sock,
+        session: 77,
+        flow: 0,
+        direction: FlowDir::Forward,
+        size,
+        role: FlowRole::Receiver,
+        send_path: SendPath::Ideal,
+        recv_path: RecvPath::Copy,
+        rate_bits_per_s: None,
+        duration_ns: 1_000_000_000,
+        interval_ns: 100_000_000,
+        shared: FlowShared::new(),
+    }
+}
+
+#[test]
+fn an_injected_corrupt_payload_is_caught_udp_and_tcp() {
+    use linerate_io::throughput::{flow, net::DataSock};
+    use std::sync::atomic::Ordering;
+    // UDP: 10 good datagrams and one with a flipped payload bit.
+    let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    tx.connect(rx.local_addr().unwrap()).unwrap();
+    let job = receiver_job(DataSock::Udp(rx), 200);
+    let shared = Arc::clone(&job.shared);
+    let h = thread::spawn(move || flow::run(job));
+    for seq in 0..11 {
+        let mut d = probe(77, 0, seq, 200);
+        if seq == 5 {
+            d[150] ^= 0x08;
+        }
+        tx.send(&d).unwrap();
+    }
+    shared.peer_sent.store(11, Ordering::Relaxed);
+    thread::sleep(Duration::from_millis(300));
+    shared.drain.store(true, Ordering::Relaxed);
+    let r = h.join().unwrap();
+    let c = r.recv.unwrap();
+    assert_eq!(c.corrupt, 1);
+    assert_eq!(c.seq.received_unique, 10);
+    assert_eq!(
+        c.seq.lost, 1,
+        "the corrupt datagram does not count as received"
+    );
+
+    // TCP: a corrupt block in the middle of a stream.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (s, _) = l.accept().unwrap();
+    let h = thread::spawn(move || flow::run(receiver_job(DataSock::Tcp(s), 4096)));
+    for seq in 0..8 {
+        let mut b = probe(77, 0, seq, 4096);
+        if seq == 3 {
+            b[4000] = !b[4000];
+        }
+        c.write_all(&b).unwrap();
+    }
+    drop(c);
+    let r = h.join().unwrap();
+    let k = r.recv.unwrap();
+    assert_eq!(r.bytes, 8 * 4096);
+    assert_eq!(k.corrupt, 1);
+    assert_eq!(k.seq.received_unique, 7);
+}

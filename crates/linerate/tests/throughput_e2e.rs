@@ -25,7 +25,11 @@ fn params(protocol: Protocol, direction: Direction, streams: u16) -> ThroughputP
         direction,
         streams,
         duration_ns: 300_000_000,
-        size_bytes: if protocol == Protocol::Udp { 1200 } else { 64 * 1024 },
+        size_bytes: if protocol == Protocol::Udp {
+            1200
+        } else {
+            64 * 1024
+        },
         rate_bits_per_s: (protocol == Protocol::Udp).then_some(40_000_000),
         interval_ns: 100_000_000,
         ..ThroughputParams::default()
@@ -61,7 +65,11 @@ fn throughput_over_a_veth_pair() {
     if !privileges::require("throughput_over_a_veth_pair") {
         return;
     }
-    let bed = Bed::up(&BedSpec::new(format!("t{}", std::process::id()), Topology::Pair)).unwrap();
+    let bed = Bed::up(&BedSpec::new(
+        format!("t{}", std::process::id()),
+        Topology::Pair,
+    ))
+    .unwrap();
     let ns_a = bed.netns("a").unwrap().to_string();
     let ns_b = bed.netns("b").unwrap().to_string();
     let ip_b = bed.ipv4("b").unwrap();
