@@ -625,6 +625,10 @@ fn run_receiver(job: &FlowJob) -> FlowReport {
         ),
     };
     let peer = job.shared.peer_sent.load(Ordering::Relaxed);
+    let path = match net::rcvbuf(&job.sock) {
+        Some(b) => format!("{path}, rcvbuf {} KiB", b >> 10),
+        None => path,
+    };
     let mut report = meter.finish(job, path);
     report.recv = Some(rx.counts((peer != u64::MAX).then_some(peer)));
     report.verification = verification;

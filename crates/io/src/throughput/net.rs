@@ -137,12 +137,35 @@ pub fn tcp_connect(
     Ok(TcpStream::from(fd))
 }
 
+/// Receive buffer a UDP socket asks for when `--window` is not given:
+/// with the default 208 KiB only ~270 small datagrams fit (each costs a
+/// whole skb), about 1 ms at 250 k packets/s, less than one cross-CPU
+/// wake-up of the receiver on a busy VM (linux-probe.md §0), so the
+/// measurement would be of the scheduler, not the stack.
+pub const UDP_RCVBUF_BYTES: i32 = 16 << 20;
+
 /// A UDP socket bound to `ip`, ephemeral port, with the options of `p`.
+/// Without `--window`, asks for a [`UDP_RCVBUF_BYTES`] receive buffer
+/// (SO_RCVBUFFORCE when privileged, else SO_RCVBUF capped by rmem_max).
 pub(crate) fn udp_bind(ip: IpAddr, p: &ThroughputParams) -> Result<UdpSocket, NetError> {
     let s = UdpSocket::bind(SocketAddr::new(ip, 0))
         .map_err(|e| NetError::call(format!("bind UDP on {ip}"), e))?;
+    if p.window_bytes.is_none() {
+        let v = UDP_RCVBUF_BYTES;
+        if sock::set_int(&s, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, v).is_err() {
+            let _ = sock::set_int(&s, libc::SOL_SOCKET, libc::SO_RCVBUF, v);
+        }
+    }
     apply_common(&s, p)?;
     Ok(s)
+}
+
+/// The receive buffer the kernel granted, bytes (SO_RCVBUF read back: the
+/// kernel doubles the asked value for its bookkeeping).
+pub(crate) fn rcvbuf(fd: &impl AsRawFd) -> Option<u32> {
+    sock::get_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF)
+        .ok()
+        .and_then(|v| u32::try_from(v).ok())
 }
 
 /// Sets receive and send timeouts on a data or control socket.
