@@ -330,3 +330,25 @@ fn an_injected_corrupt_payload_is_caught_udp_and_tcp() {
     assert_eq!(k.corrupt, 1);
     assert_eq!(k.seq.received_unique, 7);
 }
+
+#[test]
+fn ipv6_loopback_tcp_and_udp() {
+    let cfg = ServerConfig {
+        bind: "[::1]:0".parse().unwrap(),
+        once: false,
+        max_clients: 2,
+        max_duration: None,
+        log: Arc::new(|s: &str| eprintln!("server6: {s}")),
+    };
+    let Ok(s) = Server::bind(cfg) else {
+        eprintln!("SKIPPED: ipv6_loopback_tcp_and_udp: no IPv6 loopback here");
+        return;
+    };
+    let addr = s.local_addr().unwrap();
+    thread::spawn(move || s.run());
+    for proto in [Protocol::Tcp, Protocol::Udp] {
+        let p = params(proto, Direction::Bidir, 2);
+        let o = run(addr, &p);
+        check(&o, &p);
+    }
+}

@@ -42,7 +42,7 @@ pub(crate) struct ThroughputArgs {
     pub(crate) time: Duration,
 
     /// UDP datagram payload or TCP block, bytes, probe header (18 B) included
-    /// [default: TCP 128K, UDP 1472].
+    /// [default: TCP 128K, UDP 1472 (IPv6: 1452), one 1500-byte-MTU packet].
     #[arg(long, value_name = "BYTES")]
     pub(crate) size: Option<ByteCount>,
 
@@ -114,7 +114,7 @@ fn nanos(d: Duration) -> u64 {
 }
 
 impl ThroughputArgs {
-    fn params(&self) -> Result<ThroughputParams, Failure> {
+    fn params(&self, ipv6: bool) -> Result<ThroughputParams, Failure> {
         let protocol = if self.udp {
             Protocol::Udp
         } else {
@@ -122,6 +122,8 @@ impl ThroughputArgs {
         };
         let size = match self.size {
             Some(s) => u32::try_from(s.get()).map_err(|_| anyhow!("--size {s} is too large"))?,
+            // The largest payload in one 1500-byte-MTU packet.
+            None if protocol == Protocol::Udp && ipv6 => 1452,
             None if protocol == Protocol::Udp => 1472,
             None => 128 * 1024,
         };
@@ -186,8 +188,8 @@ fn progress_printer() -> Option<impl FnMut(f64, u64, u64)> {
 
 /// Runs `linerate throughput`.
 pub(crate) fn run(args: &ThroughputArgs) -> Result<(), Failure> {
-    let params = args.params()?;
     let addr = resolve(&args.host, args.port)?;
+    let params = args.params(addr.is_ipv6())?;
     let mut printer = progress_printer();
     let progress = printer.as_mut().map(|p| p as &mut dyn FnMut(f64, u64, u64));
     let outcome = if args.discard {
@@ -330,7 +332,7 @@ fn build(
             Ok(m) => Some(m),
             Err(e) => {
                 notes.push(format!(
-                    "--link: no single-frame maximum for {payload}-byte payloads ({e}): a {} larger than an Ethernet frame (loopback's MTU is 65 536)",
+                    "--link: no single-frame maximum for {payload}-byte payloads ({e}): a {} larger than a standard Ethernet frame (loopback's MTU is 65 536)",
                     if params.protocol == Protocol::Tcp { "MSS" } else { "datagram, fragmented," }
                 ));
                 None

@@ -501,10 +501,11 @@ pub struct LineMax {
 }
 
 impl LineMax {
-    /// The model's maximum for `payload` bytes per frame with `encap` on `link`.
+    /// The model's maximum for `payload` bytes per frame with `encap` on
+    /// `link` (standard frames up to 1518 bytes; a larger payload is an error).
     pub fn new(link: BitRate, encap: Encap, payload: u32) -> Result<Self, String> {
         let frame = encap
-            .frame_for_payload(payload, true)
+            .frame_for_payload(payload, false)
             .map_err(|e| e.to_string())?;
         let row = Row::new(link, frame).map_err(|e| e.to_string())?;
         Ok(Self {
@@ -607,5 +608,14 @@ mod tests {
         // 18-byte UDP payload = 64-byte frame.
         let m = LineMax::new(BitRate::from_gbps(1), Encap::UDP4, 18).unwrap();
         assert_eq!(m.frame_bytes, 64);
+        // 1472 fits IPv4 in 1518 bytes; over IPv6 it would not.
+        assert_eq!(
+            LineMax::new(BitRate::from_gbps(1), Encap::UDP4, 1472)
+                .unwrap()
+                .frame_bytes,
+            1518
+        );
+        let udp6: Encap = "udp6".parse().unwrap();
+        assert!(LineMax::new(BitRate::from_gbps(1), udp6, 1472).is_err());
     }
 }

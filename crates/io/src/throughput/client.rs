@@ -28,12 +28,12 @@ pub enum ClientError {
     #[error("the server reported: {0}")]
     Server(String),
     /// The control exchange failed before the test ran.
-    #[error("control connection to {addr}: {source}")]
+    #[error("control connection to {addr}: {error}")]
     Control {
         /// The server.
         addr: SocketAddr,
         /// What failed.
-        source: CtrlError,
+        error: CtrlError,
     },
     /// Parameters that cannot run.
     #[error("{0}")]
@@ -63,7 +63,7 @@ pub fn run(
     params
         .validate(None)
         .map_err(|e| ClientError::Params(e.to_string()))?;
-    let cerr = |source| ClientError::Control { addr, source };
+    let cerr = |error| ClientError::Control { addr, error };
     let stream = net::tcp_connect(addr, None, CONNECT_TIMEOUT)?;
     let mut ctrl = Control::new(stream);
     ctrl.send(&Message::hello(concat!(

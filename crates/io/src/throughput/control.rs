@@ -21,7 +21,7 @@ pub enum CtrlError {
     Protocol(#[from] ControlError),
     /// A socket error.
     #[error("control connection: {0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
     /// A message that does not belong here.
     #[error("unexpected control message '{got}' (expected {want})")]
     Unexpected {
@@ -30,6 +30,12 @@ pub enum CtrlError {
         /// What was expected.
         want: &'static str,
     },
+}
+
+impl From<io::Error> for CtrlError {
+    fn from(e: io::Error) -> Self {
+        Self::Io(e)
+    }
 }
 
 /// One end of a control connection.

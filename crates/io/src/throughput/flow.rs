@@ -434,7 +434,7 @@ fn send_gso(st: &mut SendState<'_>, pattern: &Pattern) -> Result<(), NetError> {
     let segs = (65_000 / size).clamp(1, BATCH);
     let seg = u16::try_from(size).map_err(|_| NetError::Option {
         option: format!("UDP_SEGMENT={size}"),
-        source: io::Error::from(io::ErrorKind::InvalidInput),
+        error: io::Error::from(io::ErrorKind::InvalidInput),
     })?;
     let mut buf = vec![0u8; segs * size];
     for c in buf.chunks_mut(size) {
@@ -464,7 +464,7 @@ fn send_gso(st: &mut SendState<'_>, pattern: &Pattern) -> Result<(), NetError> {
             Err(e) => {
                 return Err(NetError::Option {
                     option: format!("UDP_SEGMENT={size} ({segs} segments per send)"),
-                    source: e,
+                    error: e,
                 })
             }
         }
@@ -478,10 +478,10 @@ fn send_zerocopy(
     z: &mut ZeroCopyReport,
 ) -> Result<(), NetError> {
     let fd = st.job.sock.fd();
-    sock::set_int(&st.job.sock, libc::SOL_SOCKET, sock::SO_ZEROCOPY, 1).map_err(|source| {
+    sock::set_int(&st.job.sock, libc::SOL_SOCKET, sock::SO_ZEROCOPY, 1).map_err(|error| {
         NetError::Option {
             option: "SO_ZEROCOPY=1 (MSG_ZEROCOPY needs Linux 4.14 for TCP, 5.0 for UDP)".into(),
-            source,
+            error,
         }
     })?;
     let size = st.job.size;
@@ -731,10 +731,10 @@ fn recv_udp(
 ) -> Result<(), NetError> {
     let fd = job.sock.fd();
     if mode == Udp::Gro {
-        sock::set_int(&job.sock, libc::SOL_UDP, libc::UDP_GRO, 1).map_err(|source| {
+        sock::set_int(&job.sock, libc::SOL_UDP, libc::UDP_GRO, 1).map_err(|error| {
             NetError::Option {
                 option: "UDP_GRO=1 (Linux 5.0+)".into(),
-                source,
+                error,
             }
         })?;
     }

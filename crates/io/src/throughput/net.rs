@@ -14,20 +14,20 @@ use crate::sys::sock;
 #[derive(Debug, thiserror::Error)]
 pub enum NetError {
     /// A socket option the kernel refused.
-    #[error("the kernel refused {option}: {source}")]
+    #[error("the kernel refused {option}: {error}")]
     Option {
         /// The option, e.g. `TCP_CONGESTION=bbr`.
         option: String,
         /// errno.
-        source: io::Error,
+        error: io::Error,
     },
     /// A syscall that failed.
-    #[error("{call} failed: {source}")]
+    #[error("{call} failed: {error}")]
     Call {
         /// What was called, with context.
         call: String,
         /// errno.
-        source: io::Error,
+        error: io::Error,
     },
 }
 
@@ -35,15 +35,15 @@ impl NetError {
     pub(crate) fn call(call: impl Into<String>, source: io::Error) -> Self {
         Self::Call {
             call: call.into(),
-            source,
+            error: source,
         }
     }
 }
 
 fn opt(fd: &impl AsRawFd, level: i32, name: i32, v: i32, what: &str) -> Result<(), NetError> {
-    sock::set_int(fd, level, name, v).map_err(|source| NetError::Option {
+    sock::set_int(fd, level, name, v).map_err(|error| NetError::Option {
         option: what.to_string(),
-        source,
+        error,
     })
 }
 
@@ -81,11 +81,11 @@ pub(crate) fn apply_tcp(
     }
     if let Some(cc) = &p.congestion {
         sock::set_bytes(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, cc.as_bytes()).map_err(
-            |source| NetError::Option {
+            |error| NetError::Option {
                 option: format!(
                     "TCP_CONGESTION={cc} (see /proc/sys/net/ipv4/tcp_available_congestion_control)"
                 ),
-                source,
+                error,
             },
         )?;
     }
