@@ -3,6 +3,8 @@
 
 use std::io::{IsTerminal as _, Write as _};
 use std::net::{SocketAddr, ToSocketAddrs as _};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
@@ -186,16 +188,40 @@ fn progress_printer() -> Option<impl FnMut(f64, u64, u64)> {
     })
 }
 
+/// Takes SIGINT/SIGTERM/SIGHUP on a thread: the first ends the test early
+/// (the result is printed, marked incomplete), a second one exits at once.
+fn interrupt_flag() -> Arc<AtomicBool> {
+    let flag = Arc::new(AtomicBool::new(false));
+    // Blocked here, on the main thread before any other thread exists, so
+    // every thread spawned later inherits the mask.
+    if linerate_io::signal::block_termination_signals().is_ok() {
+        let f = Arc::clone(&flag);
+        let _ = std::thread::Builder::new()
+            .name("lr-signals".into())
+            .spawn(move || {
+                if let Ok(sig) = linerate_io::signal::wait_for_termination_signal() {
+                    f.store(true, Ordering::Relaxed);
+                    if let Ok(sig2) = linerate_io::signal::wait_for_termination_signal() {
+                        std::process::exit(128 + sig2);
+                    }
+                    let _ = sig;
+                }
+            });
+    }
+    flag
+}
+
 /// Runs `linerate throughput`.
 pub(crate) fn run(args: &ThroughputArgs) -> Result<(), Failure> {
+    let interrupt = interrupt_flag();
     let addr = resolve(&args.host, args.port)?;
     let params = args.params(addr.is_ipv6())?;
     let mut printer = progress_printer();
     let progress = printer.as_mut().map(|p| p as &mut dyn FnMut(f64, u64, u64));
     let outcome = if args.discard {
-        client::run_discard(addr, &params, progress)
+        client::run_discard(addr, &params, progress, &interrupt)
     } else {
-        client::run(addr, &params, progress)
+        client::run_until(addr, &params, progress, &interrupt)
     };
     if printer.is_some() {
         eprint!("\r{:70}\r", "");

@@ -201,3 +201,35 @@ fn kill_child(c: &mut Child) {
     let _ = c.kill();
     let _ = c.wait();
 }
+
+#[test]
+fn ctrl_c_prints_what_was_measured_marked_incomplete() {
+    let (srv, addr) = server_child();
+    let c = Command::new(BIN)
+        .args([
+            "throughput",
+            "127.0.0.1",
+            "--port",
+            &addr.port().to_string(),
+            "--time",
+            "10",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let st = Command::new("kill")
+        .args(["-INT", &c.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let t0 = Instant::now();
+    let o = c.wait_with_output().unwrap();
+    kill(srv);
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("interrupted"), "{out}");
+    assert!(out.contains("INCOMPLETE"), "{out}");
+}

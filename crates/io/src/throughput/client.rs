@@ -2,6 +2,7 @@
 //! a one-sided send to a discard sink (`--discard`).
 
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use linerate_core::throughput::model::{End, FlowDir, Protocol, SideReport, ThroughputParams};
@@ -59,6 +60,17 @@ pub fn run(
     addr: SocketAddr,
     params: &ThroughputParams,
     progress: Option<Progress<'_>>,
+) -> Result<Outcome, ClientError> {
+    run_until(addr, params, progress, &AtomicBool::new(false))
+}
+
+/// [`run`], ending the test early (result marked incomplete) when
+/// `interrupt` becomes true (e.g. on SIGINT).
+pub fn run_until(
+    addr: SocketAddr,
+    params: &ThroughputParams,
+    progress: Option<Progress<'_>>,
+    interrupt: &AtomicBool,
 ) -> Result<Outcome, ClientError> {
     params
         .validate(None)
@@ -163,7 +175,7 @@ pub fn run(
     let flows =
         session::spawn(jobs(session_id, params, socks, End::Client)).map_err(ClientError::Spawn)?;
     let limit = Duration::from_nanos(params.duration_ns) + GRACE;
-    let outcome = session::drive(&mut ctrl, flows, End::Client, limit, progress);
+    let outcome = session::drive(&mut ctrl, flows, End::Client, limit, progress, interrupt);
     Ok(Outcome {
         session_id,
         client: outcome.side,
@@ -177,6 +189,7 @@ pub fn run_discard(
     addr: SocketAddr,
     params: &ThroughputParams,
     mut progress: Option<Progress<'_>>,
+    interrupt: &AtomicBool,
 ) -> Result<Outcome, ClientError> {
     params
         .validate(None)
@@ -210,7 +223,7 @@ pub fn run_discard(
     }
     let flows =
         session::spawn(jobs(session_id, params, socks, End::Client)).map_err(ClientError::Spawn)?;
-    let mut side = session::join_all(flows, progress.take());
+    let mut side = session::join_all(flows, progress.take(), interrupt);
     side.notes
         .push("one-sided: sent to a discard sink; nothing confirms what arrived".to_string());
     Ok(Outcome {

@@ -315,7 +315,7 @@ impl ConnCtx {
         let jobs = jobs(session_id, &params, socks, End::Server);
         let flows = session::spawn(jobs).map_err(|e| format!("cannot spawn flow threads: {e}"))?;
         let limit = Duration::from_nanos(params.duration_ns) + GRACE;
-        let outcome = session::drive(ctrl, flows, End::Server, limit, None);
+        let outcome = session::drive(ctrl, flows, End::Server, limit, None, &self.stop);
         // Wait (bounded) for the client to close, so it reads the report.
         let _ = ctrl.recv(Duration::from_secs(2));
         Ok(outcome.side)

@@ -3,7 +3,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher as _, Hasher as _};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -90,6 +90,7 @@ pub(crate) fn drive(
     end: End,
     limit: Duration,
     mut progress: Option<Progress<'_>>,
+    interrupt: &AtomicBool,
 ) -> Outcome {
     let start = Instant::now();
     let mut notes = Vec::new();
@@ -155,6 +156,21 @@ pub(crate) fn drive(
                 End::Client if peer_report.is_some() => break,
                 _ => {}
             }
+        }
+        if interrupt.load(Ordering::Relaxed) {
+            notes.push("interrupted: the test was stopped before its end".to_string());
+            complete = false;
+            let _ = ctrl.send(&Message::Error {
+                reason: format!(
+                    "the {} was interrupted",
+                    if end == End::Client {
+                        "client"
+                    } else {
+                        "server"
+                    }
+                ),
+            });
+            break;
         }
         if start.elapsed() > limit {
             notes.push(format!(
@@ -259,9 +275,17 @@ fn side_report(end: End, flows: &[RunningFlow], complete: bool, notes: Vec<Strin
 pub(crate) fn join_all(
     mut flows: Vec<RunningFlow>,
     mut progress: Option<Progress<'_>>,
+    interrupt: &AtomicBool,
 ) -> SideReport {
     let start = Instant::now();
+    let mut interrupted = false;
     while !flows.iter().all(RunningFlow::finished) {
+        if !interrupted && interrupt.load(Ordering::Relaxed) {
+            interrupted = true;
+            for f in &flows {
+                f.shared.stop.store(true, Ordering::Relaxed);
+            }
+        }
         std::thread::sleep(Duration::from_millis(200));
         if let Some(p) = progress.as_mut() {
             let tx = flows
@@ -274,5 +298,10 @@ pub(crate) fn join_all(
     for f in &mut flows {
         f.join();
     }
-    side_report(End::Client, &flows, true, Vec::new())
+    let notes = if interrupted {
+        vec!["interrupted: the test was stopped before its end".to_string()]
+    } else {
+        Vec::new()
+    };
+    side_report(End::Client, &flows, !interrupted, notes)
 }
