@@ -277,6 +277,7 @@ fn receiver_job(
         rate_bits_per_s: None,
         duration_ns: 1_000_000_000,
         interval_ns: 100_000_000,
+        typical_bytes: 1 << 20,
         shared: FlowShared::new(),
     }
 }

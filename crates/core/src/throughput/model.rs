@@ -19,10 +19,11 @@ pub const SCHEMA: &str = "linerate.throughput";
 pub const VERSION: u32 = 1;
 /// Largest UDP datagram payload (IPv4: 65 535 − 20 − 8).
 pub const MAX_UDP_PAYLOAD: u32 = 65_507;
-/// Largest TCP block.
-pub const MAX_TCP_BLOCK: u32 = 16 << 20;
-/// Most flows one session may open.
-pub const MAX_STREAMS: u16 = 128;
+/// Largest TCP block (bounds a session's memory on the server).
+pub const MAX_TCP_BLOCK: u32 = 4 << 20;
+/// Most streams per direction one session may open (bounds a session's
+/// threads and memory on the server).
+pub const MAX_STREAMS: u16 = 64;
 
 /// TCP or UDP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

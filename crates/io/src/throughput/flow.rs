@@ -23,10 +23,22 @@ use linerate_core::wire::probe::{Pattern, Repr, HEADER_LEN};
 use super::net::{self, DataSock, NetError};
 use crate::sys::sock;
 
-/// Size of the `typical` path's application buffer: larger than this
-/// machine's caches (L3 up to 32–36 MiB on the hosts we target), so each
-/// copy reads cold memory.
+/// Size of the `typical` path's application buffer of a single sending
+/// flow: larger than this machine's caches (L3 up to 32–36 MiB on the hosts
+/// we target), so each copy reads cold memory.
 pub const TYPICAL_APP_BUFFER_BYTES: usize = 64 << 20;
+/// The `typical` buffers of all sending flows of one session together stay
+/// under this (each flow gets `TYPICAL_TOTAL_BYTES / senders`, at most
+/// [`TYPICAL_APP_BUFFER_BYTES`]): together they still exceed the caches,
+/// and a session's memory stays bounded.
+pub const TYPICAL_TOTAL_BYTES: usize = 256 << 20;
+/// Zero-copy buffers in flight stay under this many bytes per flow.
+const ZC_BYTES: usize = 8 << 20;
+
+/// The `typical` application buffer of one of `senders` sending flows.
+pub fn typical_buffer_bytes(senders: usize) -> usize {
+    (TYPICAL_TOTAL_BYTES / senders.max(1)).min(TYPICAL_APP_BUFFER_BYTES)
+}
 /// Datagrams per sendmmsg/recvmmsg call and most segments per GSO send.
 pub const BATCH: usize = 64;
 /// Zero-copy buffers in flight before a sender waits for completions.
@@ -82,6 +94,8 @@ pub struct FlowJob {
     pub duration_ns: u64,
     /// Interval length, ns.
     pub interval_ns: u64,
+    /// `typical` path: application buffer bytes ([`typical_buffer_bytes`]).
+    pub typical_bytes: usize,
     /// Live state.
     pub shared: Arc<FlowShared>,
 }
@@ -274,7 +288,7 @@ fn run_sender(job: &FlowJob) -> FlowReport {
         SendPath::Typical => (
             format!(
                 "typical ({} MiB application buffer)",
-                TYPICAL_APP_BUFFER_BYTES >> 20
+                job.typical_bytes >> 20
             ),
             send_typical(&mut st, &pattern),
         ),
@@ -339,7 +353,7 @@ fn send_ideal(st: &mut SendState<'_>, pattern: &Pattern) -> Result<(), NetError>
 
 fn send_typical(st: &mut SendState<'_>, pattern: &Pattern) -> Result<(), NetError> {
     let payload = st.job.size - HEADER_LEN;
-    let slots = (TYPICAL_APP_BUFFER_BYTES / payload.max(1)).max(1);
+    let slots = (st.job.typical_bytes / payload.max(1)).max(1);
     let mut app = Vec::with_capacity(slots * payload);
     for _ in 0..slots {
         app.extend_from_slice(pattern.bytes());
@@ -485,12 +499,13 @@ fn send_zerocopy(
         }
     })?;
     let size = st.job.size;
-    let mut bufs: Vec<Vec<u8>> = (0..ZC_BUFFERS).map(|_| vec![0u8; size]).collect();
+    let nbuf = (ZC_BYTES / size.max(1)).clamp(2, ZC_BUFFERS);
+    let mut bufs: Vec<Vec<u8>> = (0..nbuf).map(|_| vec![0u8; size]).collect();
     for b in &mut bufs {
         let _ = pattern.fill_probe(&st.header(0), b);
     }
     // The id of the last send made from each buffer (None: never used).
-    let mut last_id: Vec<Option<u32>> = vec![None; ZC_BUFFERS];
+    let mut last_id: Vec<Option<u32>> = vec![None; nbuf];
     let mut next_id: u32 = 0;
     // All ids below `done_below` have completed; `ranges` holds completed
     // ranges above it.
@@ -578,7 +593,7 @@ fn send_zerocopy(
         }
         st.seq += 1;
         st.sent(size, 1);
-        i = (i + 1) % ZC_BUFFERS;
+        i = (i + 1) % nbuf;
         drain(0, &mut done_below, &mut ranges, z)?;
     }
     // Collect the last completions (bounded).

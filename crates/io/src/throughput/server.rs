@@ -20,7 +20,7 @@ use linerate_core::throughput::model::{
 use linerate_core::wire::control::{check_hello, Message, SessionKind, CONTROL_VERSION};
 
 use super::control::{Control, CtrlError};
-use super::flow::{FlowJob, FlowShared};
+use super::flow::{self, FlowJob, FlowShared};
 use super::net::{self, DataSock, NetError};
 use super::session;
 
@@ -28,6 +28,9 @@ use super::session;
 pub const FIRST_FRAME_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a client may take between handshake steps.
 pub const STEP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections allowed to be waiting for their first frame at once; more
+/// are closed at once (a flood of silent connections cannot pile up threads).
+pub const MAX_PENDING: usize = 256;
 /// Time a session may run beyond its test time before it is stopped.
 pub const GRACE: Duration = Duration::from_secs(15);
 
@@ -69,6 +72,7 @@ pub struct Server {
     cfg: ServerConfig,
     registry: Arc<Registry>,
     active: Arc<AtomicUsize>,
+    pending: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
 }
 
@@ -88,6 +92,7 @@ impl Server {
             cfg,
             registry: Arc::default(),
             active: Arc::default(),
+            pending: Arc::default(),
             stop: Arc::default(),
         })
     }
@@ -117,17 +122,24 @@ impl Server {
         while !self.stop.load(Ordering::Relaxed) {
             match self.listener.accept() {
                 Ok((stream, peer)) => {
+                    if self.pending.load(Ordering::SeqCst) >= MAX_PENDING {
+                        drop(stream);
+                        continue;
+                    }
+                    self.pending.fetch_add(1, Ordering::SeqCst);
                     let _ = stream.set_nonblocking(false);
                     let ctx = ConnCtx {
                         cfg: self.cfg.clone(),
                         registry: Arc::clone(&self.registry),
                         active: Arc::clone(&self.active),
+                        pending: Arc::clone(&self.pending),
                         stop: Arc::clone(&self.stop),
                     };
                     let spawned = std::thread::Builder::new()
                         .name("lr-conn".into())
                         .spawn(move || ctx.handle(stream, peer));
                     if let Err(e) = spawned {
+                        self.pending.fetch_sub(1, Ordering::SeqCst);
                         log(&format!("cannot spawn a thread for {peer}: {e}"));
                     }
                 }
@@ -150,6 +162,7 @@ struct ConnCtx {
     cfg: ServerConfig,
     registry: Arc<Registry>,
     active: Arc<AtomicUsize>,
+    pending: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
 }
 
@@ -180,7 +193,9 @@ impl ConnCtx {
 
     fn handle(self, stream: TcpStream, peer: SocketAddr) {
         let mut ctrl = Control::new(stream);
-        match ctrl.recv(FIRST_FRAME_TIMEOUT) {
+        let first = ctrl.recv(FIRST_FRAME_TIMEOUT);
+        self.pending.fetch_sub(1, Ordering::SeqCst);
+        match first {
             Ok(Message::Hello {
                 magic,
                 version,
@@ -366,6 +381,16 @@ pub(crate) fn jobs(
     socks: Vec<DataSock>,
     end: End,
 ) -> Vec<FlowJob> {
+    let senders = p
+        .flows()
+        .iter()
+        .filter(|d| {
+            matches!(
+                (end, d),
+                (End::Client, FlowDir::Forward) | (End::Server, FlowDir::Reverse)
+            )
+        })
+        .count();
     p.flows()
         .into_iter()
         .zip(socks)
@@ -391,6 +416,7 @@ pub(crate) fn jobs(
                 rate_bits_per_s: p.rate_per_flow_bits_per_s(),
                 duration_ns: p.duration_ns,
                 interval_ns: p.interval_ns,
+                typical_bytes: flow::typical_buffer_bytes(senders),
                 shared: FlowShared::new(),
             }
         })
