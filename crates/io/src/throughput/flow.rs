@@ -133,8 +133,9 @@ impl Meter {
         self.series.sample(now, self.bytes, self.packets);
     }
 
+    /// Nothing sent or received since the last `add`.
     fn tick(&mut self, now: u64) {
-        self.series.sample(now, self.bytes, self.packets);
+        self.series.idle(now, self.bytes, self.packets);
     }
 
     fn finish(self, job: &FlowJob, path: String) -> FlowReport {
