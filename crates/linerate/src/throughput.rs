@@ -11,8 +11,8 @@ use anyhow::anyhow;
 use clap::Args;
 use linerate_core::linerate::{Encap, NetLayer, TransportLayer};
 use linerate_core::throughput::model::{
-    Direction, FlowRole, LineMax, Protocol, RecvPath, SendPath, ThroughputParams, ThroughputResult,
-    SCHEMA, VERSION,
+    Direction, FlowDir, FlowRole, LineMax, Protocol, RecvPath, SendPath, ThroughputParams,
+    ThroughputResult, SCHEMA, VERSION,
 };
 use linerate_core::units::{format_bits_per_s, parse_duration, BitRate, ByteCount};
 use linerate_io::throughput::client;
@@ -365,6 +365,21 @@ fn build(
             }
         }
     });
+    if let Some(m) = &line_max {
+        let sides = std::iter::once(&o.client).chain(o.server.iter());
+        for side in sides {
+            for dir in [FlowDir::Forward, FlowDir::Reverse] {
+                if let Some(sum) = side.sum(dir, FlowRole::Receiver) {
+                    let pct = m.percent_of(sum.bytes_per_s);
+                    if pct > 100.5 {
+                        notes.push(format!(
+                            "{dir:?} received at {pct:.2} % of the model's maximum: the link is faster than --link, or its emulation is inexact (tbf charges its per-frame overhead once per GSO/TSO super-packet)"
+                        ));
+                    }
+                }
+            }
+        }
+    }
     if args.discard {
         notes.push("one-sided: --discard reports what was sent, not what arrived".into());
     }
