@@ -34,6 +34,14 @@ fn per_byte(f: &FlowReport) -> String {
     f.cpu_ns_per_byte().map_or_else(|| "–".into(), sig4)
 }
 
+/// "datagrams/s" or "blocks/s".
+fn unit_rate(r: &ThroughputResult) -> &'static str {
+    match r.params.protocol {
+        Protocol::Tcp => "blocks/s",
+        Protocol::Udp => "datagrams/s",
+    }
+}
+
 /// The header lines: what ran, against what, on which clock.
 fn header(r: &ThroughputResult) -> String {
     let p = &r.params;
@@ -112,7 +120,7 @@ fn intervals(r: &ThroughputResult) -> String {
             ("interval (s)", Align::Left),
             ("bytes", Align::Right),
             ("throughput", Align::Right),
-            ("packets/s", Align::Right),
+            (unit_rate(r), Align::Right),
         ]);
         for i in 0..n {
             let (mut bytes, mut packets, mut start, mut end_ns) = (0u64, 0u64, u64::MAX, 0u64);
@@ -153,13 +161,20 @@ fn flows_table(r: &ThroughputResult) -> String {
         ("bytes", Align::Right),
         ("time (s)", Align::Right),
         ("throughput", Align::Right),
-        ("packets/s", Align::Right),
+        (unit_rate(r), Align::Right),
         ("lost", Align::Right),
         ("reord", Align::Right),
         ("dup", Align::Right),
         ("corrupt", Align::Right),
         ("CPU ns/B", Align::Right),
-        ("CPU µs/pkt", Align::Right),
+        (
+            if r.params.protocol == Protocol::Tcp {
+                "CPU µs/block"
+            } else {
+                "CPU µs/pkt"
+            },
+            Align::Right,
+        ),
     ]);
     for (side, f) in all_flows(r) {
         let (lost, reord, dup, corrupt) = match (&f.recv, f.verification) {
