@@ -154,9 +154,9 @@ pub fn run_until(
                 })
                 .map_err(cerr)?;
                 let s = c.into_stream();
-                if !params.nodelay {
-                    let _ = s.set_nodelay(false);
-                }
+                // Control::new turned TCP_NODELAY on for the hello frame.
+                s.set_nodelay(params.nodelay)
+                    .map_err(|e| NetError::call("TCP_NODELAY", e))?;
                 socks.push(DataSock::Tcp(s));
             }
         }
