@@ -391,3 +391,24 @@ fn discard_sinks_tcp_and_udp_one_sided() {
         client::run_discard(u.local_addr().unwrap(), &p, None, &AtomicBool::new(false)).is_err()
     );
 }
+
+#[test]
+fn socket_options_apply_and_mss_reads_back() {
+    let (addr, _stop) = server(2);
+    let cc = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string));
+    let mut p = params(Protocol::Tcp, Direction::Bidir, 1);
+    p.window_bytes = Some(1 << 20);
+    p.nodelay = true;
+    p.mss_bytes = Some(1000);
+    p.congestion = cc;
+    let o = run(addr, &p);
+    check(&o, &p);
+    let mss = o.client.flows[0].mss_bytes.unwrap();
+    assert!(mss <= 1000, "TCP_MAXSEG read back {mss}");
+    // An unknown congestion control is refused with the option named.
+    p.congestion = Some("nosuchcc".into());
+    let err = client::run(addr, &p, None).unwrap_err().to_string();
+    assert!(err.contains("TCP_CONGESTION=nosuchcc"), "{err}");
+}
