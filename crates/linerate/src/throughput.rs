@@ -380,6 +380,32 @@ fn build(
             }
         }
     }
+    let steal_pct = o.steal_share.map(|s| s * 100.0);
+    if let Some(st) = steal_pct {
+        if st >= 5.0 {
+            notes.push(format!(
+                "the hypervisor stole {st:.1} % of this host's CPU time during the test (/proc/stat): figures are lower than the stack alone would give"
+            ));
+        }
+    }
+    let sides = std::iter::once(&o.client).chain(o.server.iter());
+    for side in sides {
+        for f in &side.flows {
+            let busy = (f.cpu_user_ns + f.cpu_sys_ns) as f64 / f.elapsed_ns.max(1) as f64;
+            if busy >= 0.95 && f.elapsed_ns >= 100_000_000 {
+                notes.push(format!(
+                    "flow {} ({} side, {}): its thread was CPU-bound ({:.0} % busy): this end's CPU, not the network, set the rate",
+                    f.flow,
+                    match side.end {
+                        linerate_core::throughput::model::End::Client => "client",
+                        linerate_core::throughput::model::End::Server => "server",
+                    },
+                    if f.role == FlowRole::Sender { "sender" } else { "receiver" },
+                    busy * 100.0
+                ));
+            }
+        }
+    }
     if args.discard {
         notes.push("one-sided: --discard reports what was sent, not what arrived".into());
     }
@@ -392,6 +418,7 @@ fn build(
         client: o.client,
         server_side: o.server,
         line_max,
+        steal_pct,
         complete,
         notes,
     }

@@ -75,6 +75,12 @@ fn header(r: &ThroughputResult) -> String {
             .unwrap_or_default()
     );
     let _ = writeln!(s, "clock: {}", r.clock);
+    if let Some(st) = r.steal_pct {
+        let _ = writeln!(
+            s,
+            "client host: {st:.1} % of CPU time stolen by the hypervisor during the test (/proc/stat)"
+        );
+    }
     s
 }
 

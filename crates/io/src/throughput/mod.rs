@@ -14,6 +14,7 @@
 pub mod client;
 pub mod control;
 pub mod flow;
+pub mod host;
 pub mod net;
 pub mod server;
 mod session;
