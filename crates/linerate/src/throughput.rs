@@ -66,8 +66,15 @@ pub(crate) struct ThroughputArgs {
     pub(crate) rate: Option<BitRate>,
 
     /// Send path: ideal, typical, zerocopy, sendfile (TCP), mmsg (UDP), gso (UDP).
-    #[arg(long, value_name = "PATH", default_value = "ideal")]
-    pub(crate) path: SendPath,
+    /// Several, comma-separated (e.g. ideal,typical,zerocopy), run one after
+    /// the other and end with one table comparing them, as seed 000's scenarios.
+    #[arg(
+        long,
+        value_name = "PATH[,PATH…]",
+        value_delimiter = ',',
+        default_value = "ideal"
+    )]
+    pub(crate) path: Vec<SendPath>,
 
     /// Receive path: copy, trunc, mmsg (UDP), gro (UDP).
     #[arg(long, value_name = "PATH", default_value = "copy")]
@@ -148,7 +155,7 @@ impl ThroughputArgs {
             duration_ns: nanos(self.time),
             size_bytes: size,
             rate_bits_per_s: self.rate.map(BitRate::bps),
-            send_path: self.path,
+            send_path: self.path.first().copied().unwrap_or(SendPath::Ideal),
             recv_path: self.recv_path,
             window_bytes: window,
             nodelay: self.nodelay,
@@ -211,36 +218,90 @@ fn interrupt_flag() -> Arc<AtomicBool> {
     flag
 }
 
-/// Runs `linerate throughput`.
+/// Runs `linerate throughput`: one test per send path given.
 pub(crate) fn run(args: &ThroughputArgs) -> Result<(), Failure> {
     let interrupt = interrupt_flag();
     let addr = resolve(&args.host, args.port)?;
-    let params = args.params(addr.is_ipv6())?;
+    let base = args.params(addr.is_ipv6())?;
+    // Check every path before running any.
+    let mut all = Vec::new();
+    for &path in &args.path {
+        let p = ThroughputParams {
+            send_path: path,
+            ..base.clone()
+        };
+        p.validate(None).map_err(|e| Failure::Usage(e.into()))?;
+        all.push(p);
+    }
+    if all.len() == 1 {
+        let result = run_one(args, addr, base, &interrupt)?;
+        if args.json {
+            print_json(&result)?;
+        } else {
+            print(&linerate_report::throughput::render(&result))?;
+        }
+        return verdict(std::slice::from_ref(&result));
+    }
+    let mut results = Vec::new();
+    for p in all {
+        if interrupt.load(Ordering::Relaxed) {
+            break;
+        }
+        let r = run_one(args, addr, p, &interrupt)?;
+        if !args.json {
+            print(&linerate_report::throughput::render(&r))?;
+            print("\n")?;
+        }
+        results.push(r);
+    }
+    if args.json {
+        print_json(&Scenarios {
+            schema: "linerate.throughput.scenarios",
+            version: 1,
+            runs: &results,
+        })?;
+    } else {
+        print(&linerate_report::throughput::render_scenarios(&results))?;
+    }
+    verdict(&results)
+}
+
+/// Several runs, one per send path (JSON with `--path A,B,…`).
+#[derive(Debug, serde::Serialize)]
+struct Scenarios<'a> {
+    schema: &'static str,
+    version: u32,
+    runs: &'a [ThroughputResult],
+}
+
+fn verdict(results: &[ThroughputResult]) -> Result<(), Failure> {
+    match results.iter().find(|r| !r.complete) {
+        None => Ok(()),
+        Some(r) => Err(Failure::Measurement(anyhow!(
+            "the result is incomplete or flagged: {}",
+            r.notes.first().cloned().unwrap_or_default()
+        ))),
+    }
+}
+
+fn run_one(
+    args: &ThroughputArgs,
+    addr: SocketAddr,
+    params: ThroughputParams,
+    interrupt: &AtomicBool,
+) -> Result<ThroughputResult, Failure> {
     let mut printer = progress_printer();
     let progress = printer.as_mut().map(|p| p as &mut dyn FnMut(f64, u64, u64));
     let outcome = if args.discard {
-        client::run_discard(addr, &params, progress, &interrupt)
+        client::run_discard(addr, &params, progress, interrupt)
     } else {
-        client::run_until(addr, &params, progress, &interrupt)
+        client::run_until(addr, &params, progress, interrupt)
     };
     if printer.is_some() {
         eprint!("\r{:70}\r", "");
     }
     let outcome = outcome.map_err(|e| Failure::Usage(e.into()))?;
-    let result = build(args, addr, params, outcome);
-    if args.json {
-        print_json(&result)?;
-    } else {
-        print(&linerate_report::throughput::render(&result))?;
-    }
-    if result.complete {
-        Ok(())
-    } else {
-        Err(Failure::Measurement(anyhow!(
-            "the result is incomplete or flagged: {}",
-            result.notes.first().cloned().unwrap_or_default()
-        )))
-    }
+    Ok(build(args, addr, params, outcome))
 }
 
 fn build(

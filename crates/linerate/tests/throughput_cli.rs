@@ -233,3 +233,50 @@ fn ctrl_c_prints_what_was_measured_marked_incomplete() {
     assert!(out.contains("interrupted"), "{out}");
     assert!(out.contains("INCOMPLETE"), "{out}");
 }
+
+#[test]
+fn several_paths_run_as_seed_000_scenarios() {
+    let (srv, addr) = server_child();
+    let port = addr.port().to_string();
+    let base = [
+        "throughput",
+        "127.0.0.1",
+        "--port",
+        &port,
+        "--time",
+        "0.3",
+        "--path",
+        "ideal,typical",
+    ];
+    let o = Command::new(BIN).args(base).arg("--json").output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["schema"], "linerate.throughput.scenarios");
+    assert_eq!(v["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(v["runs"][1]["params"]["send_path"], "typical");
+    let o = Command::new(BIN).args(base).output().unwrap();
+    kill(srv);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("Scenario 1: ideal") && out.contains("Scenario 2: typical"),
+        "{out}"
+    );
+    // A path the protocol cannot take is refused before anything runs.
+    let o = Command::new(BIN)
+        .args([
+            "throughput",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "--path",
+            "ideal,gso",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}

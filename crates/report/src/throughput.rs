@@ -358,3 +358,93 @@ pub fn render(r: &ThroughputResult) -> String {
     );
     s
 }
+
+/// Seed 000's Table 1 across runs that differ only in the send path
+/// (`--path ideal,typical,zerocopy`): one row per scenario, first direction
+/// that ran (forward if any), sender's packets and data, receiver's rate.
+pub fn render_scenarios(runs: &[ThroughputResult]) -> String {
+    let mut t = Table::new([
+        ("", Align::Left),
+        ("Packets sent", Align::Right),
+        ("Payload/packet (B)", Align::Right),
+        ("Total data (B)", Align::Right),
+        ("Time (ms)", Align::Right),
+        ("Throughput (MB/s)", Align::Right),
+        ("% of max possible", Align::Right),
+        ("Sender CPU ns/B", Align::Right),
+    ]);
+    let lm = runs.iter().find_map(|r| r.line_max);
+    if let Some(m) = lm {
+        t.row(vec![
+            format!(
+                "Max possible ({}, {})",
+                BitRate::from_bps(m.link_bits_per_s),
+                m.encap
+            ),
+            group_thousands(m.frames_per_s as u64) + "/s",
+            group_thousands(u64::from(m.payload_bytes)),
+            String::new(),
+            String::new(),
+            sig4(m.payload_bytes_per_s / 1e6),
+            "100.0%".into(),
+            String::new(),
+        ]);
+    }
+    for (i, r) in runs.iter().enumerate() {
+        let dir = if r.params.direction == Direction::Reverse {
+            FlowDir::Reverse
+        } else {
+            FlowDir::Forward
+        };
+        let sides: Vec<&SideReport> = std::iter::once(&r.client)
+            .chain(r.server_side.iter())
+            .collect();
+        let tx = sides.iter().find_map(|s| s.sum(dir, FlowRole::Sender));
+        let rx = sides.iter().find_map(|s| s.sum(dir, FlowRole::Receiver));
+        let tcp = r.params.protocol == Protocol::Tcp;
+        let mss = sides
+            .iter()
+            .flat_map(|s| s.flows.iter())
+            .find_map(|f| f.mss_bytes);
+        let per_packet = if tcp { mss } else { Some(r.params.size_bytes) };
+        let Some(tx) = tx else { continue };
+        // What arrived, when the receiver's figures are known; else what was sent.
+        let (rate, time_ns, label) = match rx {
+            Some(rx) => (rx.bytes_per_s, rx.elapsed_ns, ""),
+            None => (tx.bytes_per_s, tx.elapsed_ns, " (sent)"),
+        };
+        t.row(vec![
+            format!("Scenario {}: {}{label}", i + 1, r.params.send_path),
+            match (tcp, per_packet) {
+                (true, Some(m)) if m > 0 => {
+                    format!("~{}", group_thousands(tx.bytes.div_ceil(u64::from(m))))
+                }
+                (true, _) => "?".into(),
+                (false, _) => group_thousands(tx.packets),
+            },
+            per_packet.map_or_else(|| "?".into(), |p| group_thousands(u64::from(p))),
+            group_thousands(tx.bytes),
+            format!("{:.2}", time_ns as f64 / 1e6),
+            sig4(rate / 1e6),
+            lm.map_or_else(|| "–".into(), |m| format!("{:.2}%", m.percent_of(rate))),
+            if tx.bytes > 0 {
+                sig4(tx.cpu_ns as f64 / tx.bytes as f64)
+            } else {
+                "–".into()
+            },
+        ]);
+    }
+    let mut s = String::from(
+        "Table 1 across scenarios (as in AN11053): the same test with each send path\n",
+    );
+    s.push_str(&t.render(2));
+    s.push_str(
+        "  Throughput and time: measured by the receiver (what arrived); packets and data: sent.\n",
+    );
+    if lm.is_none() {
+        s.push_str(
+            "  % of max possible: no line rate known (loopback and veth have none); give --link SPEED.\n",
+        );
+    }
+    s
+}
