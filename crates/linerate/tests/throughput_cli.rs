@@ -280,3 +280,52 @@ fn several_paths_run_as_seed_000_scenarios() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn server_once_exits_after_one_session() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = Command::new(BIN)
+        .args([
+            "server",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--once",
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let p = ThroughputParams {
+        duration_ns: 200_000_000,
+        ..ThroughputParams::default()
+    };
+    let mut outcome = None;
+    for _ in 0..50 {
+        match client::run(addr, &p, None) {
+            Ok(o) => {
+                outcome = Some(o);
+                break;
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+    assert!(outcome.unwrap().client.complete);
+    let t0 = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            assert!(st.success());
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "server --once still running"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
