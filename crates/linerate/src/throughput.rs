@@ -351,6 +351,12 @@ fn build(
                     ));
                 }
             }
+            if let Some(n) = f.retransmits.filter(|&n| n > 0) {
+                notes.push(format!(
+                    "flow {}: {n} TCP segments retransmitted (TCP_INFO tcpi_total_retrans)",
+                    f.flow
+                ));
+            }
             if let Some(p) = f.pacing {
                 if p.fell_behind {
                     complete = false;
