@@ -17,4 +17,5 @@
 #![warn(missing_docs)]
 
 pub mod linerate;
+pub mod stats;
 pub mod units;
