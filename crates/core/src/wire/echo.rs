@@ -262,7 +262,7 @@ mod tests {
 
     #[test]
     fn request_reply_round_trip() {
-        let mut buf = vec![0u8; 64];
+        let mut buf = [0u8; 64];
         assert!(Packet::new_unchecked(&mut buf[..]).emit_request(7, 42));
         let p = Packet::new_checked(&buf[..]).unwrap();
         assert_eq!((p.kind(), p.session(), p.seq()), (Ok(Kind::Request), 7, 42));
@@ -285,12 +285,12 @@ mod tests {
 
     #[test]
     fn short_probes_carry_what_fits() {
-        let mut buf = vec![0u8; HEADER_LEN];
+        let mut buf = [0u8; HEADER_LEN];
         Packet::new_unchecked(&mut buf[..]).emit_request(1, 1);
         let s = ReflectorStamps::default();
         assert_eq!(Packet::new_unchecked(&mut buf[..]).make_reply(&s), 0);
         assert_eq!(Packet::new_checked(&buf[..]).unwrap().stamps(), None);
-        let mut buf = vec![0u8; 50];
+        let mut buf = [0u8; 50];
         Packet::new_unchecked(&mut buf[..]).emit_request(1, 1);
         assert_eq!(Packet::new_unchecked(&mut buf[..]).make_reply(&s), 3);
         assert_eq!(Packet::new_checked(&buf[..]).unwrap().len(), 50);
