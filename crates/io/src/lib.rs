@@ -9,5 +9,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod echo;
 pub mod netns;
+pub mod stamps;
 pub(crate) mod sys;

@@ -5,6 +5,8 @@
 #![allow(unsafe_code)]
 
 pub(crate) mod netns;
+pub(crate) mod sock;
+pub(crate) mod timestamping;
 
 /// Calls a libc function and maps a -1 return to the thread's `errno`.
 macro_rules! syscall {
