@@ -263,6 +263,106 @@ impl StageStats {
     }
 }
 
+/// Schema name of a latency result document.
+pub const SCHEMA: &str = "linerate.latency";
+/// Its version; bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Who answered the probes, which decides the stages that exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Responder {
+    /// linerate's reflector: it returns its own stamps, every stage exists.
+    Reflector,
+    /// A plain echo server (RFC 862): client-side stages only.
+    PlainEcho,
+    /// The peer's kernel (ICMP echo): client-side stages only.
+    Kernel,
+}
+
+/// Sent, answered and lost probes of one run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeCounts {
+    /// Requests sent.
+    pub sent: u64,
+    /// Replies received in time.
+    pub received: u64,
+    /// Requests without a reply within the timeout.
+    pub lost: u64,
+    /// Replies that matched no request in flight (late, duplicate, foreign).
+    pub unexpected: u64,
+}
+
+/// One configuration's result: a row of the seed-style table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyRun {
+    /// The settings that make this row (`reflector-mode=busy`, …).
+    pub settings: Vec<(String, String)>,
+    /// Request size in bytes (UDP/TCP payload, ICMP data).
+    pub size_bytes: u64,
+    /// Probe counts.
+    pub counts: ProbeCounts,
+    /// Exchanges whose request got no transmit stamp.
+    pub missing_tx_stamps: u64,
+    /// Exchanges whose reply got no receive stamp.
+    pub missing_rx_stamps: u64,
+    /// Intervals that came out negative and were left out.
+    pub negative_intervals: u64,
+    /// Per-stage statistics, in table order.
+    pub stages: Vec<StageSummary>,
+    /// Wall time of the run.
+    pub duration_ns: u64,
+}
+
+impl LatencyRun {
+    /// The summary of one stage, if it has samples.
+    pub fn stage(&self, stage: Stage) -> Option<&Summary> {
+        self.stages
+            .iter()
+            .find(|s| s.stage == stage)
+            .map(|s| &s.summary)
+    }
+
+    /// Label of the row: its settings, or "default".
+    pub fn label(&self) -> String {
+        if self.settings.is_empty() {
+            return "default".into();
+        }
+        self.settings
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// A whole `linerate latency` result document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyReport {
+    /// [`SCHEMA`].
+    pub schema: String,
+    /// [`SCHEMA_VERSION`].
+    pub version: u32,
+    /// The responder's address.
+    pub target: String,
+    /// `udp`, `tcp` or `icmp`.
+    pub protocol: String,
+    /// Who answered.
+    pub responder: Responder,
+    /// Clock of every stamp (`CLOCK_REALTIME`).
+    pub clock: String,
+    /// Where stamps came from (software SO_TIMESTAMPING, …).
+    pub timestamp_source: String,
+    /// What the client's device can stamp in hardware, as probed.
+    pub hardware_timestamps: String,
+    /// Client and responder share a clock (one host): one-way delays valid.
+    pub same_clock: bool,
+    /// One entry per configuration.
+    pub runs: Vec<LatencyRun>,
+    /// Conditions that make the figures less trustworthy.
+    pub warnings: Vec<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

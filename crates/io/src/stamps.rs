@@ -72,6 +72,22 @@ pub fn device_stamping(iface: &str) -> io::Result<DeviceStamping> {
     })
 }
 
+/// The interface that would carry traffic to `target` from this thread's
+/// namespace (the one owning the local address the kernel picks), if known.
+pub fn egress_interface(target: std::net::IpAddr) -> Option<String> {
+    let bind: std::net::SocketAddr = if target.is_ipv4() {
+        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let s = std::net::UdpSocket::bind(bind).ok()?;
+    s.connect((target, 9)).ok()?;
+    let local = s.local_addr().ok()?.ip();
+    crate::sys::ifaddrs::interface_with_addr(local)
+        .ok()
+        .flatten()
+}
+
 /// This host's boot id: two ends with the same boot id share CLOCK_REALTIME,
 /// so one-way delays between them are meaningful.
 pub fn boot_id() -> Option<String> {

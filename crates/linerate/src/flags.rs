@@ -33,6 +33,8 @@ pub(crate) enum Command {
     Calc(CalcArgs),
     /// Runs the built-in demonstration: no hardware, no second host, no privileges.
     Demo(DemoArgs),
+    /// Response time dissected into stages with kernel timestamps (UDP, TCP, ICMP echo).
+    Latency(crate::latency::LatencyArgs),
 }
 
 /// Flags of `linerate calc`.

@@ -7,7 +7,9 @@
 
 mod calc;
 mod flags;
+mod latency;
 mod output;
+mod progress;
 
 use std::process::ExitCode;
 
@@ -21,7 +23,6 @@ pub(crate) enum Failure {
     /// Bad flags, bad input or a setup that cannot work: exit 2.
     Usage(anyhow::Error),
     /// The measurement ran but its preconditions failed: exit 1.
-    #[allow(dead_code)] // used by the measuring commands
     Measurement(anyhow::Error),
 }
 
@@ -44,6 +45,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Calc(args) => calc::run(&args),
         Command::Demo(args) => calc::demo(&args),
+        Command::Latency(args) => latency::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

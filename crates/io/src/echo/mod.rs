@@ -8,6 +8,7 @@
 //! stamps of one host's clock.
 
 mod icmp;
+mod session;
 mod tcp;
 mod udp;
 
@@ -21,6 +22,7 @@ use linerate_core::wire::echo::ReflectorStamps;
 use serde::{Deserialize, Serialize};
 
 pub use icmp::run_icmp_client;
+pub use session::{run_client, run_with_local_reflector, summarize, Proto};
 pub use tcp::{run_tcp_client, TcpReflector};
 pub use udp::{run_udp_client, UdpReflector};
 
