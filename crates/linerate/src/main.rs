@@ -6,6 +6,7 @@
 //! 2 usage or setup error.
 
 mod calc;
+mod demo;
 mod flags;
 mod latency;
 mod output;
@@ -44,7 +45,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Calc(args) => calc::run(&args),
-        Command::Demo(args) => calc::demo(&args),
+        Command::Demo(args) => demo::run(&args),
         Command::Latency(args) => latency::run(&args),
     };
     match result {
