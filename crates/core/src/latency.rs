@@ -263,6 +263,36 @@ impl StageStats {
     }
 }
 
+/// One answered request, on the reflector's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReflectorRecord {
+    /// Sequence number of the request.
+    pub seq: u64,
+    /// Its stamps.
+    pub stamps: ResponderStamps,
+}
+
+/// What a reflector did in a session.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReflectorReport {
+    /// Replies sent.
+    pub replies: u64,
+    /// Requests dropped because their session was not this one.
+    pub unknown_session: u64,
+    /// Datagrams dropped because they were not valid requests.
+    pub malformed: u64,
+    /// Replies the kernel refused to send.
+    pub send_errors: u64,
+    /// Bytes received in valid requests.
+    pub bytes_in: u64,
+    /// Bytes sent in replies (never more than `bytes_in`).
+    pub bytes_out: u64,
+    /// Per-exchange stamps, up to the record limit.
+    pub records: Vec<ReflectorRecord>,
+    /// Exchanges beyond the record limit.
+    pub records_dropped: u64,
+}
+
 /// Schema name of a latency result document.
 pub const SCHEMA: &str = "linerate.latency";
 /// Its version; bumped on any incompatible change.
