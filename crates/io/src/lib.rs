@@ -11,5 +11,6 @@
 
 pub mod echo;
 pub mod netns;
+pub mod signal;
 pub mod stamps;
 pub(crate) mod sys;

@@ -35,6 +35,8 @@ pub(crate) enum Command {
     Demo(DemoArgs),
     /// Response time dissected into stages with kernel timestamps (UDP, TCP, ICMP echo).
     Latency(crate::latency::LatencyArgs),
+    /// Testbeds from network namespaces: up, down, list, sweep, exec.
+    Testbed(crate::testbed::TestbedArgs),
 }
 
 /// Flags of `linerate calc`.

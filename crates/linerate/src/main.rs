@@ -11,6 +11,7 @@ mod flags;
 mod latency;
 mod output;
 mod progress;
+mod testbed;
 
 use std::process::ExitCode;
 
@@ -47,6 +48,7 @@ fn main() -> ExitCode {
         Command::Calc(args) => calc::run(&args),
         Command::Demo(args) => demo::run(&args),
         Command::Latency(args) => latency::run(&args),
+        Command::Testbed(args) => testbed::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
