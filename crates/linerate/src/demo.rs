@@ -10,7 +10,7 @@ use linerate_core::linerate::{Encap, Row, RFC2544_FRAME_SIZES};
 use linerate_core::procedure::pingpong::{Schedule, Until};
 use linerate_core::units::{format_bytes_per_s, BitRate};
 use linerate_io::echo::{
-    run_with_local_reflector, summarize, ClientConfig, Proto, ReflectorConfig,
+    run_with_local_reflector, summarize, ClientConfig, Placement, Proto, ReflectorConfig,
 };
 use linerate_io::stamps;
 use linerate_report::calc::{frames_sentence, Calc};
@@ -80,9 +80,14 @@ pub(crate) fn run(_args: &DemoArgs) -> Result<(), Failure> {
         no_udp_checksum: false,
         plain_echo: false,
     };
-    let (run, reflector) =
-        run_with_local_reflector(Proto::Udp, target, ReflectorConfig::new(session), &client)
-            .map_err(|e| anyhow!(e).context("loopback latency"))?;
+    let (run, reflector) = run_with_local_reflector(
+        Proto::Udp,
+        target,
+        ReflectorConfig::new(session),
+        &client,
+        &Placement::default(),
+    )
+    .map_err(|e| anyhow!(e).context("loopback latency"))?;
     let report = LatencyReport {
         schema: SCHEMA.into(),
         version: SCHEMA_VERSION,

@@ -9,8 +9,8 @@ use linerate_core::latency::{LatencyReport, LatencyRun, Responder, SCHEMA, SCHEM
 use linerate_core::procedure::pingpong::{Schedule, Until};
 use linerate_core::units::{parse_duration, ByteCount};
 use linerate_io::echo::{
-    run_client, run_with_local_reflector, summarize, ClientConfig, Proto, ReflectorConfig,
-    ReflectorMode,
+    run_client_in, run_with_local_reflector, summarize, ClientConfig, Placement, Proto,
+    ReflectorConfig, ReflectorMode,
 };
 use linerate_io::stamps;
 
@@ -22,8 +22,23 @@ use crate::Failure;
 pub(crate) struct LatencyArgs {
     /// The responder: a host running `linerate server`, any echo server with
     /// --echo, any host with --icmp, or a local address with --in-process.
-    #[arg(value_name = "HOST")]
-    pub(crate) host: String,
+    /// Not with --bed (the bed's host b answers).
+    #[arg(
+        value_name = "HOST",
+        required_unless_present = "bed",
+        conflicts_with = "bed"
+    )]
+    pub(crate) host: Option<String>,
+
+    /// Run on a testbed (`linerate testbed up NAME`): the client in host a,
+    /// linerate's reflector (or, with --icmp, the kernel) in host b, both in
+    /// this process, on one clock.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["in_process", "echo"])]
+    pub(crate) bed: Option<String>,
+
+    /// With --bed: use the hosts' IPv6 addresses.
+    #[arg(long, requires = "bed")]
+    pub(crate) ipv6: bool,
 
     /// Port of the responder (UDP/TCP echo: 7 with --echo).
     #[arg(long, short = 'p')]
@@ -219,18 +234,40 @@ pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
         None => default_size,
     };
     let port = args.port.unwrap_or(if args.echo { 7 } else { 0 });
-    if !args.in_process && !args.echo && proto != Proto::Icmp {
+    if args.bed.is_none() && !args.in_process && !args.echo && proto != Proto::Icmp {
         return Err(anyhow!(
             "latency sessions with `linerate server` are not available yet: use --in-process \
-             (reflector in this process), --echo (any RFC 862 echo server) or --icmp"
+             (reflector in this process), --bed NAME, --echo (any RFC 862 echo server) or --icmp"
         )
         .into());
     }
-    let target: SocketAddr = (args.host.as_str(), port)
-        .to_socket_addrs()
-        .with_context(|| format!("cannot resolve '{}'", args.host))?
-        .next()
-        .ok_or_else(|| anyhow!("'{}' has no address", args.host))?;
+    // With a bed: the client in host a, the responder in host b.
+    let (target, place, bed_name) = match &args.bed {
+        Some(name) => {
+            let bed = linerate_bed::Bed::open(name).with_context(|| format!("testbed '{name}'"))?;
+            let ip: std::net::IpAddr = if args.ipv6 {
+                bed.ipv6("b").map(Into::into)
+            } else {
+                bed.ipv4("b").map(Into::into)
+            }
+            .ok_or_else(|| anyhow!("testbed '{name}' has no address for host b"))?;
+            let place = Placement {
+                reflector_ns: bed.netns("b").map(str::to_string),
+                client_ns: bed.netns("a").map(str::to_string),
+            };
+            (SocketAddr::new(ip, port), place, Some(name.clone()))
+        }
+        None => {
+            let host = args.host.as_deref().unwrap_or_default();
+            let t = (host, port)
+                .to_socket_addrs()
+                .with_context(|| format!("cannot resolve '{host}'"))?
+                .next()
+                .ok_or_else(|| anyhow!("'{host}' has no address"))?;
+            (t, Placement::default(), None)
+        }
+    };
+    let local_reflector = args.in_process || (bed_name.is_some() && proto != Proto::Icmp);
     let until = match (args.count, args.time) {
         (Some(0), _) => return Err(anyhow!("--count must be at least 1").into()),
         (Some(n), _) => Until::Count(n),
@@ -261,15 +298,16 @@ pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
     } else {
         Responder::Reflector
     };
-    let iface = stamps::egress_interface(target.ip());
-    let hardware = match iface.as_deref().map(|i| (i, stamps::device_stamping(i))) {
-        Some((i, Ok(d))) if d.hardware => format!(
-            "{i} has them (PHC {:?}); linerate uses software stamps",
-            d.phc_index
-        ),
-        Some((i, Ok(_))) => format!("none on {i} (ETHTOOL_GET_TS_INFO)"),
-        Some((i, Err(e))) => format!("unknown for {i} ({e})"),
-        None => "unknown (no local interface found for the route)".into(),
+    let hardware = {
+        let ip = target.ip();
+        // Probe the device in the client's namespace: that is where it lives.
+        linerate_io::netns::spawn_in(place.client_ns.as_deref(), "lr-probe", move || {
+            hardware_stamps(ip)
+        })
+        .ok()
+        .and_then(|h| h.join().ok())
+        .and_then(Result::ok)
+        .unwrap_or_else(|| "unknown (could not probe the client's namespace)".into())
     };
     let mut runs: Vec<LatencyRun> = Vec::new();
     let mut warnings = Vec::new();
@@ -295,17 +333,24 @@ pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
             no_udp_checksum: c.no_check,
             plain_echo: responder != Responder::Reflector,
         };
-        let run = if args.in_process {
+        let run = if local_reflector {
             let mut rc = ReflectorConfig::new(client.session);
             rc.mode = c.mode;
             rc.copy = c.copy;
             rc.no_udp_checksum = c.no_check;
-            let (run, report) = run_with_local_reflector(proto, target, rc, &client)
+            let (run, report) = run_with_local_reflector(proto, target, rc, &client, &place)
                 .map_err(|e| anyhow!(e).context("latency run"))?;
             summarize(settings.clone(), c.size as u64, &run, Some(&report), true)
         } else {
-            let run = run_client(proto, &client).map_err(|e| anyhow!(e).context("latency run"))?;
-            summarize(settings.clone(), c.size as u64, &run, None, false)
+            let run = run_client_in(proto, &client, place.client_ns.as_deref())
+                .map_err(|e| anyhow!(e).context("latency run"))?;
+            summarize(
+                settings.clone(),
+                c.size as u64,
+                &run,
+                None,
+                bed_name.is_some(),
+            )
         };
         check(&run, &mut warnings);
         runs.push(run);
@@ -316,10 +361,11 @@ pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
     let report = LatencyReport {
         schema: SCHEMA.into(),
         version: SCHEMA_VERSION,
-        target: if args.in_process {
-            format!("{} (reflector in this process)", target.ip())
-        } else {
-            target.to_string()
+        target: match (&bed_name, local_reflector) {
+            (Some(b), true) => format!("{} (bed {b}: host a → reflector in host b)", target.ip()),
+            (Some(b), false) => format!("{} (bed {b}: host a → host b)", target.ip()),
+            (None, true) => format!("{} (reflector in this process)", target.ip()),
+            (None, false) => target.to_string(),
         },
         protocol: proto.name().into(),
         responder,
@@ -327,7 +373,7 @@ pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
         timestamp_source:
             "software (SO_TIMESTAMPING: RX_SOFTWARE, TX_SCHED, TX_SOFTWARE; TX_ACK on TCP)".into(),
         hardware_timestamps: hardware,
-        same_clock: args.in_process,
+        same_clock: args.in_process || bed_name.is_some(),
         runs,
         warnings,
     };
@@ -342,6 +388,21 @@ pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
         )));
     }
     Ok(())
+}
+
+/// What the device carrying traffic to `ip` can stamp in hardware.
+fn hardware_stamps(ip: std::net::IpAddr) -> String {
+    match stamps::egress_interface(ip) {
+        Some(i) => match stamps::device_stamping(&i) {
+            Ok(d) if d.hardware => format!(
+                "{i} has them (PHC {}); this build uses software stamps",
+                d.phc_index.map_or("none".into(), |p| p.to_string())
+            ),
+            Ok(_) => format!("none on {i} (ETHTOOL_GET_TS_INFO)"),
+            Err(e) => format!("unknown for {i} ({e})"),
+        },
+        None => "unknown (no local interface found for the route)".into(),
+    }
 }
 
 /// Flags conditions that make a run's figures less trustworthy.

@@ -43,8 +43,10 @@ pub fn to_table(report: &LatencyReport) -> String {
     let _ = writeln!(
         out,
         "  {}",
-        if report.same_clock {
+        if report.same_clock && report.responder == Responder::Reflector {
             "client and responder share one clock (one host): one-way delays are shown"
+        } else if report.responder != Responder::Reflector {
+            "the responder returns no stamps: its time is inside \"network\", no one-way delays"
         } else {
             "client and responder clocks differ or are unknown: every stage uses one clock, no one-way delays"
         }

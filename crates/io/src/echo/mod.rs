@@ -23,7 +23,9 @@ use linerate_core::wire::echo::ReflectorStamps;
 use serde::{Deserialize, Serialize};
 
 pub use icmp::run_icmp_client;
-pub use session::{run_client, run_with_local_reflector, summarize, Proto};
+pub use session::{
+    run_client, run_client_in, run_with_local_reflector, summarize, Placement, Proto,
+};
 pub use tcp::{run_tcp_client, TcpReflector};
 pub use udp::{run_udp_client, UdpReflector};
 

@@ -4,9 +4,11 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 
 use linerate_core::latency::{dissect, LatencyRun, ProbeCounts, ResponderStamps, StageStats};
+
+use crate::netns;
 
 use super::{
     run_icmp_client, run_tcp_client, run_udp_client, ClientConfig, ClientRun, EchoIoError,
@@ -44,42 +46,112 @@ pub fn run_client(proto: Proto, cfg: &ClientConfig) -> Result<ClientRun, EchoIoE
     }
 }
 
-/// Runs a linerate reflector on `bind` (port 0: any) in this process and the
-/// client against it; both ends stamp with this host's clock.
+/// Where the two ends of an in-process run live: network namespaces by
+/// name (`None`: the caller's namespace).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// Namespace of the reflector's thread.
+    pub reflector_ns: Option<String>,
+    /// Namespace of the client's thread.
+    pub client_ns: Option<String>,
+}
+
+/// Runs a linerate reflector on `bind` (port 0: any) and the client against
+/// it, both in this process, each on a thread in its namespace; both ends
+/// stamp with this host's clock.
 pub fn run_with_local_reflector(
     proto: Proto,
     bind: SocketAddr,
     reflector: ReflectorConfig,
     client: &ClientConfig,
+    place: &Placement,
 ) -> Result<(ClientRun, ReflectorReport), EchoIoError> {
     let stop = Arc::new(AtomicBool::new(false));
-    let (addr, handle) = match proto {
-        Proto::Udp => {
-            let r = UdpReflector::bind(bind, reflector)?;
-            let addr = r.local_addr().map_err(super::sock_err("getsockname"))?;
-            let s = stop.clone();
-            (addr, std::thread::spawn(move || r.run(&s)))
+    let (addr_tx, addr_rx) = mpsc::channel::<Result<SocketAddr, EchoIoError>>();
+    let s = stop.clone();
+    let reflector_thread =
+        netns::spawn_in(place.reflector_ns.as_deref(), "lr-reflector", move || {
+            let started = match proto {
+                Proto::Udp => UdpReflector::bind(bind, reflector).and_then(|r| {
+                    let a = r.local_addr().map_err(super::sock_err("getsockname"))?;
+                    Ok((a, Either::Udp(r)))
+                }),
+                Proto::Tcp => TcpReflector::bind(bind, reflector).and_then(|r| {
+                    let a = r.local_addr().map_err(super::sock_err("getsockname"))?;
+                    Ok((a, Either::Tcp(r)))
+                }),
+                Proto::Icmp => Err(EchoIoError::Protocol(
+                    "ICMP is answered by the kernel, not by a reflector".into(),
+                )),
+            };
+            match started {
+                Ok((a, r)) => {
+                    let _ = addr_tx.send(Ok(a));
+                    match r {
+                        Either::Udp(r) => r.run(&s),
+                        Either::Tcp(r) => r.run(&s),
+                    }
+                }
+                Err(e) => {
+                    let _ = addr_tx.send(Err(EchoIoError::Protocol(e.to_string())));
+                    Err(e)
+                }
+            }
+        })
+        .map_err(|e| EchoIoError::Protocol(e.to_string()))?;
+    let join_reflector = |h: std::thread::JoinHandle<
+        Result<Result<ReflectorReport, EchoIoError>, netns::NetnsError>,
+    >| {
+        h.join()
+            .map_err(|_| EchoIoError::Protocol("the reflector thread panicked".into()))?
+            .map_err(|e| EchoIoError::Protocol(e.to_string()))?
+    };
+    let addr = match addr_rx.recv() {
+        Ok(Ok(a)) => a,
+        Ok(Err(e)) => {
+            let _ = join_reflector(reflector_thread);
+            return Err(e);
         }
-        Proto::Tcp => {
-            let r = TcpReflector::bind(bind, reflector)?;
-            let addr = r.local_addr().map_err(super::sock_err("getsockname"))?;
-            let s = stop.clone();
-            (addr, std::thread::spawn(move || r.run(&s)))
-        }
-        Proto::Icmp => {
-            return Err(EchoIoError::Protocol(
-                "ICMP is answered by the kernel, not by a reflector".into(),
-            ))
+        Err(_) => {
+            // The thread ended before binding: entering the namespace failed.
+            join_reflector(reflector_thread)?;
+            return Err(EchoIoError::Protocol("the reflector did not start".into()));
         }
     };
     let mut cfg = *client;
     cfg.target = addr;
-    let run = run_client(proto, &cfg);
+    let client_thread = netns::spawn_in(place.client_ns.as_deref(), "lr-echo-client", move || {
+        run_client(proto, &cfg)
+    })
+    .map_err(|e| EchoIoError::Protocol(e.to_string()));
+    let run = client_thread.and_then(|h| {
+        h.join()
+            .map_err(|_| EchoIoError::Protocol("the client thread panicked".into()))?
+            .map_err(|e| EchoIoError::Protocol(e.to_string()))?
+    });
     stop.store(true, Ordering::Relaxed);
-    let report = handle
-        .join()
-        .map_err(|_| EchoIoError::Protocol("the reflector thread panicked".into()))??;
+    let report = join_reflector(reflector_thread)?;
     Ok((run?, report))
+}
+
+/// Runs the client alone (ICMP, plain echo, a remote reflector) on a thread
+/// in namespace `ns`.
+pub fn run_client_in(
+    proto: Proto,
+    cfg: &ClientConfig,
+    ns: Option<&str>,
+) -> Result<ClientRun, EchoIoError> {
+    let cfg = *cfg;
+    netns::spawn_in(ns, "lr-echo-client", move || run_client(proto, &cfg))
+        .map_err(|e| EchoIoError::Protocol(e.to_string()))?
+        .join()
+        .map_err(|_| EchoIoError::Protocol("the client thread panicked".into()))?
+        .map_err(|e| EchoIoError::Protocol(e.to_string()))?
+}
+
+enum Either {
+    Udp(UdpReflector),
+    Tcp(TcpReflector),
 }
 
 /// Turns a client run and the responder's records into one result row.
