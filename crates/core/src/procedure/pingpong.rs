@@ -97,6 +97,11 @@ impl PingPong {
         }
     }
 
+    /// Probes sent and neither answered nor timed out yet.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
     /// Counters so far.
     pub fn counts(&self) -> Counts {
         self.counts

@@ -94,6 +94,9 @@ impl UdpReflector {
             timestamping::set_no_check(sock.as_raw_fd(), true)
                 .map_err(sock_err("setsockopt SO_NO_CHECK"))?;
         }
+        // Blocking receives wake up at least this often to notice `stop`.
+        sock.set_read_timeout(Some(Duration::from_millis(50)))
+            .map_err(sock_err("setsockopt SO_RCVTIMEO"))?;
         Ok(Self { sock, cfg })
     }
 
@@ -140,16 +143,16 @@ impl UdpReflector {
                     }
                 }
                 ReflectorMode::Blocking | ReflectorMode::Batch => {
-                    let ready = sock::poll_readable(fd, Duration::from_millis(50))
-                        .map_err(sock_err("poll"))?;
-                    tx.drain(fd, &mut report.records)
-                        .map_err(sock_err("read error queue"))?;
-                    if !ready {
-                        continue;
-                    }
-                    match timestamping::recv(fd, &mut bufs[0], libc::MSG_DONTWAIT) {
+                    // A blocking receive with a receive timeout (set at bind)
+                    // wakes straight into the request; the error queue is
+                    // drained after the reply, off the critical path.
+                    match timestamping::recv(fd, &mut bufs[0], 0) {
                         Ok(m) => m,
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            tx.drain(fd, &mut report.records)
+                                .map_err(sock_err("read error queue"))?;
+                            continue;
+                        }
                         Err(e) => return Err(sock_err("recvmsg")(e)),
                     }
                 }
@@ -282,9 +285,14 @@ pub fn run_udp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
     let mut next_id: u32 = 0;
     let mut tx_stamps: Vec<TxStamp> = Vec::new();
     let mut run = ClientRun::default();
+    let mut rcv_timeout = Duration::ZERO;
     loop {
         match pp.poll(now()) {
             Action::Send { seq } => {
+                // Collect the previous requests' transmit stamps now, between
+                // exchanges, where the syscall delays no measured interval.
+                timestamping::read_tx_stamps(fd, &mut tx_stamps)
+                    .map_err(sock_err("read error queue"))?;
                 Packet::new_unchecked(&mut req[..]).emit_request(cfg.session, seq);
                 let app_send = realtime_ns();
                 match sock.send(&req) {
@@ -301,8 +309,6 @@ pub fn run_udp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                     }
                     Err(e) => return Err(sock_err("send")(e)),
                 }
-                timestamping::read_tx_stamps(fd, &mut tx_stamps)
-                    .map_err(sock_err("read error queue"))?;
             }
             Action::Done => break,
             Action::Wait => {
@@ -335,6 +341,36 @@ pub fn run_udp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                             break;
                         }
                         std::hint::spin_loop();
+                    }
+                } else if pp.in_flight() == 0 {
+                    // Nothing to wait for but the next send slot.
+                    std::thread::sleep(wait);
+                } else if cfg.schedule.max_in_flight <= 1 {
+                    // Strict ping-pong: sleep in the receive itself, so the
+                    // reply wakes the thread straight into recvmsg (one
+                    // syscall, as a plain blocking client would do).
+                    if wait != rcv_timeout {
+                        sock.set_read_timeout(Some(wait.max(Duration::from_millis(1))))
+                            .map_err(sock_err("setsockopt SO_RCVTIMEO"))?;
+                        rcv_timeout = wait;
+                    }
+                    match timestamping::recv(fd, &mut reply, 0) {
+                        Ok(meta) => {
+                            let app_recv = realtime_ns();
+                            on_reply(
+                                cfg,
+                                &reply,
+                                meta,
+                                app_recv,
+                                now(),
+                                &mut pp,
+                                &sent_at,
+                                &mut run,
+                            );
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+                        Err(e) => return Err(sock_err("recvmsg")(e)),
                     }
                 } else if sock::poll_readable(fd, wait).map_err(sock_err("poll"))? {
                     loop {

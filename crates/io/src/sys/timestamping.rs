@@ -222,66 +222,87 @@ pub(crate) fn recv(fd: RawFd, buf: &mut [u8], flags: libc::c_int) -> io::Result<
     Ok(meta)
 }
 
+/// Error-queue messages fetched per recvmmsg call.
+const ERRQ_BATCH: usize = 16;
+
 /// Drains the error queue of `fd`, returning the transmit stamps in it.
-/// Other errors queued there (ICMP errors) are skipped.
+/// Other errors queued there (ICMP errors) are skipped. Uses recvmmsg, so
+/// a send's SCHED and SND stamps cost one syscall, not three.
 pub(crate) fn read_tx_stamps(fd: RawFd, out: &mut Vec<TxStamp>) -> io::Result<()> {
+    let mut scratch = [[0u8; 64]; ERRQ_BATCH];
+    let mut cbufs: [CmsgBuf; ERRQ_BATCH] = std::array::from_fn(|_| CmsgBuf([0; 512]));
     loop {
-        let mut scratch = [0u8; 64];
-        let mut iov = libc::iovec {
-            iov_base: scratch.as_mut_ptr().cast(),
-            iov_len: scratch.len(),
-        };
-        let mut cbuf = CmsgBuf([0; 512]);
-        // SAFETY: all-zero is a valid msghdr.
-        let mut msg: libc::msghdr = unsafe { zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = cbuf.0.as_mut_ptr().cast();
-        msg.msg_controllen = cbuf.0.len();
-        // SAFETY: msg points at live buffers of the given sizes.
-        match syscall!(recvmsg(
+        let mut iovs: [libc::iovec; ERRQ_BATCH] = std::array::from_fn(|i| libc::iovec {
+            iov_base: scratch[i].as_mut_ptr().cast(),
+            iov_len: scratch[i].len(),
+        });
+        // SAFETY: all-zero is a valid mmsghdr.
+        let mut msgs: [libc::mmsghdr; ERRQ_BATCH] = std::array::from_fn(|_| unsafe { zeroed() });
+        for ((m, iov), cbuf) in msgs.iter_mut().zip(iovs.iter_mut()).zip(cbufs.iter_mut()) {
+            m.msg_hdr.msg_iov = iov;
+            m.msg_hdr.msg_iovlen = 1;
+            m.msg_hdr.msg_control = cbuf.0.as_mut_ptr().cast();
+            m.msg_hdr.msg_controllen = cbuf.0.len();
+        }
+        // SAFETY: every mmsghdr points at live iovecs and control buffers of
+        // the given sizes, all of which outlive the call; vlen is their count.
+        let n = match syscall!(recvmmsg(
             fd,
-            &mut msg,
-            libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT
+            msgs.as_mut_ptr(),
+            ERRQ_BATCH as libc::c_uint,
+            libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
         )) {
-            Ok(_) => {}
+            Ok(n) => n as usize,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
+        };
+        for m in &msgs[..n.min(ERRQ_BATCH)] {
+            if let Some(s) = parse_tx_stamp(&m.msg_hdr) {
+                out.push(s);
+            }
         }
-        let mut stamp: Option<(u64, u64)> = None;
-        let mut err: Option<libc::sock_extended_err> = None;
-        for_each_cmsg(&msg, |level, ty, data| {
-            if level == libc::SOL_SOCKET && ty == SCM_TIMESTAMPING {
-                stamp = scm_timestamping(data);
-            } else if ((level == libc::SOL_IP && ty == libc::IP_RECVERR)
-                || (level == libc::SOL_IPV6 && ty == libc::IPV6_RECVERR))
-                && data.len() >= size_of::<libc::sock_extended_err>()
-            {
-                // SAFETY: the data holds a whole sock_extended_err (checked);
-                // read_unaligned copes with alignment.
-                err = Some(unsafe {
-                    std::ptr::read_unaligned(data.as_ptr().cast::<libc::sock_extended_err>())
-                });
-            }
-        });
-        if let (Some((sw, hw)), Some(e)) = (stamp, err) {
-            if e.ee_origin == SO_EE_ORIGIN_TIMESTAMPING {
-                let kind = match e.ee_info {
-                    SCM_TSTAMP_SND => TxKind::Snd,
-                    SCM_TSTAMP_SCHED => TxKind::Sched,
-                    SCM_TSTAMP_ACK => TxKind::Ack,
-                    _ => continue,
-                };
-                out.push(TxStamp {
-                    kind,
-                    id: e.ee_data,
-                    software_ns: sw,
-                    hardware_ns: hw,
-                });
-            }
+        if n < ERRQ_BATCH {
+            return Ok(());
         }
     }
+}
+
+/// The transmit stamp in one error-queue message, if it is one.
+fn parse_tx_stamp(msg: &libc::msghdr) -> Option<TxStamp> {
+    let mut stamp: Option<(u64, u64)> = None;
+    let mut err: Option<libc::sock_extended_err> = None;
+    for_each_cmsg(msg, |level, ty, data| {
+        if level == libc::SOL_SOCKET && ty == SCM_TIMESTAMPING {
+            stamp = scm_timestamping(data);
+        } else if ((level == libc::SOL_IP && ty == libc::IP_RECVERR)
+            || (level == libc::SOL_IPV6 && ty == libc::IPV6_RECVERR))
+            && data.len() >= size_of::<libc::sock_extended_err>()
+        {
+            // SAFETY: the data holds a whole sock_extended_err (checked);
+            // read_unaligned copes with alignment.
+            err = Some(unsafe {
+                std::ptr::read_unaligned(data.as_ptr().cast::<libc::sock_extended_err>())
+            });
+        }
+    });
+    let ((sw, hw), e) = (stamp?, err?);
+    if e.ee_origin != SO_EE_ORIGIN_TIMESTAMPING {
+        return None;
+    }
+    let kind = match e.ee_info {
+        SCM_TSTAMP_SND => TxKind::Snd,
+        SCM_TSTAMP_SCHED => TxKind::Sched,
+        SCM_TSTAMP_ACK => TxKind::Ack,
+        _ => return None,
+    };
+    Some(TxStamp {
+        kind,
+        id: e.ee_data,
+        software_ns: sw,
+        hardware_ns: hw,
+    })
 }
 
 /// What ETHTOOL_GET_TS_INFO says a device can stamp.
