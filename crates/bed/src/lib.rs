@@ -38,7 +38,7 @@ mod spec;
 pub mod state;
 pub mod sweep;
 
-pub use crate::apply::run_command;
+pub use crate::apply::{run_command, run_dump};
 pub use crate::bed::Bed;
 pub use crate::plan::{HostFacts, Plan, Step};
 pub use crate::spec::{

@@ -200,7 +200,8 @@ fn a_bed_through_the_binary() {
         .find(|b| b["name"] == n.as_str())
         .expect("listed");
     assert_eq!(mine["status"], "up");
-    assert_eq!(mine["spec"]["link_bits_per_s"], 10_000_000);
+    assert_eq!(mine["bed"]["spec"]["link_bits_per_s"], 10_000_000);
+    assert_eq!(mine["bed"]["schema"], "linerate.bed");
     // exec: the command runs in the host's namespace and its exit code is ours
     let o = linerate(&[
         "testbed", "exec", &n, "b", "--", "ip", "-o", "addr", "show", "dev", "lr-b",
