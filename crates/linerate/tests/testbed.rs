@@ -331,6 +331,13 @@ fn inspect_a_bed_veth_says_what_it_lacks() {
     let mut spec = linerate_bed::BedSpec::new(n.clone(), linerate_bed::Topology::Pair);
     spec.link = Some("100M".parse().unwrap());
     let bed = linerate_bed::Bed::up(&spec).unwrap();
+    let o = linerate(&["inspect", "--bed", &n, "--host", "b", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["name"], "lr-b");
+    assert_eq!(v["qdisc"], "tbf");
+    assert_eq!(v["timestamping"]["phc_index"], serde_json::Value::Null);
+    assert_exit_2(&["inspect", "--bed", &n, "--host", "dut"], "no host 'dut'");
     let o = linerate(&["inspect", "lr-a", "--netns", bed.netns("a").unwrap()]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = text(&o.stdout);
