@@ -1043,6 +1043,28 @@ ip -n lr-br1-dut link set dev lr-br up
     }
 
     #[test]
+    fn bridge_link_and_loss_go_on_the_veth_ends_only() {
+        let mut spec = BedSpec::new("b2", Topology::Bridge);
+        spec.link = Some(BitRate::from_mbps(10));
+        spec.loss_pct = Some(0.1);
+        let got = lines(&spec);
+        let tbf: Vec<&String> = got.iter().filter(|l| l.contains(" tbf ")).collect();
+        assert_eq!(tbf.len(), 4, "{tbf:#?}");
+        assert!(tbf.iter().all(|l| !l.contains("dev lr-br ")));
+        assert!(tbf[0].ends_with("rate 10000000bit burst 64000 latency 50ms overhead 24 mpu 84"));
+        let loss: Vec<&String> = got.iter().filter(|l| l.contains("numgen")).collect();
+        assert_eq!(loss.len(), 2);
+        assert!(loss[0].starts_with("ip netns exec lr-b2-a nft"));
+        assert!(loss[0].contains("numgen random mod 1000000 < 1000 counter drop"));
+        assert!(loss[1].starts_with("ip netns exec lr-b2-b nft"));
+        // the bridge device gets no offload or shaping step
+        assert!(got
+            .iter()
+            .filter(|l| l.contains("ethtool"))
+            .all(|l| !l.contains("lr-br ")));
+    }
+
+    #[test]
     fn every_created_name_has_the_prefix() {
         for t in Topology::ALL {
             let mut spec = BedSpec::new("x", t);
