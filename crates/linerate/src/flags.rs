@@ -37,6 +37,10 @@ pub(crate) enum Command {
     Latency(crate::latency::LatencyArgs),
     /// Testbeds from network namespaces: up, down, list, sweep, exec.
     Testbed(crate::testbed::TestbedArgs),
+    /// An interface's driver, speed, offloads, rings, coalescing, timestamping, PCIe link,
+    /// NUMA node and IRQs, with the ceilings that follow and warnings for settings that cap
+    /// performance. Without IFACE: a brief list.
+    Inspect(crate::inspect::InspectArgs),
 }
 
 /// Flags of `linerate calc`.

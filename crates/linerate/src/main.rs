@@ -8,6 +8,7 @@
 mod calc;
 mod demo;
 mod flags;
+mod inspect;
 mod latency;
 mod output;
 mod progress;
@@ -49,6 +50,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Latency(args) => latency::run(&args),
         Command::Testbed(args) => testbed::run(&args),
+        Command::Inspect(args) => inspect::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,7 +7,7 @@ use anyhow::{anyhow, Context as _};
 use clap::{Args, Subcommand};
 use linerate_bed::plan::{render_argv, HostFacts, Plan};
 use linerate_bed::state::{self, BedRecord};
-use linerate_bed::{guard, sweep, Bed, BedSpec, Offloads, TcpMem, Topology};
+use linerate_bed::{guard, sweep, Bed, BedError, BedSpec, Offloads, TcpMem, Topology};
 use linerate_core::units::BitRate;
 use linerate_report::table::{Align, Table};
 use serde::Serialize;
@@ -80,7 +80,8 @@ pub(crate) struct UpArgs {
     /// Print the commands (and their read-backs) instead of running them.
     #[arg(long)]
     pub(crate) dry_run: bool,
-    /// One JSON document (schema linerate.testbed version 1).
+    /// One JSON document: the bed's description (schema linerate.bed version 1), or with
+    /// --dry-run the plan (schema linerate.testbed).
     #[arg(long)]
     pub(crate) json: bool,
 }
@@ -210,10 +211,16 @@ fn up(a: &UpArgs) -> Result<(), Failure> {
         return print(&out);
     }
     guard::install_signal_teardown().context("installing the signal guard")?;
-    let bed = Bed::up(&spec)?;
+    let bed = match Bed::up(&spec) {
+        Ok(bed) => bed,
+        // The bed was rolled back; end as the signal asked (130, 143).
+        Err(BedError::Interrupted) => std::process::exit(guard::signal_exit_code().unwrap_or(130)),
+        Err(e) => return Err(e.into()),
+    };
     let record = bed.keep();
     if a.json {
-        print_json(&json(&record))
+        // The stored description itself (schema linerate.bed).
+        print_json(&record)
     } else {
         print(&describe(&record))
     }
@@ -332,9 +339,9 @@ fn list(a: &ListArgs) -> Result<(), Failure> {
     if a.json {
         #[derive(Serialize)]
         struct Item {
+            name: String,
             status: &'static str,
-            #[serde(flatten)]
-            record: BedRecord,
+            bed: BedRecord,
         }
         #[derive(Serialize)]
         struct List {
@@ -348,8 +355,9 @@ fn list(a: &ListArgs) -> Result<(), Failure> {
         for r in records {
             match r {
                 Ok(record) => l.beds.push(Item {
+                    name: record.name.clone(),
                     status: status(&record),
-                    record,
+                    bed: record,
                 }),
                 Err(e) => l.errors.push(e.to_string()),
             }

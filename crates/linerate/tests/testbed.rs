@@ -200,7 +200,8 @@ fn a_bed_through_the_binary() {
         .find(|b| b["name"] == n.as_str())
         .expect("listed");
     assert_eq!(mine["status"], "up");
-    assert_eq!(mine["spec"]["link_bits_per_s"], 10_000_000);
+    assert_eq!(mine["bed"]["spec"]["link_bits_per_s"], 10_000_000);
+    assert_eq!(mine["bed"]["schema"], "linerate.bed");
     // exec: the command runs in the host's namespace and its exit code is ours
     let o = linerate(&[
         "testbed", "exec", &n, "b", "--", "ip", "-o", "addr", "show", "dev", "lr-b",
@@ -299,4 +300,55 @@ fn sweep_prefix_removes_a_killed_processs_leftovers() {
     assert!(out.contains(&format!("removed link lr-{n}")), "{out}");
     assert!(!netns_exists(&format!("lr-{n}-a")));
     assert!(!Path::new("/sys/class/net").join(format!("lr-{n}")).exists());
+}
+
+#[test]
+fn inspect_lists_and_describes_loopback() {
+    let o = linerate(&["inspect"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("lo "), "{}", text(&o.stdout));
+    let o = linerate(&["inspect", "lo", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["schema"], "linerate.inspect");
+    assert_eq!(v["name"], "lo");
+    assert_eq!(v["pcie"], serde_json::Value::Null);
+    assert_eq!(v["ceilings"].as_array().unwrap().len(), 0);
+    assert_exit_2(&["inspect", "lr-no-such-if"], "no interface");
+    assert_exit_2(
+        &["inspect", "lo", "--netns", "lr-no-such-ns"],
+        "no network namespace",
+    );
+    assert_exit_2(&["inspect", "a/b"], "not an interface name");
+}
+
+#[test]
+fn inspect_a_bed_veth_says_what_it_lacks() {
+    if !privileged("inspect_a_bed_veth_says_what_it_lacks") {
+        return;
+    }
+    let n = name("insp");
+    let mut spec = linerate_bed::BedSpec::new(n.clone(), linerate_bed::Topology::Pair);
+    spec.link = Some("100M".parse().unwrap());
+    let bed = linerate_bed::Bed::up(&spec).unwrap();
+    let o = linerate(&["inspect", "--bed", &n, "--host", "b", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["name"], "lr-b");
+    assert_eq!(v["qdisc"], "tbf");
+    assert_eq!(v["timestamping"]["phc_index"], serde_json::Value::Null);
+    assert_exit_2(&["inspect", "--bed", &n, "--host", "dut"], "no host 'dut'");
+    let o = linerate(&["inspect", "lr-a", "--netns", bed.netns("a").unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    for want in [
+        "veth",
+        "no hardware timestamps, no PHC",
+        "no PCIe link",
+        "nominal",
+        "root qdisc tbf: egress is shaped",
+        "tso gso uso gro",
+    ] {
+        assert!(out.contains(want), "missing {want}:\n{out}");
+    }
 }
