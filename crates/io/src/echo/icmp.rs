@@ -158,13 +158,9 @@ pub fn run_icmp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
             }
         }
     }
-    run.duration = mono0.elapsed();
-    std::thread::sleep(Duration::from_millis(2));
-    timestamping::read_tx_stamps(raw, &mut tx).map_err(sock_err("read error queue"))?;
-    run.apply_tx(|id| id_to_seq.get(&id).copied(), &tx);
-    run.counts = pp.counts();
-    run.count_missing();
-    Ok(run)
+    run.finish(raw, mono0, pp.counts(), tx, |id| {
+        id_to_seq.get(&id).copied()
+    })
 }
 
 #[cfg(test)]

@@ -166,6 +166,27 @@ impl ClientRun {
         }
     }
 
+    /// Closes a run: collects the last transmit stamps from `fd`'s error
+    /// queue, matches every stamp to its exchange and counts what is missing.
+    fn finish(
+        mut self,
+        fd: std::os::fd::RawFd,
+        started: std::time::Instant,
+        counts: Counts,
+        mut stamps: Vec<crate::stamps::TxStamp>,
+        seq_of: impl Fn(u32) -> Option<u64>,
+    ) -> Result<Self, EchoIoError> {
+        self.duration = started.elapsed();
+        // Stamps of the last sends may still be on their way.
+        std::thread::sleep(Duration::from_millis(2));
+        crate::sys::timestamping::read_tx_stamps(fd, &mut stamps)
+            .map_err(sock_err("read error queue"))?;
+        self.apply_tx(seq_of, &stamps);
+        self.counts = counts;
+        self.count_missing();
+        Ok(self)
+    }
+
     fn count_missing(&mut self) {
         self.missing_tx_stamps = self
             .exchanges

@@ -289,14 +289,10 @@ pub fn run_tcp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
             }
         }
     }
-    run.duration = mono0.elapsed();
-    std::thread::sleep(Duration::from_millis(2));
-    timestamping::read_tx_stamps(fd, &mut tx).map_err(sock_err("read error queue"))?;
     let size = cfg.size;
-    run.apply_tx(|id| exchange_of_byte(id, size), &tx);
-    run.counts = pp.counts();
-    run.count_missing();
-    Ok(run)
+    run.finish(fd, mono0, pp.counts(), tx, move |id| {
+        exchange_of_byte(id, size)
+    })
 }
 
 #[cfg(test)]

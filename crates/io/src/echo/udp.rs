@@ -285,7 +285,7 @@ pub fn run_udp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
     let mut next_id: u32 = 0;
     let mut tx_stamps: Vec<TxStamp> = Vec::new();
     let mut run = ClientRun::default();
-    let mut rcv_timeout = Duration::ZERO;
+    let mut rcv_timeout_ms = 0u128;
     loop {
         match pp.poll(now()) {
             Action::Send { seq } => {
@@ -315,31 +315,30 @@ pub fn run_udp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                 let t = now();
                 let wake = pp.next_wakeup(t).unwrap_or(t);
                 let wait = Duration::from_nanos(wake.saturating_sub(t));
+                // Receive one datagram with `flags`; false when none was there.
+                let mut take = |flags: libc::c_int,
+                                pp: &mut PingPong|
+                 -> Result<bool, EchoIoError> {
+                    match timestamping::recv(fd, &mut reply, flags) {
+                        Ok(meta) => {
+                            let app_recv = realtime_ns();
+                            on_reply(cfg, &reply, meta, app_recv, now(), pp, &sent_at, &mut run);
+                            Ok(true)
+                        }
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                io::ErrorKind::WouldBlock | io::ErrorKind::ConnectionRefused
+                            ) =>
+                        {
+                            Ok(false)
+                        }
+                        Err(e) => Err(sock_err("recvmsg")(e)),
+                    }
+                };
                 if cfg.spin {
                     let until = Instant::now() + wait;
-                    loop {
-                        match timestamping::recv(fd, &mut reply, libc::MSG_DONTWAIT) {
-                            Ok(meta) => {
-                                let app_recv = realtime_ns();
-                                on_reply(
-                                    cfg,
-                                    &reply,
-                                    meta,
-                                    app_recv,
-                                    now(),
-                                    &mut pp,
-                                    &sent_at,
-                                    &mut run,
-                                );
-                                break;
-                            }
-                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
-                            Err(e) => return Err(sock_err("recvmsg")(e)),
-                        }
-                        if Instant::now() >= until {
-                            break;
-                        }
+                    while !take(libc::MSG_DONTWAIT, &mut pp)? && Instant::now() < until {
                         std::hint::spin_loop();
                     }
                 } else if pp.in_flight() == 0 {
@@ -348,62 +347,25 @@ pub fn run_udp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                 } else if cfg.schedule.max_in_flight <= 1 {
                     // Strict ping-pong: sleep in the receive itself, so the
                     // reply wakes the thread straight into recvmsg (one
-                    // syscall, as a plain blocking client would do).
-                    if wait != rcv_timeout {
-                        sock.set_read_timeout(Some(wait.max(Duration::from_millis(1))))
+                    // syscall, as a plain blocking client would do). The
+                    // timeout only bounds the wait for a lost reply; it is
+                    // set when it changes by a millisecond or more.
+                    let ms = wait.as_millis().max(1);
+                    if ms != rcv_timeout_ms {
+                        sock.set_read_timeout(Some(Duration::from_millis(ms as u64)))
                             .map_err(sock_err("setsockopt SO_RCVTIMEO"))?;
-                        rcv_timeout = wait;
+                        rcv_timeout_ms = ms;
                     }
-                    match timestamping::recv(fd, &mut reply, 0) {
-                        Ok(meta) => {
-                            let app_recv = realtime_ns();
-                            on_reply(
-                                cfg,
-                                &reply,
-                                meta,
-                                app_recv,
-                                now(),
-                                &mut pp,
-                                &sent_at,
-                                &mut run,
-                            );
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
-                        Err(e) => return Err(sock_err("recvmsg")(e)),
-                    }
+                    take(0, &mut pp)?;
                 } else if sock::poll_readable(fd, wait).map_err(sock_err("poll"))? {
-                    loop {
-                        match timestamping::recv(fd, &mut reply, libc::MSG_DONTWAIT) {
-                            Ok(meta) => {
-                                let app_recv = realtime_ns();
-                                on_reply(
-                                    cfg,
-                                    &reply,
-                                    meta,
-                                    app_recv,
-                                    now(),
-                                    &mut pp,
-                                    &sent_at,
-                                    &mut run,
-                                );
-                            }
-                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => break,
-                            Err(e) => return Err(sock_err("recvmsg")(e)),
-                        }
-                    }
+                    while take(libc::MSG_DONTWAIT, &mut pp)? {}
                 }
             }
         }
     }
-    run.duration = mono0.elapsed();
-    std::thread::sleep(Duration::from_millis(2));
-    timestamping::read_tx_stamps(fd, &mut tx_stamps).map_err(sock_err("read error queue"))?;
-    run.apply_tx(|id| id_to_seq.get(&id).copied(), &tx_stamps);
-    run.counts = pp.counts();
-    run.count_missing();
-    Ok(run)
+    run.finish(fd, mono0, pp.counts(), tx_stamps, |id| {
+        id_to_seq.get(&id).copied()
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
