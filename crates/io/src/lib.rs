@@ -14,3 +14,4 @@ pub mod netns;
 pub mod signal;
 pub mod stamps;
 pub(crate) mod sys;
+pub mod throughput;

@@ -12,7 +12,9 @@ mod inspect;
 mod latency;
 mod output;
 mod progress;
+mod server;
 mod testbed;
+mod throughput;
 
 use std::process::ExitCode;
 
@@ -49,6 +51,8 @@ fn main() -> ExitCode {
         Command::Calc(args) => calc::run(&args),
         Command::Demo(args) => demo::run(&args),
         Command::Latency(args) => latency::run(&args),
+        Command::Server(args) => server::run(&args),
+        Command::Throughput(args) => throughput::run(&args),
         Command::Testbed(args) => testbed::run(&args),
         Command::Inspect(args) => inspect::run(&args),
     };
