@@ -263,6 +263,104 @@ impl StageStats {
     }
 }
 
+/// How the reflector waits for requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReflectorMode {
+    /// Sleeps in poll/recv until a request arrives (the default; pays the
+    /// scheduler's wake-up).
+    Blocking,
+    /// Spins on non-blocking receives (burns a CPU; no wake-up cost).
+    Busy,
+    /// Sleeps until a request arrives, then takes every queued request
+    /// before answering them in one pass.
+    Batch,
+}
+
+/// The echo protocol of a latency session with linerate's reflector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EchoProtocol {
+    /// UDP echo.
+    Udp,
+    /// TCP echo.
+    Tcp,
+}
+
+/// What a client asks of the server's reflector (control protocol).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LatencyParams {
+    /// UDP or TCP.
+    pub protocol: EchoProtocol,
+    /// Request size in bytes.
+    pub size_bytes: u64,
+    /// How the reflector waits.
+    pub mode: ReflectorMode,
+    /// Copy each request before answering.
+    pub copy: bool,
+    /// SO_NO_CHECK on the reflector's socket.
+    pub no_udp_checksum: bool,
+    /// How long the client means to run, at most (the server may refuse more).
+    pub duration_ns: u64,
+}
+
+/// Largest request of a latency session (bytes).
+pub const MAX_REQUEST_BYTES: u64 = 1 << 20;
+
+/// Why a server refuses latency parameters.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LatencyParamsError {
+    /// A request size outside what the protocol carries.
+    #[error("request size {size} B is outside {min}..={max} B for {protocol}")]
+    Size {
+        /// Asked.
+        size: u64,
+        /// Smallest.
+        min: u64,
+        /// Largest.
+        max: u64,
+        /// `udp` or `tcp`.
+        protocol: &'static str,
+    },
+    /// Longer than the server allows.
+    #[error(
+        "a {asked_s:.0} s session exceeds the server's limit of {limit_s:.0} s (--max-duration)"
+    )]
+    TooLong {
+        /// Asked, s.
+        asked_s: f64,
+        /// Allowed, s.
+        limit_s: f64,
+    },
+}
+
+impl LatencyParams {
+    /// Checks the parameters against the protocol and the server's limit.
+    pub fn validate(&self, max_duration_ns: Option<u64>) -> Result<(), LatencyParamsError> {
+        let (min, max, protocol) = match self.protocol {
+            EchoProtocol::Udp => (crate::wire::echo::HEADER_LEN as u64, 65_507, "udp"),
+            EchoProtocol::Tcp => (1, MAX_REQUEST_BYTES, "tcp"),
+        };
+        if !(min..=max).contains(&self.size_bytes) {
+            return Err(LatencyParamsError::Size {
+                size: self.size_bytes,
+                min,
+                max,
+                protocol,
+            });
+        }
+        if let Some(limit) = max_duration_ns {
+            if self.duration_ns > limit {
+                return Err(LatencyParamsError::TooLong {
+                    asked_s: self.duration_ns as f64 / 1e9,
+                    limit_s: limit as f64 / 1e9,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
 /// One answered request, on the reflector's clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReflectorRecord {
