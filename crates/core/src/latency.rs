@@ -91,11 +91,13 @@ pub enum Stage {
     OneWayForward,
     /// Responder TX_SND → client RX_SW (one clock only).
     OneWayReturn,
+    /// Client TX_SND → TX_ACK: until the request was acknowledged (TCP).
+    TcpAck,
 }
 
 impl Stage {
     /// Every stage, in table order.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::ClientTx,
         Self::ResponderRx,
         Self::ResponderApp,
@@ -105,6 +107,7 @@ impl Stage {
         Self::Rtt,
         Self::OneWayForward,
         Self::OneWayReturn,
+        Self::TcpAck,
     ];
 
     /// The column title.
@@ -119,6 +122,7 @@ impl Stage {
             Self::Rtt => "RTT",
             Self::OneWayForward => "one-way →",
             Self::OneWayReturn => "one-way ←",
+            Self::TcpAck => "tcp ack",
         }
     }
 
@@ -136,6 +140,7 @@ impl Stage {
             Self::Rtt => "client send() call to receive return",
             Self::OneWayForward => "client TX_SND to responder RX_SW (shared clock only)",
             Self::OneWayReturn => "responder TX_SND to client RX_SW (shared clock only)",
+            Self::TcpAck => "client TX_SND to SCM_TSTAMP_ACK: the request acknowledged (TCP)",
         }
     }
 }
@@ -143,7 +148,7 @@ impl Stage {
 /// Stage durations of one exchange, ns; `None` where a stamp was missing.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stages {
-    values: [Option<i64>; 9],
+    values: [Option<i64>; 10],
 }
 
 impl Stages {
@@ -173,6 +178,7 @@ pub fn dissect(
     s.set(Stage::Rtt, diff(Some(c.app_recv_ns), Some(c.app_send_ns)));
     s.set(Stage::ClientTx, diff(c.tx_soft_ns, Some(c.app_send_ns)));
     s.set(Stage::ClientRx, diff(Some(c.app_recv_ns), c.rx_kernel_ns));
+    s.set(Stage::TcpAck, diff(c.tx_ack_ns, c.tx_soft_ns));
     let client_kernel_rtt = diff(c.rx_kernel_ns, c.tx_soft_ns);
     match responder {
         Some(r) => {
@@ -209,7 +215,7 @@ pub fn client_stamps_monotonic(c: &ClientStamps) -> bool {
 /// Per-stage histograms over many exchanges.
 #[derive(Debug, Clone, Default)]
 pub struct StageStats {
-    hists: [Histogram; 9],
+    hists: [Histogram; 10],
     /// Intervals that came out negative (stamps out of order): not recorded.
     pub negative: u64,
 }
@@ -596,7 +602,7 @@ mod tests {
         b.merge(&a);
         assert_eq!(b.histogram(Stage::Rtt).count(), 2);
         let sums = b.summaries();
-        assert_eq!(sums.len(), 9);
+        assert_eq!(sums.len(), 9, "no TCP ACK stamp, no ack stage");
         assert_eq!(sums[0].stage, Stage::ClientTx);
         let mut neg = Stages::default();
         neg.set(Stage::Rtt, Some(-1));
