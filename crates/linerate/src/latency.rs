@@ -229,6 +229,9 @@ pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
         )
         .into());
     }
+    if args.no_udp_checksum && proto != Proto::Udp {
+        return Err(anyhow!("--no-udp-checksum applies to UDP only").into());
+    }
     let default_size = match proto {
         Proto::Udp => 64,
         Proto::Tcp => 1,
@@ -299,6 +302,7 @@ pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
         size,
     };
     let configs = expand(base, &args.sweep)?;
+    let mut warnings = Vec::new();
     let responder = if proto == Proto::Icmp {
         Responder::Kernel
     } else if args.echo {
@@ -317,9 +321,14 @@ pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
         .and_then(Result::ok)
         .unwrap_or_else(|| "unknown (could not probe the client's namespace)".into())
     };
+    if target.is_ipv6() && configs.iter().any(|(c, _)| c.no_check) {
+        warnings.push(
+            "SO_NO_CHECK has no effect over IPv6: UDP checksums are mandatory there (RFC 8200 §8.1)"
+                .into(),
+        );
+    }
     let mut same_clock = args.in_process || bed_name.is_some() || remote;
     let mut runs: Vec<LatencyRun> = Vec::new();
-    let mut warnings = Vec::new();
     for (i, (c, settings)) in configs.iter().enumerate() {
         if crate::progress::enabled() {
             eprint!(
