@@ -375,11 +375,14 @@ pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
             let r = run_remote(target, &params, &client)
                 .map_err(|e| anyhow!(e).context("latency session with linerate server"))?;
             same_clock &= r.same_clock;
+            if let Some(why) = &r.incomplete {
+                warnings.push(format!("incomplete: {why}"));
+            }
             summarize(
                 settings.clone(),
                 c.size as u64,
                 &r.client,
-                Some(&r.reflector),
+                r.reflector.as_ref(),
                 r.same_clock,
             )
         } else {
@@ -422,6 +425,11 @@ pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
         print_json(&report)?;
     } else {
         print(&linerate_report::latency::to_table(&report))?;
+    }
+    if report.warnings.iter().any(|w| w.starts_with("incomplete")) {
+        return Err(Failure::Measurement(anyhow!(
+            "the result is incomplete (see the warnings)"
+        )));
     }
     if report.runs.iter().any(|r| r.counts.received == 0) {
         return Err(Failure::Measurement(anyhow!(

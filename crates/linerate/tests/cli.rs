@@ -487,3 +487,56 @@ fn latency_against_linerate_server() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+#[test]
+fn latency_reports_what_it_measured_when_the_server_dies() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let mut server = Child(
+        Command::new(env!("CARGO_BIN_EXE_linerate"))
+            .args(["server", "--bind", "127.0.0.1", "--port", &port])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let client = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args([
+            "latency",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "--time",
+            "2s",
+            "--interval",
+            "1ms",
+            "--timeout",
+            "100ms",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let _ = server.0.kill();
+    let o = client.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).expect("a result despite the dead server");
+    let run = &v["runs"][0];
+    assert!(
+        run["counts"]["received"].as_u64().unwrap() > 0,
+        "measured before the kill"
+    );
+    assert!(
+        run["counts"]["lost"].as_u64().unwrap() > 0,
+        "lost after the kill"
+    );
+    let warnings = v["warnings"].to_string();
+    assert!(warnings.contains("incomplete"), "{warnings}");
+}

@@ -150,10 +150,13 @@ pub fn serve(
 pub struct RemoteRun {
     /// The client's side.
     pub client: ClientRun,
-    /// The server's reflector, with its per-exchange records.
-    pub reflector: ReflectorReport,
+    /// The server's reflector, with its per-exchange records (`None` if the
+    /// server did not deliver them).
+    pub reflector: Option<ReflectorReport>,
     /// Both ends booted the same kernel: one CLOCK_REALTIME, one-way delays valid.
     pub same_clock: bool,
+    /// Why the result is incomplete, if it is.
+    pub incomplete: Option<String>,
 }
 
 /// Runs one latency session against `linerate server` at `server`.
@@ -223,44 +226,49 @@ pub fn run_remote(
         EchoProtocol::Udp => Proto::Udp,
         EchoProtocol::Tcp => Proto::Tcp,
     };
-    let run = super::run_client(proto, &cfg);
+    let run = super::run_client(proto, &cfg)?;
     // Whatever happened to the probes, end the session so the server stops
-    // its reflector, and collect its records.
-    ctrl.send(&Message::SendDone { flows: Vec::new() })
-        .map_err(proto_err)?;
-    let run = run?;
+    // its reflector, and collect its records. A server that died keeps the
+    // client's side: the run is reported, marked incomplete.
+    let reflector = ctrl
+        .send(&Message::SendDone { flows: Vec::new() })
+        .map_err(|e| e.to_string())
+        .and_then(|()| collect_records(&mut ctrl));
+    let (reflector, incomplete) = match reflector {
+        Ok(r) => (Some(r), None),
+        Err(e) => (
+            None,
+            Some(format!(
+                "the server's stamps are missing ({e}): client-side stages only"
+            )),
+        ),
+    };
+    let same_clock = stamps::boot_id().is_some_and(|b| !boot_id.is_empty() && b == boot_id);
+    Ok(RemoteRun {
+        client: run,
+        reflector,
+        same_clock,
+        incomplete,
+    })
+}
+
+/// Reads the reflector's records and counters after SendDone.
+fn collect_records(ctrl: &mut Control) -> Result<ReflectorReport, String> {
     let mut records = Vec::new();
-    let report = loop {
-        match ctrl.recv(STEP_TIMEOUT).map_err(proto_err)? {
+    loop {
+        match ctrl.recv(STEP_TIMEOUT).map_err(|e| e.to_string())? {
             Message::ReflectorRecords { records: chunk } => {
                 if records.len() + chunk.len() > 16 << 20 {
-                    return Err(EchoIoError::Protocol(
-                        "the server sent too many records".into(),
-                    ));
+                    return Err("the server sent too many records".into());
                 }
                 records.extend(chunk);
             }
             Message::ReflectorDone { mut report } => {
                 report.records = records;
-                break report;
+                return Ok(report);
             }
-            Message::Error { reason } => {
-                return Err(EchoIoError::Protocol(format!(
-                    "the server reported: {reason}"
-                )))
-            }
-            other => {
-                return Err(EchoIoError::Protocol(format!(
-                    "unexpected '{}' after the run",
-                    other.name()
-                )))
-            }
+            Message::Error { reason } => return Err(format!("the server reported: {reason}")),
+            other => return Err(format!("unexpected '{}' after the run", other.name())),
         }
-    };
-    let same_clock = stamps::boot_id().is_some_and(|b| !boot_id.is_empty() && b == boot_id);
-    Ok(RemoteRun {
-        client: run,
-        reflector: report,
-        same_clock,
-    })
+    }
 }
