@@ -330,13 +330,17 @@ pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
     let mut same_clock = args.in_process || bed_name.is_some() || remote;
     let mut runs: Vec<LatencyRun> = Vec::new();
     for (i, (c, settings)) in configs.iter().enumerate() {
-        if crate::progress::enabled() {
-            eprint!(
-                "\rlinerate latency: configuration {}/{}…",
+        let _ticker = crate::progress::Ticker::start(
+            format!(
+                "linerate latency: configuration {}/{}",
                 i + 1,
                 configs.len()
-            );
-        }
+            ),
+            match until {
+                Until::Time(t) => Some(t),
+                Until::Count(_) => None,
+            },
+        );
         let client = ClientConfig {
             target,
             session: session_token(),
@@ -398,9 +402,6 @@ pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
         };
         check(&run, &mut warnings);
         runs.push(run);
-    }
-    if crate::progress::enabled() {
-        eprint!("\r\x1b[K");
     }
     let report = LatencyReport {
         schema: SCHEMA.into(),
