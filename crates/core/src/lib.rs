@@ -17,5 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod linerate;
+pub mod procedure;
 pub mod stats;
 pub mod units;
+pub mod wire;
