@@ -9,5 +9,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod dut;
 pub mod netns;
+pub mod packet;
 pub(crate) mod sys;

@@ -5,6 +5,7 @@
 #![allow(unsafe_code)]
 
 pub(crate) mod netns;
+pub(crate) mod packet;
 
 /// Calls a libc function and maps a -1 return to the thread's `errno`.
 macro_rules! syscall {

@@ -1,0 +1,336 @@
+//! Raw-frame generator and receiver on AF_PACKET sockets (packet(7)).
+//!
+//! * [`Generator`]: `sendmmsg` batches of up to 64 test frames on one
+//!   interface, paced to an offered rate by a token bucket on
+//!   `CLOCK_MONOTONIC` (the long-term rate is exact; frames leave in small
+//!   bursts of up to one batch when the thread wakes up late). It counts only
+//!   the frames the kernel **accepted**: a short `sendmmsg` count or ENOBUFS
+//!   (a full qdisc or device queue) means those frames were not sent, and
+//!   they are sent again later with the same sequence numbers; the report
+//!   counts the short batches and errors. The offered rate it reports is
+//!   accepted frames over the time from the first send to the return of the
+//!   last one. By default frames pass the qdisc, so a tc link emulator (tbf)
+//!   shapes them; `PACKET_QDISC_BYPASS` is an option that is **refused on an
+//!   interface with a shaping qdisc** (it would skip the emulated link:
+//!   `../shared/research/linux-probe.md` §4).
+//! * [`Receiver`]: `recvmmsg` batches of IPv4 frames on one interface,
+//!   parsed with the core test-frame view; non-test frames are counted and
+//!   ignored; test frames go to a [`RxTally`] (loss, reorder, duplicates,
+//!   latency per stream).
+//!
+//! Clock: both ends read `CLOCK_MONOTONIC` in user space: the generator just
+//! before the `sendmmsg` that carries the frame (one stamp per batch), the
+//! receiver just after the `recvmmsg` that returned it. One-way latency is
+//! valid because generator and receiver are threads of one process on one
+//! host; it includes the receiver's wake-up and batching delay.
+
+use std::io;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use linerate_core::procedure::rfc2544::rx::RxTally;
+use linerate_core::wire::testframe::{TestFrame, TestFrameRepr};
+
+use crate::sys::packet::{self as raw, PacketSocket, MAX_BATCH, PACKET_OUTGOING};
+
+/// Why a raw socket could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PacketError {
+    /// The interface does not exist (in this thread's namespace).
+    #[error("no interface {iface}: {source}")]
+    NoInterface {
+        /// Interface name.
+        iface: String,
+        /// The error.
+        source: io::Error,
+    },
+    /// A socket call failed.
+    #[error("{what} on {iface}: {source}")]
+    Socket {
+        /// Which call.
+        what: &'static str,
+        /// Interface name.
+        iface: String,
+        /// The error.
+        source: io::Error,
+    },
+    /// PACKET_QDISC_BYPASS was asked on an interface with a shaping qdisc.
+    #[error("PACKET_QDISC_BYPASS refused on {iface}: it has a shaping qdisc ({qdisc}), and bypass would skip the emulated link")]
+    BypassOnShapedLink {
+        /// Interface name.
+        iface: String,
+        /// The qdisc kind found.
+        qdisc: String,
+    },
+}
+
+/// The shaping qdisc (tbf, htb) on `iface`, if any, as `tc qdisc show`
+/// reports it in the calling thread's namespace (`None` also when `tc` is
+/// missing: then bypass is allowed with no check).
+pub fn shaping_qdisc(iface: &str) -> Option<String> {
+    let out = Command::new("tc")
+        .args(["qdisc", "show", "dev", iface])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace()
+        .find(|w| matches!(*w, "tbf" | "htb" | "hfsc" | "cake" | "netem"))
+        .map(str::to_string)
+}
+
+/// What one generator run did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GenReport {
+    /// Frames asked.
+    pub asked_frames: u64,
+    /// Frames the kernel accepted.
+    pub sent_frames: u64,
+    /// From the first send to the return of the last.
+    pub elapsed: Duration,
+    /// `sent_frames / elapsed`.
+    pub offered_fps: f64,
+    /// `sendmmsg` calls.
+    pub batches: u64,
+    /// Calls that accepted fewer frames than given.
+    pub short_batches: u64,
+    /// Calls that failed with ENOBUFS (queue full).
+    pub enobufs: u64,
+    /// Other failed calls.
+    pub errors: u64,
+    /// The first other error.
+    pub first_error: Option<String>,
+    /// The run stopped at its time limit before sending every frame.
+    pub timed_out: bool,
+}
+
+/// A paced AF_PACKET sender of test frames.
+#[derive(Debug)]
+pub struct Generator {
+    sock: PacketSocket,
+    iface: String,
+    mac: [u8; 6],
+    /// PACKET_QDISC_BYPASS in force.
+    pub qdisc_bypass: bool,
+}
+
+impl Generator {
+    /// A sender on `iface` (in the calling thread's namespace).
+    pub fn open(iface: &str, qdisc_bypass: bool) -> Result<Self, PacketError> {
+        let sock_err = |what| {
+            let iface = iface.to_string();
+            move |source| PacketError::Socket {
+                what,
+                iface,
+                source,
+            }
+        };
+        let index = raw::ifindex(iface).map_err(|source| PacketError::NoInterface {
+            iface: iface.to_string(),
+            source,
+        })?;
+        let mac = raw::hwaddr(iface).map_err(sock_err("SIOCGIFHWADDR"))?;
+        let sock = PacketSocket::open(index, 0).map_err(sock_err("AF_PACKET socket"))?;
+        let _ = sock.set_sndbuf(4 << 20);
+        if qdisc_bypass {
+            if let Some(qdisc) = shaping_qdisc(iface) {
+                return Err(PacketError::BypassOnShapedLink {
+                    iface: iface.to_string(),
+                    qdisc,
+                });
+            }
+            sock.set_qdisc_bypass(true)
+                .map_err(sock_err("PACKET_QDISC_BYPASS"))?;
+        }
+        Ok(Self {
+            sock,
+            iface: iface.to_string(),
+            mac,
+            qdisc_bypass,
+        })
+    }
+
+    /// The interface's MAC address.
+    pub fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+
+    /// The interface name.
+    pub fn iface(&self) -> &str {
+        &self.iface
+    }
+
+    /// Sends `frames` copies of `template` (stream `stream`, sequence 0..),
+    /// at `fps` (or as fast as possible with `None`), stopping at
+    /// `max_time` whatever is left.
+    pub fn run(
+        &mut self,
+        template: &TestFrameRepr,
+        stream: u16,
+        frames: u64,
+        fps: Option<f64>,
+        max_time: Duration,
+    ) -> GenReport {
+        let frames = frames.min(u64::from(u32::MAX));
+        let mut t = *template;
+        t.stream = stream;
+        let len = t.buffer_len();
+        let mut bufs: Vec<Vec<u8>> = (0..MAX_BATCH)
+            .map(|_| {
+                let mut b = vec![0u8; len];
+                t.emit(&mut b);
+                b
+            })
+            .collect();
+        let mut rep = GenReport {
+            asked_frames: frames,
+            ..GenReport::default()
+        };
+        let start = Instant::now();
+        let mut last_return = start;
+        while rep.sent_frames < frames {
+            let now = Instant::now();
+            let el = now.duration_since(start);
+            if el > max_time {
+                rep.timed_out = true;
+                break;
+            }
+            let due = match fps {
+                None => frames,
+                Some(f) => frames.min((el.as_secs_f64() * f).floor() as u64 + 1),
+            };
+            if due <= rep.sent_frames {
+                if let Some(f) = fps {
+                    let wait = rep.sent_frames as f64 / f - el.as_secs_f64();
+                    if wait > 300e-6 {
+                        std::thread::sleep(Duration::from_secs_f64(wait - 150e-6));
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                }
+                continue;
+            }
+            let n = ((due - rep.sent_frames) as usize).min(MAX_BATCH);
+            let ts = raw::monotonic_ns();
+            for (i, b) in bufs.iter_mut().take(n).enumerate() {
+                if let Ok(mut f) = TestFrame::new_checked(&mut b[..]) {
+                    f.set_seq((rep.sent_frames + i as u64) as u32);
+                    f.set_tx_ns(ts);
+                }
+            }
+            let refs: Vec<&[u8]> = bufs.iter().take(n).map(Vec::as_slice).collect();
+            rep.batches += 1;
+            match self.sock.send_batch(&refs) {
+                Ok(k) => {
+                    rep.sent_frames += k as u64;
+                    if k < n {
+                        rep.short_batches += 1;
+                    }
+                    last_return = Instant::now();
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    // A full queue (a shaper's or the device's): back off
+                    // instead of spinning; the frames stay due.
+                    rep.enobufs += 1;
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => {
+                    rep.errors += 1;
+                    if rep.first_error.is_none() {
+                        rep.first_error = Some(e.to_string());
+                    }
+                    if rep.errors > 1000 {
+                        break;
+                    }
+                    std::thread::yield_now();
+                }
+            }
+        }
+        rep.elapsed = last_return.duration_since(start);
+        rep.offered_fps = if rep.elapsed.is_zero() {
+            0.0
+        } else {
+            rep.sent_frames as f64 / rep.elapsed.as_secs_f64()
+        };
+        rep
+    }
+}
+
+/// An AF_PACKET receiver of IPv4 frames that counts test frames.
+#[derive(Debug)]
+pub struct Receiver {
+    sock: PacketSocket,
+    mac: [u8; 6],
+    bufs: Vec<Vec<u8>>,
+    lens: Vec<usize>,
+    kinds: Vec<u8>,
+    /// Per-stream counters.
+    pub tally: RxTally,
+    /// Frames received in all (test or not).
+    pub frames_seen: u64,
+}
+
+impl Receiver {
+    /// A receiver on `iface` (in the calling thread's namespace); each
+    /// blocking wait lasts at most `poll`.
+    pub fn open(iface: &str, poll: Duration) -> Result<Self, PacketError> {
+        let sock_err = |what| {
+            let iface = iface.to_string();
+            move |source| PacketError::Socket {
+                what,
+                iface,
+                source,
+            }
+        };
+        let index = raw::ifindex(iface).map_err(|source| PacketError::NoInterface {
+            iface: iface.to_string(),
+            source,
+        })?;
+        let mac = raw::hwaddr(iface).map_err(sock_err("SIOCGIFHWADDR"))?;
+        let sock =
+            PacketSocket::open(index, raw::ETH_P_IP).map_err(sock_err("AF_PACKET socket"))?;
+        // Older kernels lack it; outgoing frames are then dropped by pkttype.
+        let _ = sock.set_ignore_outgoing();
+        let _ = sock.set_rcvbuf(32 << 20);
+        sock.set_rcvtimeo(poll.as_micros().clamp(1000, 1_000_000) as i64)
+            .map_err(sock_err("SO_RCVTIMEO"))?;
+        Ok(Self {
+            sock,
+            mac,
+            bufs: vec![vec![0u8; 16_384 + 64]; MAX_BATCH],
+            lens: vec![0; MAX_BATCH],
+            kinds: vec![0; MAX_BATCH],
+            tally: RxTally::new(),
+            frames_seen: 0,
+        })
+    }
+
+    /// The interface's MAC address.
+    pub fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+
+    /// Receives one batch (waiting at most the poll time) and counts it.
+    pub fn poll(&mut self) -> io::Result<usize> {
+        let n = self
+            .sock
+            .recv_batch(&mut self.bufs, &mut self.lens, &mut self.kinds)?;
+        if n == 0 {
+            return Ok(0);
+        }
+        let rx_ns = raw::monotonic_ns();
+        for i in 0..n {
+            if self.kinds[i] == PACKET_OUTGOING {
+                continue;
+            }
+            self.frames_seen += 1;
+            let parsed = TestFrame::new_checked(&self.bufs[i][..self.lens[i]])
+                .and_then(|v| TestFrameRepr::parse(&v));
+            match parsed {
+                Ok(r) => self.tally.record(r.stream, r.seq, r.tx_ns, Some(rx_ns)),
+                Err(_) => self.tally.other_frames += 1,
+            }
+        }
+        Ok(n)
+    }
+}
