@@ -12,4 +12,5 @@
 pub mod dut;
 pub mod netns;
 pub mod packet;
+pub mod signal;
 pub(crate) mod sys;

@@ -6,6 +6,7 @@
 
 pub(crate) mod netns;
 pub(crate) mod packet;
+pub(crate) mod signal;
 
 /// Calls a libc function and maps a -1 return to the thread's `errno`.
 macro_rules! syscall {

@@ -1,0 +1,130 @@
+//! Guards: every bed being built or owned by this process is registered
+//! here, so a termination signal can remove it before the process exits.
+//!
+//! [`install_signal_teardown`] blocks SIGINT, SIGTERM and SIGHUP (call it
+//! first thing in `main`, before other threads exist, so all inherit the
+//! mask) and starts a thread that waits for them with `sigwait`: no code
+//! runs in an asynchronous signal handler. On a signal that thread stops
+//! further bring-up steps, removes every registered bed and exits with
+//! 128 + the signal number. Steps run under the registry lock, so teardown
+//! never races with a half-run step.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use crate::apply;
+use crate::plan::Step;
+use crate::BedError;
+
+/// What to remove for one bed.
+#[derive(Debug, Clone)]
+pub(crate) struct Registered {
+    pub(crate) name: String,
+    pub(crate) namespaces: Vec<String>,
+    pub(crate) state_file: PathBuf,
+}
+
+static REGISTRY: Mutex<Vec<Registered>> = Mutex::new(Vec::new());
+static TERMINATING: AtomicBool = AtomicBool::new(false);
+
+fn lock() -> MutexGuard<'static, Vec<Registered>> {
+    REGISTRY.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub(crate) fn register(r: Registered) {
+    lock().push(r);
+}
+
+pub(crate) fn deregister(name: &str) {
+    lock().retain(|r| r.name != name);
+}
+
+/// Runs one bring-up step unless a termination signal arrived.
+pub(crate) fn run_step(step: &Step) -> Result<(), BedError> {
+    let _held = lock();
+    if TERMINATING.load(Ordering::SeqCst) {
+        return Err(BedError::Interrupted);
+    }
+    apply::apply_step(step)
+}
+
+/// Whether a termination signal has arrived.
+pub fn terminating() -> bool {
+    TERMINATING.load(Ordering::SeqCst)
+}
+
+/// Removes the namespaces (those that exist) and the state file; returns
+/// what failed.
+fn teardown_unlocked(r: &Registered) -> Vec<String> {
+    let mut errors = Vec::new();
+    for ns in r.namespaces.iter().rev() {
+        if !netns_exists(ns) {
+            continue;
+        }
+        let step = Step::DelNetns { netns: ns.clone() };
+        if let Err(e) = apply::run_command(&step.argv()) {
+            errors.push(e.to_string());
+        }
+    }
+    match std::fs::remove_file(&r.state_file) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => errors.push(format!("{}: {e}", r.state_file.display())),
+    }
+    errors
+}
+
+/// Tears a bed down (under the registry lock) and deregisters it.
+pub(crate) fn teardown(r: &Registered) -> Result<(), BedError> {
+    let errors = {
+        let mut reg = lock();
+        let errors = teardown_unlocked(r);
+        reg.retain(|x| x.name != r.name);
+        errors
+    };
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(BedError::Teardown {
+            name: r.name.clone(),
+            why: errors.join("; "),
+        })
+    }
+}
+
+/// Whether `/run/netns/NS` exists.
+pub fn netns_exists(ns: &str) -> bool {
+    Path::new(linerate_io::netns::NETNS_RUN_DIR)
+        .join(ns)
+        .exists()
+}
+
+/// Blocks the termination signals and starts the thread that removes every
+/// registered bed when one arrives, then exits with 128 + its number.
+pub fn install_signal_teardown() -> std::io::Result<()> {
+    linerate_io::signal::block_termination_signals()?;
+    std::thread::Builder::new()
+        .name("lr-signal".into())
+        .spawn(|| {
+            let sig = linerate_io::signal::wait_for_termination_signal().unwrap_or(0);
+            TERMINATING.store(true, Ordering::SeqCst);
+            let reg = lock();
+            for r in reg.iter() {
+                let errors = teardown_unlocked(r);
+                if errors.is_empty() {
+                    eprintln!("linerate: signal {sig}: removed bed '{}'", r.name);
+                } else {
+                    eprintln!(
+                        "linerate: signal {sig}: bed '{}' not fully removed ({}); \
+                         `linerate testbed sweep --prefix {}` removes the rest",
+                        r.name,
+                        errors.join("; "),
+                        r.name
+                    );
+                }
+            }
+            std::process::exit(128 + sig);
+        })?;
+    Ok(())
+}

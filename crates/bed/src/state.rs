@@ -1,0 +1,208 @@
+//! The stored description of a bed: `/run/linerate/beds/<bed>.json`, so
+//! `down`, `list`, `sweep` and other processes (`--bed NAME`) find it.
+//!
+//! The file is claimed with `O_EXCL` before anything is created (two
+//! processes cannot bring up the same bed), and rewritten atomically
+//! (temporary file + rename) once the bed is complete.
+
+use std::fs;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::layout::Layout;
+use crate::spec::BedSpec;
+use crate::BedError;
+
+/// Where bed descriptions live.
+pub const STATE_DIR: &str = "/run/linerate/beds";
+/// The `schema` of a bed description.
+pub const SCHEMA: &str = "linerate.bed";
+/// Its version.
+pub const VERSION: u32 = 1;
+
+/// A bed as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BedRecord {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    /// [`VERSION`].
+    pub version: u32,
+    /// The bed's name without prefix.
+    pub name: String,
+    /// What was asked for.
+    pub spec: BedSpec,
+    /// Namespaces, interfaces, addresses.
+    pub layout: Layout,
+    /// False while the bed is being built (or if building it failed and the
+    /// creator was killed before it could roll back: `sweep` removes it).
+    pub complete: bool,
+    /// Seconds since the Unix epoch at creation.
+    pub created_unix_s: u64,
+    /// The process that created it.
+    pub creator_pid: u32,
+    /// Fidelity notes (what the link emulation does and does not cover).
+    pub notes: Vec<String>,
+    /// Every command that built it, in order.
+    pub commands: Vec<String>,
+}
+
+impl BedRecord {
+    /// A record for a bed about to be built.
+    pub fn new(spec: &BedSpec, layout: Layout, notes: Vec<String>, commands: Vec<String>) -> Self {
+        Self {
+            schema: SCHEMA.into(),
+            version: VERSION,
+            name: spec.name.clone(),
+            spec: spec.clone(),
+            layout,
+            complete: false,
+            created_unix_s: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            creator_pid: std::process::id(),
+            notes,
+            commands,
+        }
+    }
+}
+
+/// The file of bed `name` in `dir`.
+pub fn path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.json"))
+}
+
+fn state_err(path: &Path) -> impl FnOnce(std::io::Error) -> BedError + '_ {
+    move |source| BedError::State {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn to_json(record: &BedRecord) -> String {
+    let mut s = serde_json::to_string_pretty(record).unwrap_or_else(|_| "{}".into());
+    s.push('\n');
+    s
+}
+
+/// Creates the file of a new bed; fails with [`BedError::Exists`] if it is
+/// there already.
+pub fn claim(dir: &Path, record: &BedRecord) -> Result<PathBuf, BedError> {
+    fs::create_dir_all(dir).map_err(state_err(dir))?;
+    let p = path(dir, &record.name);
+    let mut f = match fs::OpenOptions::new().write(true).create_new(true).open(&p) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(BedError::Exists {
+                name: record.name.clone(),
+                what: format!("{} exists", p.display()),
+            })
+        }
+        Err(e) => return Err(state_err(&p)(e)),
+    };
+    f.write_all(to_json(record).as_bytes())
+        .map_err(state_err(&p))?;
+    Ok(p)
+}
+
+/// Rewrites a bed's file atomically.
+pub fn write(dir: &Path, record: &BedRecord) -> Result<(), BedError> {
+    let p = path(dir, &record.name);
+    let tmp = dir.join(format!(".{}.json.tmp{}", record.name, std::process::id()));
+    fs::write(&tmp, to_json(record)).map_err(state_err(&tmp))?;
+    fs::rename(&tmp, &p).map_err(state_err(&p))
+}
+
+/// Reads bed `name`.
+pub fn read(dir: &Path, name: &str) -> Result<BedRecord, BedError> {
+    let p = path(dir, name);
+    let text = match fs::read_to_string(&p) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(BedError::NotFound {
+                name: name.to_string(),
+                path: p,
+            })
+        }
+        Err(e) => return Err(state_err(&p)(e)),
+    };
+    let record: BedRecord = serde_json::from_str(&text).map_err(|e| BedError::Corrupt {
+        path: p.clone(),
+        why: e.to_string(),
+    })?;
+    if record.schema != SCHEMA || record.version != VERSION || record.name != name {
+        return Err(BedError::Corrupt {
+            path: p,
+            why: format!(
+                "schema {} version {} name {} (expected {SCHEMA} {VERSION} {name})",
+                record.schema, record.version, record.name
+            ),
+        });
+    }
+    Ok(record)
+}
+
+/// Removes bed `name`'s file (absent is fine).
+pub fn remove(dir: &Path, name: &str) -> Result<(), BedError> {
+    let p = path(dir, name);
+    match fs::remove_file(&p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(state_err(&p)(e)),
+    }
+}
+
+/// Every stored bed in `dir`, by name; unreadable files as errors.
+pub fn list(dir: &Path) -> Vec<Result<BedRecord, BedError>> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.strip_suffix(".json")
+                .filter(|s| !s.starts_with('.'))
+                .map(str::to_string)
+        })
+        .collect();
+    names.sort();
+    names.iter().map(|n| read(dir, n)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::Topology;
+
+    #[test]
+    fn claim_write_read_remove() {
+        let dir = std::env::temp_dir().join(format!("lr-state-test-{}", std::process::id()));
+        let spec = BedSpec::new("s1", Topology::Router);
+        let mut rec = BedRecord::new(&spec, Layout::new("s1", Topology::Router), vec![], vec![]);
+        claim(&dir, &rec).unwrap();
+        assert!(matches!(
+            claim(&dir, &rec).unwrap_err(),
+            BedError::Exists { .. }
+        ));
+        rec.complete = true;
+        write(&dir, &rec).unwrap();
+        let back = read(&dir, "s1").unwrap();
+        assert_eq!(back, rec);
+        assert_eq!(list(&dir).len(), 1);
+        fs::write(path(&dir, "bad"), "{").unwrap();
+        assert!(matches!(
+            read(&dir, "bad").unwrap_err(),
+            BedError::Corrupt { .. }
+        ));
+        remove(&dir, "s1").unwrap();
+        remove(&dir, "s1").unwrap();
+        assert!(matches!(
+            read(&dir, "s1").unwrap_err(),
+            BedError::NotFound { .. }
+        ));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,100 @@
+//! Sweep: removes leftovers of killed processes — every `lr-` namespace,
+//! every `lr-` link in the root namespace and the stale bed files, or only
+//! those of one name prefix (tests sweep only their own).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::apply::run_command;
+use crate::spec::PREFIX;
+use crate::{state, BedError};
+
+/// What a sweep removed and what it could not.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct SweepReport {
+    /// Namespaces deleted.
+    pub netns: Vec<String>,
+    /// Root-namespace links deleted.
+    pub links: Vec<String>,
+    /// Bed files removed.
+    pub files: Vec<PathBuf>,
+    /// What failed.
+    pub errors: Vec<String>,
+}
+
+/// Removes every namespace and root link named `lr-<prefix>…` and every bed
+/// file whose bed name starts with `prefix` (all of them when `prefix` is
+/// `None`).
+pub fn sweep(prefix: Option<&str>) -> Result<SweepReport, BedError> {
+    sweep_in(prefix, Path::new(state::STATE_DIR))
+}
+
+/// [`sweep`] with the state directory given.
+pub fn sweep_in(prefix: Option<&str>, state_dir: &Path) -> Result<SweepReport, BedError> {
+    let bed_prefix = prefix.map_or("", |p| p.strip_prefix(PREFIX).unwrap_or(p));
+    if !bed_prefix
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+    {
+        return Err(BedError::Invalid(format!(
+            "--prefix '{bed_prefix}' has characters a bed name cannot have"
+        )));
+    }
+    let full = format!("{PREFIX}{bed_prefix}");
+    let mut report = SweepReport::default();
+
+    let mut names: Vec<String> = fs::read_dir(linerate_io::netns::NETNS_RUN_DIR)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&full))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    for ns in names {
+        match run_command(&["ip", "netns", "del", &ns].map(String::from)) {
+            Ok(_) => report.netns.push(ns),
+            Err(e) => report.errors.push(e.to_string()),
+        }
+    }
+
+    let links = run_command(&["ip", "-j", "link", "show"].map(String::from))?;
+    let links: serde_json::Value = serde_json::from_str(&links)
+        .map_err(|e| BedError::Invalid(format!("cannot read `ip -j link show`: {e}")))?;
+    for l in links.as_array().map(Vec::as_slice).unwrap_or_default() {
+        let Some(name) = l.get("ifname").and_then(|n| n.as_str()) else {
+            continue;
+        };
+        if !name.starts_with(&full) {
+            continue;
+        }
+        match run_command(&["ip", "link", "del", "dev", name].map(String::from)) {
+            Ok(_) => report.links.push(name.to_string()),
+            // A veth's peer goes with it: already gone is fine.
+            Err(_) if !link_exists(name) => report.links.push(name.to_string()),
+            Err(e) => report.errors.push(e.to_string()),
+        }
+    }
+
+    if let Ok(entries) = fs::read_dir(state_dir) {
+        for e in entries.filter_map(Result::ok) {
+            let n = e.file_name().to_string_lossy().into_owned();
+            let bed = n.trim_start_matches('.');
+            if bed.starts_with(bed_prefix) && (n.ends_with(".json") || n.contains(".json.tmp")) {
+                match fs::remove_file(e.path()) {
+                    Ok(()) => report.files.push(e.path()),
+                    Err(err) => report.errors.push(format!("{}: {err}", e.path().display())),
+                }
+            }
+        }
+    }
+    report.files.sort();
+    Ok(report)
+}
+
+fn link_exists(name: &str) -> bool {
+    Path::new("/sys/class/net").join(name).exists()
+}
