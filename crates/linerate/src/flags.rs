@@ -33,6 +33,8 @@ pub(crate) enum Command {
     Calc(CalcArgs),
     /// Runs the built-in demonstration: no hardware, no second host, no privileges.
     Demo(DemoArgs),
+    /// RFC 2544 device-under-test suite with raw frames: throughput, latency, frame loss, back-to-back.
+    Rfc2544(crate::rfc2544::Rfc2544Args),
 }
 
 /// Flags of `linerate calc`.

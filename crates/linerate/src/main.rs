@@ -8,6 +8,7 @@
 mod calc;
 mod flags;
 mod output;
+mod rfc2544;
 
 use std::process::ExitCode;
 
@@ -44,6 +45,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Calc(args) => calc::run(&args),
         Command::Demo(args) => calc::demo(&args),
+        Command::Rfc2544(args) => rfc2544::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
