@@ -72,7 +72,7 @@ enum GenCmd {
 
 enum RxCmd {
     Open(u16, u64, Sender<()>),
-    Close(u16, Sender<Option<StreamCounter>>),
+    Close(u16, Sender<(Option<StreamCounter>, u64)>),
 }
 
 /// The running harness. Dropping it stops both threads.
@@ -152,10 +152,12 @@ impl Harness {
                     match rx_rx.try_recv() {
                         Ok(RxCmd::Open(s, n, ack)) => {
                             r.tally.open(s, n);
+                            let _ = r.take_drops();
                             let _ = ack.send(());
                         }
                         Ok(RxCmd::Close(s, reply)) => {
-                            let _ = reply.send(r.tally.close(s));
+                            let drops = r.take_drops();
+                            let _ = reply.send((r.tally.close(s), drops));
                         }
                         Err(mpsc::TryRecvError::Empty) => break,
                         Err(mpsc::TryRecvError::Disconnected) => return,
@@ -279,10 +281,9 @@ impl Harness {
         let (c_tx, c_rx) = mpsc::channel();
         rx.send(RxCmd::Close(stream, c_tx))
             .map_err(|_| HarnessError::Worker("receiver"))?;
-        let counter = c_rx
-            .recv()
-            .map_err(|_| HarnessError::Worker("receiver"))?
-            .unwrap_or_default();
+        let (counter, receiver_drops) =
+            c_rx.recv().map_err(|_| HarnessError::Worker("receiver"))?;
+        let counter = counter.unwrap_or_default();
         Ok((
             TrialOutcome {
                 sent_frames: rep.sent_frames,
@@ -290,6 +291,7 @@ impl Harness {
                 offered_fps: rep.offered_fps,
                 duplicates: counter.duplicates,
                 reordered: counter.reordered,
+                receiver_drops,
                 latency: Some(counter.latency),
             },
             rep,

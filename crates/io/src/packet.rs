@@ -310,6 +310,12 @@ impl Receiver {
         self.mac
     }
 
+    /// Frames the socket dropped (receive queue full) since the last call:
+    /// the receiver could not keep up, which is not loss in the device.
+    pub fn take_drops(&mut self) -> u64 {
+        self.sock.stats().map(|(_, d)| u64::from(d)).unwrap_or(0)
+    }
+
     /// Receives one batch (waiting at most the poll time) and counts it.
     pub fn poll(&mut self) -> io::Result<usize> {
         let n = self

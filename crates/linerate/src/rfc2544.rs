@@ -302,7 +302,7 @@ fn drive<P: Plan>(
             proc_.handle(epoch.elapsed(), Event::TrialDone(o));
             if let Some(t) = proc_.trace().last() {
                 eprintln!(
-                    "offered {} fps, sent {}, received {}, loss {:.3} %{} → {:?}  [{}]",
+                    "offered {} fps, sent {}, received {}, loss {:.3} %{}{} → {:?}  [{}]",
                     group_thousands(t.offered_fps.round() as u64),
                     group_thousands(t.sent_frames),
                     group_thousands(t.received_frames),
@@ -312,6 +312,11 @@ fn drive<P: Plan>(
                             " (ENOBUFS {}, short batches {})",
                             rep.enobufs, rep.short_batches
                         )
+                    } else {
+                        String::new()
+                    },
+                    if t.receiver_drops > 0 {
+                        format!(" (RECEIVER dropped {})", t.receiver_drops)
                     } else {
                         String::new()
                     },
@@ -560,7 +565,7 @@ fn render(link: BitRate, sizes: &[SizeReport]) -> String {
             t.row(vec![
                 "invalid trials".into(),
                 invalid.to_string(),
-                "the generator fell short of the asked rate (not counted as DUT loss)".into(),
+                "the generator fell short of the asked rate or the receiver dropped frames (not counted as DUT loss)".into(),
             ]);
         }
         out.push_str(&t.render(2));

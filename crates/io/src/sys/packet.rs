@@ -14,6 +14,8 @@ const SOL_PACKET: libc::c_int = 263;
 pub(crate) const PACKET_QDISC_BYPASS: libc::c_int = 20;
 /// `PACKET_IGNORE_OUTGOING` (linux/if_packet.h, Linux 4.20).
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+/// `PACKET_STATISTICS` (linux/if_packet.h).
+const PACKET_STATISTICS: libc::c_int = 6;
 /// `PACKET_OUTGOING`: `sll_pkttype` of a frame this host sent.
 pub(crate) const PACKET_OUTGOING: u8 = 4;
 /// `ETH_P_IP`.
@@ -119,6 +121,24 @@ impl PacketSocket {
             size_of::<libc::timeval>() as libc::socklen_t
         ))?;
         Ok(())
+    }
+
+    /// PACKET_STATISTICS: (frames, drops) since the last call (reading
+    /// resets the kernel's counters). Drops are frames the socket's receive
+    /// queue had no room for.
+    pub(crate) fn stats(&self) -> io::Result<(u32, u32)> {
+        let mut st = [0u32; 2]; // struct tpacket_stats { tp_packets, tp_drops }
+        let mut len = size_of::<[u32; 2]>() as libc::socklen_t;
+        // SAFETY: `st` has room for struct tpacket_stats (two u32) and `len`
+        // says so; both live across the call.
+        syscall!(getsockopt(
+            self.fd.as_raw_fd(),
+            SOL_PACKET,
+            PACKET_STATISTICS,
+            st.as_mut_ptr().cast(),
+            &mut len
+        ))?;
+        Ok((st[0], st[1]))
     }
 
     /// Sends up to [`MAX_BATCH`] frames with one `sendmmsg`; returns how many

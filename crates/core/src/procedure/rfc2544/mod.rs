@@ -11,9 +11,12 @@
 //!   stabilise); the driver sleeps and calls `handle(now, Event::Timeout)`;
 //! * the **generator self-check**: a trial whose offered rate (measured by the
 //!   generator, frames the kernel accepted per second) fell short of the
-//!   asked rate by more than [`Common::generator_tolerance`] is INVALID. It is
-//!   repeated up to [`Common::invalid_retries`] times and then reported to the
-//!   plan as a generator limit — never as loss in the device under test;
+//!   asked rate by more than [`Common::generator_tolerance`] is INVALID, and
+//!   so is one in which the receiver itself dropped frames (its socket queue
+//!   overflowed). It is repeated up to [`Common::invalid_retries`] times and
+//!   then reported to the plan as a limit of the test equipment (called a
+//!   generator limit: generator or receiver) — never as loss in the device
+//!   under test;
 //! * a step-by-step [`TraceStep`] log of every trial.
 //!
 //! Time is an argument ([`Duration`] since the driver's epoch); nothing here
@@ -71,6 +74,9 @@ pub struct TrialOutcome {
     pub duplicates: u64,
     /// Frames that arrived after a later-numbered frame.
     pub reordered: u64,
+    /// Frames the receiver itself dropped (its queue overflowed): the test
+    /// equipment, not the device, lost them, so the trial is invalid.
+    pub receiver_drops: u64,
     /// One-way latencies of the received frames, ns (if measured).
     pub latency: Option<Histogram>,
 }
@@ -183,6 +189,8 @@ pub struct TraceStep {
     pub received_frames: u64,
     /// Loss, percent of sent.
     pub loss_pct: f64,
+    /// Frames the receiver dropped itself.
+    pub receiver_drops: u64,
     /// The judgement.
     pub verdict: Verdict,
     /// The plan's state after the trial (e.g. search bounds).
@@ -294,8 +302,9 @@ impl<P: Plan> Procedure<P> {
 
     fn judge(&mut self, spec: &TrialSpec, o: &TrialOutcome) -> Option<TrialSpec> {
         let tol = 1.0 - self.common.generator_tolerance;
-        let valid =
-            o.offered_fps >= spec.fps * tol && o.sent_frames as f64 >= spec.frames as f64 * tol;
+        let valid = o.offered_fps >= spec.fps * tol
+            && o.sent_frames as f64 >= spec.frames as f64 * tol
+            && o.receiver_drops == 0;
         let (verdict, next) = if valid {
             self.attempts = 0;
             let pass = self.plan.passes(o);
@@ -317,6 +326,7 @@ impl<P: Plan> Procedure<P> {
             sent_frames: o.sent_frames,
             received_frames: o.received_frames,
             loss_pct: o.loss_ratio() * 100.0,
+            receiver_drops: o.receiver_drops,
             verdict,
             next: self.plan.describe(),
         });
@@ -372,8 +382,9 @@ pub enum Limit {
     LineRate,
     /// The device lost frames above the result: the DUT's own limit.
     Device,
-    /// The generator could not offer more: the device may do better, and
-    /// the result is a lower bound.
+    /// The test equipment could not offer more (the generator fell short, or
+    /// the receiver dropped frames): the device may do better, and the
+    /// result is a lower bound.
     Generator,
 }
 

@@ -99,6 +99,7 @@ impl SimGenerator {
             offered_fps: offered,
             duplicates: 0,
             reordered: 0,
+            receiver_drops: 0,
             latency: Some(latency),
         }
     }

@@ -299,6 +299,32 @@ mod tests {
     }
 
     #[test]
+    fn receiver_drops_make_a_trial_invalid_not_lossy() {
+        // The receiver overflows above 60 k fps; the DUT is perfect.
+        let dut = SimDut::new(1e9, 0);
+        let mut p = Procedure::new(
+            common(LINE_64),
+            Throughput::new(ThroughputConfig::default()),
+        );
+        run_to_end(&mut p, |s| {
+            let mut o = SimGenerator::unlimited().play(&dut, s);
+            if s.fps > 60_000.0 {
+                o.receiver_drops = 10;
+                o.received_frames -= 10;
+            }
+            o
+        });
+        let r = p.output();
+        assert_eq!(r.limited_by, Some(Limit::Generator), "{}", p.trace_text());
+        let t = r.throughput_fps.unwrap();
+        assert!(t <= 60_000.0 && t > 60_000.0 - r.resolution_fps, "{t}");
+        assert!(p
+            .trace()
+            .iter()
+            .all(|s| s.verdict != super::super::Verdict::Loss));
+    }
+
+    #[test]
     fn a_measured_ceiling_starts_the_search_at_the_ceiling() {
         let dut = SimDut::new(1e9, 0);
         let gen = SimGenerator::ceiling(50_000.0);
