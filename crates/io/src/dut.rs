@@ -72,7 +72,7 @@ enum GenCmd {
 
 enum RxCmd {
     Open(u16, u64, Sender<()>),
-    Close(u16, Sender<(Option<StreamCounter>, u64)>),
+    Close(u16, Sender<(Option<StreamCounter>, u64, u64)>),
 }
 
 /// The running harness. Dropping it stops both threads.
@@ -88,6 +88,9 @@ pub struct Harness {
     next_stream: u16,
     /// Frames the receiver saw that were not of an open stream.
     pub other_frames: u64,
+    /// Test frames so far whose receive time is a user-space stamp because
+    /// the kernel attached no SO_TIMESTAMPNS stamp.
+    pub rx_user_stamps: u64,
 }
 
 impl std::fmt::Debug for GenCmd {
@@ -157,7 +160,7 @@ impl Harness {
                         }
                         Ok(RxCmd::Close(s, reply)) => {
                             let drops = r.take_drops();
-                            let _ = reply.send((r.tally.close(s), drops));
+                            let _ = reply.send((r.tally.close(s), drops, r.user_stamps));
                         }
                         Err(mpsc::TryRecvError::Empty) => break,
                         Err(mpsc::TryRecvError::Disconnected) => return,
@@ -189,6 +192,7 @@ impl Harness {
             dst_mac,
             next_stream: 1,
             other_frames: 0,
+            rx_user_stamps: 0,
         })
     }
 
@@ -281,9 +285,10 @@ impl Harness {
         let (c_tx, c_rx) = mpsc::channel();
         rx.send(RxCmd::Close(stream, c_tx))
             .map_err(|_| HarnessError::Worker("receiver"))?;
-        let (counter, receiver_drops) =
+        let (counter, receiver_drops, user_stamps) =
             c_rx.recv().map_err(|_| HarnessError::Worker("receiver"))?;
         let counter = counter.unwrap_or_default();
+        self.rx_user_stamps = user_stamps;
         Ok((
             TrialOutcome {
                 sent_frames: rep.sent_frames,

@@ -18,11 +18,16 @@
 //!   ignored; test frames go to a [`RxTally`] (loss, reorder, duplicates,
 //!   latency per stream).
 //!
-//! Clock: both ends read `CLOCK_MONOTONIC` in user space: the generator just
-//! before the `sendmmsg` that carries the frame (one stamp per batch), the
-//! receiver just after the `recvmmsg` that returned it. One-way latency is
+//! Clock: `CLOCK_REALTIME` at both ends. The generator reads it in user space
+//! just before the `sendmmsg` that carries the frame (one stamp per batch);
+//! the receiver takes the kernel's software receive timestamp
+//! (`SO_TIMESTAMPNS`, taken when the frame enters the receiving interface's
+//! stack), and only if a frame lacks one, the time just after `recvmmsg`
+//! returned (counted in [`Receiver::user_stamps`]). One-way latency is
 //! valid because generator and receiver are threads of one process on one
-//! host; it includes the receiver's wake-up and batching delay.
+//! host reading one clock; it includes the sender's syscall and qdisc time.
+//! A step of the realtime clock (NTP) during a trial would show as an
+//! outlier; negative differences are counted, not recorded.
 
 use std::io;
 use std::process::Command;
@@ -210,7 +215,7 @@ impl Generator {
                 continue;
             }
             let n = ((due - rep.sent_frames) as usize).min(MAX_BATCH);
-            let ts = raw::monotonic_ns();
+            let ts = raw::realtime_ns();
             for (i, b) in bufs.iter_mut().take(n).enumerate() {
                 if let Ok(mut f) = TestFrame::new_checked(&mut b[..]) {
                     f.set_seq((rep.sent_frames + i as u64) as u32);
@@ -264,6 +269,10 @@ pub struct Receiver {
     bufs: Vec<Vec<u8>>,
     lens: Vec<usize>,
     kinds: Vec<u8>,
+    stamps: Vec<Option<u64>>,
+    /// Frames timestamped in user space because the kernel attached no
+    /// SO_TIMESTAMPNS stamp.
+    pub user_stamps: u64,
     /// Per-stream counters.
     pub tally: RxTally,
     /// Frames received in all (test or not).
@@ -292,6 +301,8 @@ impl Receiver {
         // Older kernels lack it; outgoing frames are then dropped by pkttype.
         let _ = sock.set_ignore_outgoing();
         let _ = sock.set_rcvbuf(32 << 20);
+        // Without it every frame falls back to a user-space stamp (counted).
+        let _ = sock.set_timestampns();
         sock.set_rcvtimeo(poll.as_micros().clamp(1000, 1_000_000) as i64)
             .map_err(sock_err("SO_RCVTIMEO"))?;
         Ok(Self {
@@ -300,6 +311,8 @@ impl Receiver {
             bufs: vec![vec![0u8; 16_384 + 64]; MAX_BATCH],
             lens: vec![0; MAX_BATCH],
             kinds: vec![0; MAX_BATCH],
+            stamps: vec![None; MAX_BATCH],
+            user_stamps: 0,
             tally: RxTally::new(),
             frames_seen: 0,
         })
@@ -318,13 +331,16 @@ impl Receiver {
 
     /// Receives one batch (waiting at most the poll time) and counts it.
     pub fn poll(&mut self) -> io::Result<usize> {
-        let n = self
-            .sock
-            .recv_batch(&mut self.bufs, &mut self.lens, &mut self.kinds)?;
+        let n = self.sock.recv_batch(
+            &mut self.bufs,
+            &mut self.lens,
+            &mut self.kinds,
+            &mut self.stamps,
+        )?;
         if n == 0 {
             return Ok(0);
         }
-        let rx_ns = raw::monotonic_ns();
+        let user_ns = raw::realtime_ns();
         for i in 0..n {
             if self.kinds[i] == PACKET_OUTGOING {
                 continue;
@@ -333,7 +349,13 @@ impl Receiver {
             let parsed = TestFrame::new_checked(&self.bufs[i][..self.lens[i]])
                 .and_then(|v| TestFrameRepr::parse(&v));
             match parsed {
-                Ok(r) => self.tally.record(r.stream, r.seq, r.tx_ns, Some(rx_ns)),
+                Ok(r) => {
+                    let rx_ns = self.stamps[i].unwrap_or_else(|| {
+                        self.user_stamps += 1;
+                        user_ns
+                    });
+                    self.tally.record(r.stream, r.seq, r.tx_ns, Some(rx_ns));
+                }
                 Err(_) => self.tally.other_frames += 1,
             }
         }

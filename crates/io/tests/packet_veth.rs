@@ -110,11 +110,12 @@ fn paced_trials_arrive_complete_with_latency() {
         );
         let lat = o.latency.unwrap();
         eprintln!(
-            "{size} B: sent {} recv {} offered {:.0} fps, latency (CLOCK_MONOTONIC, user space) min {:?} p50 {:?} max {:?} ns",
+            "{size} B: sent {} recv {} offered {:.0} fps, latency (CLOCK_REALTIME, kernel rx stamp) min {:?} p50 {:?} max {:?} ns",
             rep.sent_frames, o.received_frames, o.offered_fps, lat.min(), lat.quantile(0.5), lat.max()
         );
         assert_eq!(lat.count(), 2_500);
         assert!(lat.min().unwrap() > 0);
+        assert_eq!(h.rx_user_stamps, 0, "every frame has a kernel rx timestamp");
     }
     // The ceiling run sends as fast as it can and counts what it sent.
     let c = h.ceiling(64, Duration::from_millis(200)).unwrap();

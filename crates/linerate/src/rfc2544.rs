@@ -208,11 +208,13 @@ struct Rfc2544Json {
     resolution_pct: f64,
     loss_tolerance_pct: f64,
     latency_clock: &'static str,
+    /// Frames whose receive time fell back to a user-space stamp.
+    rx_user_space_stamps: u64,
     sizes: Vec<SizeReport>,
 }
 
 /// What the clock of every latency figure is.
-const LATENCY_CLOCK: &str = "CLOCK_MONOTONIC, user space: tx stamped before sendmmsg, rx after recvmmsg (one host, one clock)";
+const LATENCY_CLOCK: &str = "CLOCK_REALTIME on one host: tx stamped in user space before sendmmsg, rx = kernel software receive timestamp (SO_TIMESTAMPNS)";
 
 struct Setup {
     cfg: HarnessConfig,
@@ -294,7 +296,7 @@ fn drive<P: Plan>(
     loop {
         if let Some(Action::Trial(spec)) = proc_.poll_action() {
             eprint!(
-                "  {label}: {} frames at {} fps … ",
+                "  {label}: {} frames at {} fps ... ",
                 group_thousands(spec.frames),
                 group_thousands(spec.fps.round() as u64)
             );
@@ -602,7 +604,11 @@ pub(crate) fn run(args: &Rfc2544Args) -> Result<(), Failure> {
     for s in sizes {
         reports.push(run_size(args, &mut harness, setup.link, s)?);
     }
+    let user_stamps = harness.rx_user_stamps;
     drop(harness);
+    if user_stamps > 0 {
+        eprintln!("note: {user_stamps} frame(s) had no kernel receive timestamp; their latency uses a user-space stamp after recvmmsg (later than the kernel's)");
+    }
     if args.json {
         print_json(&Rfc2544Json {
             schema: "linerate.rfc2544",
@@ -614,6 +620,7 @@ pub(crate) fn run(args: &Rfc2544Args) -> Result<(), Failure> {
             resolution_pct: args.resolution,
             loss_tolerance_pct: args.loss_tolerance,
             latency_clock: LATENCY_CLOCK,
+            rx_user_space_stamps: user_stamps,
             sizes: reports,
         })
     } else {

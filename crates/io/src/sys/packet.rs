@@ -171,21 +171,33 @@ impl PacketSocket {
         Ok(sent as usize)
     }
 
+    /// SO_TIMESTAMPNS: every received frame carries the kernel's software
+    /// receive time (CLOCK_REALTIME) in a control message.
+    pub(crate) fn set_timestampns(&self) -> io::Result<()> {
+        self.set_int(libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)
+    }
+
     /// Receives up to `bufs.len()` (≤ [`MAX_BATCH`]) frames, waiting for the
     /// first at most the SO_RCVTIMEO time (then `Ok(0)`). Frame `i` is
     /// `bufs[i][..lens[i]]` (truncated to the buffer), `pkttypes[i]` its
-    /// `sll_pkttype`.
+    /// `sll_pkttype`, `stamps[i]` its SO_TIMESTAMPNS receive time in ns
+    /// (CLOCK_REALTIME) when the kernel attached one.
     pub(crate) fn recv_batch(
         &self,
         bufs: &mut [Vec<u8>],
         lens: &mut [usize],
         pkttypes: &mut [u8],
+        stamps: &mut [Option<u64>],
     ) -> io::Result<usize> {
         let n = bufs
             .len()
             .min(lens.len())
             .min(pkttypes.len())
+            .min(stamps.len())
             .min(MAX_BATCH);
+        // Control buffers, 8-byte aligned, room for one timespec cmsg
+        // (CMSG_SPACE(16) = 32 on 64-bit) and some slack.
+        let mut ctrl = [[0u64; 8]; MAX_BATCH];
         // SAFETY: plain C structs; all-zero is valid.
         let mut iov: [libc::iovec; MAX_BATCH] = unsafe { mem::zeroed() };
         // SAFETY: as above.
@@ -199,6 +211,8 @@ impl PacketSocket {
             msgs[i].msg_hdr.msg_iovlen = 1;
             msgs[i].msg_hdr.msg_name = (&mut names[i] as *mut libc::sockaddr_ll).cast();
             msgs[i].msg_hdr.msg_namelen = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+            msgs[i].msg_hdr.msg_control = ctrl[i].as_mut_ptr().cast();
+            msgs[i].msg_hdr.msg_controllen = size_of::<[u64; 8]>() as _;
         }
         // SAFETY: every iovec points at a distinct, exclusively borrowed Vec
         // buffer of the stated length; names and msgs live across the call;
@@ -223,9 +237,29 @@ impl PacketSocket {
         for i in 0..got.min(n) {
             lens[i] = (msgs[i].msg_len as usize).min(bufs[i].len());
             pkttypes[i] = names[i].sll_pkttype;
+            stamps[i] = rx_timestamp(&msgs[i].msg_hdr);
         }
         Ok(got.min(n))
     }
+}
+
+/// The SCM_TIMESTAMPNS time of a received message, in ns.
+fn rx_timestamp(hdr: &libc::msghdr) -> Option<u64> {
+    // SAFETY: `hdr` was filled by recvmmsg: msg_control points at a live
+    // control buffer of msg_controllen bytes, which CMSG_FIRSTHDR/NXTHDR walk
+    // within; a timespec is read unaligned from the data of a cmsg whose
+    // level/type say it holds one.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(hdr);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::timespec>());
+                return Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
+            }
+            c = libc::CMSG_NXTHDR(hdr, c);
+        }
+    }
+    None
 }
 
 /// The index of interface `name` in the calling thread's namespace.
@@ -275,14 +309,19 @@ pub(crate) fn hwaddr(name: &str) -> io::Result<[u8; 6]> {
     Ok(mac)
 }
 
-/// CLOCK_MONOTONIC in nanoseconds (the same clock as `std::time::Instant`).
-pub(crate) fn monotonic_ns() -> u64 {
+/// CLOCK_REALTIME in nanoseconds: the clock of the kernel's software
+/// receive timestamps (SO_TIMESTAMPNS).
+pub(crate) fn realtime_ns() -> u64 {
+    clock_ns(libc::CLOCK_REALTIME)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `ts` is a valid timespec the call writes; CLOCK_MONOTONIC
-    // always exists on Linux, so the call cannot fail.
-    let _ = syscall!(clock_gettime(libc::CLOCK_MONOTONIC, &mut ts));
+    // SAFETY: `ts` is a valid timespec the call writes; the clocks used
+    // always exist on Linux, so the call cannot fail.
+    let _ = syscall!(clock_gettime(clock, &mut ts));
     (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
 }
