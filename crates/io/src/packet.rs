@@ -106,6 +106,10 @@ pub struct GenReport {
     pub first_error: Option<String>,
     /// The run stopped at its time limit before sending every frame.
     pub timed_out: bool,
+    /// Largest backlog of due frames at any send (paced runs): frames the
+    /// pacer had to send back to back to catch up after a late wake-up, so
+    /// the burst the device saw, beyond one frame.
+    pub max_lag_frames: u64,
 }
 
 /// A paced AF_PACKET sender of test frames.
@@ -213,6 +217,9 @@ impl Generator {
                     }
                 }
                 continue;
+            }
+            if fps.is_some() {
+                rep.max_lag_frames = rep.max_lag_frames.max(due - rep.sent_frames);
             }
             let n = ((due - rep.sent_frames) as usize).min(MAX_BATCH);
             let ts = raw::realtime_ns();

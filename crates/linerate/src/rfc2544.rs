@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use linerate_bed::{Bed, Topology};
 use linerate_core::linerate::{Encap, Row};
 use linerate_core::procedure::rfc2544::b2b::{BackToBack, BackToBackConfig, BackToBackResult};
-use linerate_core::procedure::rfc2544::latency::{Latency, LatencyResult};
+use linerate_core::procedure::rfc2544::latency::{single_frame_bits_per_s, Latency, LatencyResult};
 use linerate_core::procedure::rfc2544::loss::{FrameLoss, LossResult};
 use linerate_core::procedure::rfc2544::throughput::{
     Throughput, ThroughputConfig, ThroughputResult,
@@ -46,6 +46,9 @@ pub(crate) enum TestKind {
     Loss,
     /// Section 26.4: longest loss-free burst at line rate.
     B2b,
+    /// Seed 003's view: latency of frames sent one at a time (--single-rate),
+    /// and the single-frame throughput it implies (frame bits / latency).
+    Single,
 }
 
 /// Frame generators.
@@ -63,6 +66,13 @@ pub(crate) enum GeneratorKind {
 
 fn parse_dur(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn parse_fps(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 1.0 => Ok(v),
+        _ => Err(format!("'{s}' is not a rate of at least 1 frame/s")),
+    }
 }
 
 fn parse_pct(s: &str) -> Result<f64, String> {
@@ -142,6 +152,10 @@ pub(crate) struct Rfc2544Args {
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_dur)]
     pub(crate) b2b_max: Duration,
 
+    /// Rate of the single-frame test: frames far apart, so none queues.
+    #[arg(long, value_name = "FPS", default_value = "100", value_parser = parse_fps)]
+    pub(crate) single_rate: f64,
+
     /// Step of the frame-loss curve, percent of line rate (RFC 2544: at most 10).
     #[arg(long, value_name = "PCT", default_value = "10", value_parser = parse_pct)]
     pub(crate) loss_step: f64,
@@ -153,6 +167,11 @@ pub(crate) struct Rfc2544Args {
     /// Extra pause between trials (RFC 2544 section 23 D: at least 5 s).
     #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_dur)]
     pub(crate) settle: Duration,
+
+    /// How often an invalid trial (generator short, receiver dropped) is
+    /// repeated before it counts as a test-equipment limit.
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=20))]
+    pub(crate) retries: u32,
 
     /// How long the generator ceiling is measured before each frame size.
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_dur)]
@@ -188,7 +207,18 @@ struct SizeReport {
     latency: Option<LatencyResult>,
     loss: Option<LossResult>,
     back_to_back: Option<BackToBackResult>,
+    single_frame: Option<SingleFrame>,
     trace: Vec<TestTrace>,
+}
+
+/// Seed 003's single-frame view.
+#[derive(Debug, Serialize)]
+struct SingleFrame {
+    latency: LatencyResult,
+    /// Frame bits over the median one-way latency.
+    single_frame_bits_per_s: Option<f64>,
+    /// Streaming throughput (L2 bits/s), when the throughput test ran.
+    streaming_bits_per_s: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -304,8 +334,9 @@ fn drive<P: Plan>(
             proc_.handle(epoch.elapsed(), Event::TrialDone(o));
             if let Some(t) = proc_.trace().last() {
                 eprintln!(
-                    "offered {} fps, sent {}, received {}, loss {:.3} %{}{} → {:?}  [{}]",
+                    "offered {} fps (catch-up burst {}), sent {}, received {}, loss {:.3} %{}{} → {:?}  [{}]",
                     group_thousands(t.offered_fps.round() as u64),
+                    rep.max_lag_frames,
                     group_thousands(t.sent_frames),
                     group_thousands(t.received_frames),
                     t.loss_pct,
@@ -369,6 +400,7 @@ fn run_size(
     let mut common = Common::new(size, line);
     common.trial = args.trial;
     common.settle = args.settle;
+    common.invalid_retries = args.retries;
     let mut report = SizeReport {
         frame_bytes: size,
         line_rate_frames_per_s: line,
@@ -377,6 +409,7 @@ fn run_size(
         latency: None,
         loss: None,
         back_to_back: None,
+        single_frame: None,
         trace: Vec::new(),
     };
     for test in &args.tests {
@@ -417,6 +450,28 @@ fn run_size(
                 let mut p = Procedure::new(common, FrameLoss::new(args.loss_step));
                 drive(harness, &mut p, args.drain, "loss")?;
                 report.loss = Some(p.output());
+                report.trace.push(TestTrace {
+                    test: *test,
+                    steps: p.trace().to_vec(),
+                });
+            }
+            TestKind::Single => {
+                let rate = args.single_rate.clamp(1.0, line);
+                let mut p = Procedure::new(common, Latency::new(rate, 1));
+                drive(harness, &mut p, args.drain, "single-frame")?;
+                let latency = p.output();
+                let streaming = report
+                    .throughput
+                    .as_ref()
+                    .and_then(|t| t.throughput_fps)
+                    .map(|f| f * f64::from(size) * 8.0);
+                report.single_frame = Some(SingleFrame {
+                    single_frame_bits_per_s: latency
+                        .merged
+                        .and_then(|m| single_frame_bits_per_s(size, m.p50_ns)),
+                    streaming_bits_per_s: streaming,
+                    latency,
+                });
                 report.trace.push(TestTrace {
                     test: *test,
                     steps: p.trace().to_vec(),
@@ -556,6 +611,31 @@ fn render(link: BitRate, sizes: &[SizeReport]) -> String {
                 format!("mean of {} search(es)", b.runs.len())
             };
             t.row(vec!["back-to-back".into(), v, note]);
+        }
+        if let Some(sf) = &s.single_frame {
+            match sf.latency.merged {
+                Some(m) => t.row(vec![
+                    "single frame µs".into(),
+                    format!("p50 {}", us(m.p50_ns)),
+                    format!(
+                        "min {} p99 {} at {} fps; one frame at a time: {}{}",
+                        us(m.min_ns),
+                        us(m.p99_ns),
+                        group_thousands(sf.latency.rate_fps.round() as u64),
+                        sf.single_frame_bits_per_s
+                            .map(format_bits_per_s)
+                            .unwrap_or_else(|| "-".into()),
+                        sf.streaming_bits_per_s
+                            .map(|b| format!(" vs streaming {}", format_bits_per_s(b)))
+                            .unwrap_or_default()
+                    ),
+                ]),
+                None => t.row(vec![
+                    "single frame".into(),
+                    "-".into(),
+                    "no frame measured".into(),
+                ]),
+            }
         }
         let invalid = s
             .trace

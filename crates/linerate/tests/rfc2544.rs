@@ -100,9 +100,9 @@ fn bridge_bed_at_100m_finds_line_rate_for_1518_byte_frames() {
         "--frames",
         "1518",
         "--tests",
-        "throughput,latency",
+        "throughput,latency,single",
         "--trial",
-        "1s",
+        "2s",
         "--drain",
         "300ms",
         "--ceiling-time",
@@ -126,6 +126,13 @@ fn bridge_bed_at_100m_finds_line_rate_for_1518_byte_frames() {
     assert!(lat["count"].as_u64().unwrap() > 1000, "{lat}");
     assert!(lat["min_ns"].as_u64().unwrap() > 0);
     assert!(lat["p99_ns"].as_u64().unwrap() >= lat["p50_ns"].as_u64().unwrap());
+    // Seed 003's view: single frames through the bridge, and the
+    // one-frame-at-a-time throughput they imply, beside streaming.
+    let single = &s["single_frame"];
+    // 2 s at --single-rate 100 fps.
+    assert_eq!(single["latency"]["merged"]["count"], 200, "{single}");
+    assert!(single["single_frame_bits_per_s"].as_f64().unwrap() > 0.0);
+    assert!((single["streaming_bits_per_s"].as_f64().unwrap() - t * 1518.0 * 8.0).abs() < 1.0);
 }
 
 /// On an unshaped veth pair with a declared 10 Gbit/s link, 64-byte frames

@@ -123,8 +123,24 @@ impl Plan for Latency {
     }
 }
 
+/// The seed-003 view of one frame: if frames were sent strictly one at a
+/// time, each waiting for the previous to arrive, the device would carry
+/// `frame bits / one-way latency` bits per second. Comparing it with the
+/// streaming throughput shows how much pipelining the device does.
+pub fn single_frame_bits_per_s(frame_bytes: u32, latency_ns: u64) -> Option<f64> {
+    (latency_ns > 0).then(|| f64::from(frame_bytes) * 8.0 * 1e9 / latency_ns as f64)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn single_frame_throughput() {
+        use super::single_frame_bits_per_s;
+        // 1518 B in 10 µs: 12,144 bits / 10 µs = 1.2144 Gbit/s.
+        assert_eq!(single_frame_bits_per_s(1518, 10_000), Some(1.2144e9));
+        assert_eq!(single_frame_bits_per_s(64, 0), None);
+    }
+
     use super::super::sim::{SimDut, SimGenerator};
     use super::super::{run_to_end, Procedure};
     use super::*;

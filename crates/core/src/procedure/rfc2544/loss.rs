@@ -110,10 +110,14 @@ impl Plan for FrameLoss {
     }
 
     fn describe(&self) -> String {
-        format!(
-            "{:.0}% step, {} loss-free in a row",
-            self.pct, self.clean_in_a_row
-        )
+        if self.clean_in_a_row >= 2 || self.pct <= 1e-9 {
+            format!("done, {} loss-free in a row", self.clean_in_a_row)
+        } else {
+            format!(
+                "next {:.0}%, {} loss-free in a row",
+                self.pct, self.clean_in_a_row
+            )
+        }
     }
 
     fn output(&self, _c: &Common) -> LossResult {
