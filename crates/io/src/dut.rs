@@ -11,7 +11,7 @@ use std::sync::mpsc::{self, Receiver as Rx, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use linerate_core::linerate::MAX_UNTAGGED_FRAME_BYTES;
+use linerate_core::linerate::{ETH_HEADER_BYTES, FCS_BYTES, MAX_UNTAGGED_FRAME_BYTES};
 use linerate_core::procedure::rfc2544::rx::StreamCounter;
 use linerate_core::procedure::rfc2544::{TrialOutcome, TrialSpec};
 use linerate_core::wire::testframe::TestFrameRepr;
@@ -85,6 +85,7 @@ pub struct Harness {
     threads: Vec<JoinHandle<Result<(), NetnsError>>>,
     src_mac: [u8; 6],
     dst_mac: [u8; 6],
+    mtu: u32,
     next_stream: u16,
     /// Frames the receiver saw that were not of an open stream.
     pub other_frames: u64,
@@ -109,7 +110,7 @@ impl Harness {
     pub fn start(cfg: HarnessConfig) -> Result<Self, HarnessError> {
         let (gen_tx, gen_rx) = mpsc::channel::<GenCmd>();
         let (rep_tx, rep_rx) = mpsc::channel::<GenReport>();
-        let (ready_tx, ready_rx) = mpsc::channel::<Result<[u8; 6], PacketError>>();
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<([u8; 6], u32), PacketError>>();
         let iface = cfg.tx.iface.clone();
         let bypass = cfg.qdisc_bypass;
         let ready = ready_tx.clone();
@@ -121,7 +122,7 @@ impl Harness {
                     return;
                 }
             };
-            let _ = ready.send(Ok(g.mac()));
+            let _ = ready.send(Ok((g.mac(), g.mtu())));
             while let Ok(GenCmd::Run {
                 template,
                 stream,
@@ -137,7 +138,7 @@ impl Harness {
             }
         })?;
         let mut threads = vec![gen_thread];
-        let src_mac = Self::wait_ready(&ready_rx, &mut threads, "generator")?;
+        let (src_mac, tx_mtu) = Self::wait_ready(&ready_rx, &mut threads, "generator")?;
 
         let (rx_tx, rx_rx) = mpsc::channel::<RxCmd>();
         let iface = cfg.rx.iface.clone();
@@ -149,7 +150,7 @@ impl Harness {
                     return;
                 }
             };
-            let _ = ready_tx.send(Ok(r.mac()));
+            let _ = ready_tx.send(Ok((r.mac(), r.mtu())));
             loop {
                 loop {
                     match rx_rx.try_recv() {
@@ -172,7 +173,7 @@ impl Harness {
             }
         })?;
         threads.push(rx_thread);
-        let dst_mac = match Self::wait_ready(&ready_rx, &mut threads, "receiver") {
+        let (dst_mac, rx_mtu) = match Self::wait_ready(&ready_rx, &mut threads, "receiver") {
             Ok(m) => m,
             Err(e) => {
                 drop(gen_tx);
@@ -190,6 +191,7 @@ impl Harness {
             threads,
             src_mac,
             dst_mac,
+            mtu: tx_mtu.min(rx_mtu),
             next_stream: 1,
             other_frames: 0,
             rx_user_stamps: 0,
@@ -197,12 +199,12 @@ impl Harness {
     }
 
     fn wait_ready(
-        ready: &Rx<Result<[u8; 6], PacketError>>,
+        ready: &Rx<Result<([u8; 6], u32), PacketError>>,
         threads: &mut Vec<JoinHandle<Result<(), NetnsError>>>,
         who: &'static str,
-    ) -> Result<[u8; 6], HarnessError> {
+    ) -> Result<([u8; 6], u32), HarnessError> {
         match ready.recv() {
-            Ok(Ok(mac)) => Ok(mac),
+            Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(e.into()),
             Err(_) => {
                 // The thread ended before opening: a namespace error.
@@ -221,8 +223,23 @@ impl Harness {
         (self.src_mac, self.dst_mac)
     }
 
-    /// The test frame of `frame_bytes`.
+    /// The smaller MTU of the two interfaces.
+    pub fn mtu(&self) -> u32 {
+        self.mtu
+    }
+
+    /// The test frame of `frame_bytes`; it must fit the interfaces' MTU.
     pub fn template(&self, frame_bytes: u32) -> Result<TestFrameRepr, HarnessError> {
+        let l3 = frame_bytes.saturating_sub(ETH_HEADER_BYTES + FCS_BYTES);
+        if l3 > self.mtu {
+            return Err(HarnessError::Frame(
+                frame_bytes,
+                format!(
+                    "needs an MTU of at least {l3} on {} and {}; the smaller is {}",
+                    self.cfg.tx.iface, self.cfg.rx.iface, self.mtu
+                ),
+            ));
+        }
         TestFrameRepr::for_frame_size(
             frame_bytes,
             frame_bytes > MAX_UNTAGGED_FRAME_BYTES,

@@ -118,6 +118,7 @@ pub struct Generator {
     sock: PacketSocket,
     iface: String,
     mac: [u8; 6],
+    mtu: u32,
     /// PACKET_QDISC_BYPASS in force.
     pub qdisc_bypass: bool,
 }
@@ -150,10 +151,12 @@ impl Generator {
             sock.set_qdisc_bypass(true)
                 .map_err(sock_err("PACKET_QDISC_BYPASS"))?;
         }
+        let mtu = raw::mtu(iface).map_err(sock_err("SIOCGIFMTU"))?;
         Ok(Self {
             sock,
             iface: iface.to_string(),
             mac,
+            mtu,
             qdisc_bypass,
         })
     }
@@ -161,6 +164,11 @@ impl Generator {
     /// The interface's MAC address.
     pub fn mac(&self) -> [u8; 6] {
         self.mac
+    }
+
+    /// The interface's MTU (largest IP packet).
+    pub fn mtu(&self) -> u32 {
+        self.mtu
     }
 
     /// The interface name.
@@ -273,6 +281,7 @@ impl Generator {
 pub struct Receiver {
     sock: PacketSocket,
     mac: [u8; 6],
+    mtu: u32,
     bufs: Vec<Vec<u8>>,
     lens: Vec<usize>,
     kinds: Vec<u8>,
@@ -303,6 +312,7 @@ impl Receiver {
             source,
         })?;
         let mac = raw::hwaddr(iface).map_err(sock_err("SIOCGIFHWADDR"))?;
+        let mtu = raw::mtu(iface).map_err(sock_err("SIOCGIFMTU"))?;
         let sock =
             PacketSocket::open(index, raw::ETH_P_IP).map_err(sock_err("AF_PACKET socket"))?;
         // Older kernels lack it; outgoing frames are then dropped by pkttype.
@@ -315,6 +325,7 @@ impl Receiver {
         Ok(Self {
             sock,
             mac,
+            mtu,
             bufs: vec![vec![0u8; 16_384 + 64]; MAX_BATCH],
             lens: vec![0; MAX_BATCH],
             kinds: vec![0; MAX_BATCH],
@@ -334,6 +345,11 @@ impl Receiver {
     /// the receiver could not keep up, which is not loss in the device.
     pub fn take_drops(&mut self) -> u64 {
         self.sock.stats().map(|(_, d)| u64::from(d)).unwrap_or(0)
+    }
+
+    /// The interface's MTU (largest IP packet).
+    pub fn mtu(&self) -> u32 {
+        self.mtu
     }
 
     /// Receives one batch (waiting at most the poll time) and counts it.

@@ -117,6 +117,12 @@ fn paced_trials_arrive_complete_with_latency() {
         assert!(lat.min().unwrap() > 0);
         assert_eq!(h.rx_user_stamps, 0, "every frame has a kernel rx timestamp");
     }
+    // Jumbo frames do not fit the 1500-byte MTU: an error, not a failed trial.
+    assert_eq!(h.mtu(), 1500);
+    assert!(matches!(
+        h.template(9018),
+        Err(HarnessError::Frame(9018, _))
+    ));
     // The ceiling run sends as fast as it can and counts what it sent.
     let c = h.ceiling(64, Duration::from_millis(200)).unwrap();
     eprintln!("ceiling 64 B: {c:?}");

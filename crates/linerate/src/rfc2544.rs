@@ -378,7 +378,6 @@ fn run_size(
     let frame = Encap::ETHERNET.frame_of_length(size, size > 1518)?;
     let row = Row::new(link, frame)?;
     let line = row.frame_rate.per_s();
-    harness.template(size).map_err(anyhow::Error::from)?;
     eprintln!(
         "[{size} B] line rate {} fps at {}",
         group_thousands(row.frame_rate.whole()),
@@ -668,6 +667,9 @@ pub(crate) fn run(args: &Rfc2544Args) -> Result<(), Failure> {
         }
     }
     let mut harness = Harness::start(setup.cfg.clone()).map_err(anyhow::Error::from)?;
+    for &s in &sizes {
+        harness.template(s).map_err(anyhow::Error::from)?;
+    }
     eprintln!(
         "linerate rfc2544: {} ({}) → {} ({}), generator AF_PACKET sendmmsg{}",
         setup.cfg.tx.iface,

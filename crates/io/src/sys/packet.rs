@@ -22,6 +22,8 @@ pub(crate) const PACKET_OUTGOING: u8 = 4;
 pub(crate) const ETH_P_IP: u16 = 0x0800;
 /// `SIOCGIFHWADDR` (linux/sockios.h).
 const SIOCGIFHWADDR: libc::c_ulong = 0x8927;
+/// `SIOCGIFMTU` (linux/sockios.h).
+const SIOCGIFMTU: libc::c_ulong = 0x8921;
 /// Largest batch of one `sendmmsg`/`recvmmsg` call.
 pub(crate) const MAX_BATCH: usize = 64;
 
@@ -274,8 +276,8 @@ pub(crate) fn ifindex(name: &str) -> io::Result<u32> {
     }
 }
 
-/// The MAC address of interface `name` (SIOCGIFHWADDR).
-pub(crate) fn hwaddr(name: &str) -> io::Result<[u8; 6]> {
+/// An `ifreq` naming `name`, and a datagram socket to ask about it.
+fn ifreq(name: &str) -> io::Result<(libc::ifreq, OwnedFd)> {
     let bytes = name.as_bytes();
     // SAFETY: ifreq is a plain C struct/union; all-zero is valid.
     let mut req: libc::ifreq = unsafe { mem::zeroed() };
@@ -293,6 +295,27 @@ pub(crate) fn hwaddr(name: &str) -> io::Result<[u8; 6]> {
     ))?;
     // SAFETY: `fd` was just returned by socket(2) and is owned by nothing else.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    Ok((req, fd))
+}
+
+/// The MTU of interface `name` (SIOCGIFMTU): the largest L3 packet.
+pub(crate) fn mtu(name: &str) -> io::Result<u32> {
+    let (mut req, fd) = ifreq(name)?;
+    // SAFETY: SIOCGIFMTU reads ifr_name and writes ifr_mtu inside `req`,
+    // which lives across the call.
+    syscall!(ioctl(
+        fd.as_raw_fd(),
+        SIOCGIFMTU as _,
+        &mut req as *mut libc::ifreq
+    ))?;
+    // SAFETY: after a successful SIOCGIFMTU the union holds ifru_mtu.
+    let m = unsafe { req.ifr_ifru.ifru_mtu };
+    Ok(u32::try_from(m).unwrap_or(0))
+}
+
+/// The MAC address of interface `name` (SIOCGIFHWADDR).
+pub(crate) fn hwaddr(name: &str) -> io::Result<[u8; 6]> {
+    let (mut req, fd) = ifreq(name)?;
     // SAFETY: SIOCGIFHWADDR reads ifr_name and writes ifr_hwaddr inside `req`,
     // which lives across the call.
     syscall!(ioctl(
