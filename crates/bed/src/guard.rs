@@ -10,7 +10,7 @@
 //! never races with a half-run step.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::apply;
@@ -27,6 +27,7 @@ pub(crate) struct Registered {
 
 static REGISTRY: Mutex<Vec<Registered>> = Mutex::new(Vec::new());
 static TERMINATING: AtomicBool = AtomicBool::new(false);
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
 fn lock() -> MutexGuard<'static, Vec<Registered>> {
     REGISTRY.lock().unwrap_or_else(PoisonError::into_inner)
@@ -49,9 +50,17 @@ pub(crate) fn run_step(step: &Step) -> Result<(), BedError> {
     apply::apply_step(step)
 }
 
-/// Whether a termination signal has arrived.
-pub fn terminating() -> bool {
-    TERMINATING.load(Ordering::SeqCst)
+/// The termination signal that arrived, if one did.
+pub fn terminating() -> Option<i32> {
+    TERMINATING
+        .load(Ordering::SeqCst)
+        .then(|| SIGNAL.load(Ordering::SeqCst))
+}
+
+/// The exit code for a process ended by a termination signal: 128 + its
+/// number (130 for SIGINT, 143 for SIGTERM), as a shell reports it.
+pub fn signal_exit_code() -> Option<i32> {
+    terminating().map(|sig| 128 + sig)
 }
 
 /// Removes the namespaces (those that exist) and the state file; returns
@@ -81,6 +90,10 @@ pub(crate) fn teardown(r: &Registered) -> Result<(), BedError> {
         let mut reg = lock();
         let errors = teardown_unlocked(r);
         reg.retain(|x| x.name != r.name);
+        if let (Some(sig), true) = (terminating(), errors.is_empty()) {
+            // Said under the lock: the signal thread exits only after it.
+            eprintln!("linerate: signal {sig}: removed bed '{}'", r.name);
+        }
         errors
     };
     if errors.is_empty() {
@@ -108,6 +121,7 @@ pub fn install_signal_teardown() -> std::io::Result<()> {
         .name("lr-signal".into())
         .spawn(|| {
             let sig = linerate_io::signal::wait_for_termination_signal().unwrap_or(0);
+            SIGNAL.store(sig, Ordering::SeqCst);
             TERMINATING.store(true, Ordering::SeqCst);
             let reg = lock();
             for r in reg.iter() {

@@ -61,7 +61,7 @@ pub fn sweep_in(prefix: Option<&str>, state_dir: &Path) -> Result<SweepReport, B
         }
     }
 
-    let links = run_command(&["ip", "-j", "link", "show"].map(String::from))?;
+    let links = crate::apply::run_dump(&["ip", "-j", "link", "show"].map(String::from))?;
     let links: serde_json::Value = serde_json::from_str(&links)
         .map_err(|e| BedError::Invalid(format!("cannot read `ip -j link show`: {e}")))?;
     for l in links.as_array().map(Vec::as_slice).unwrap_or_default() {

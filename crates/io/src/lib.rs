@@ -10,7 +10,9 @@
 #![warn(missing_docs)]
 
 pub mod dut;
+pub mod echo;
 pub mod netns;
 pub mod packet;
 pub mod signal;
+pub mod stamps;
 pub(crate) mod sys;

@@ -33,6 +33,14 @@ pub(crate) enum Command {
     Calc(CalcArgs),
     /// Runs the built-in demonstration: no hardware, no second host, no privileges.
     Demo(DemoArgs),
+    /// Response time dissected into stages with kernel timestamps (UDP, TCP, ICMP echo).
+    Latency(crate::latency::LatencyArgs),
+    /// Testbeds from network namespaces: up, down, list, sweep, exec.
+    Testbed(crate::testbed::TestbedArgs),
+    /// An interface's driver, speed, offloads, rings, coalescing, timestamping, PCIe link,
+    /// NUMA node and IRQs, with the ceilings that follow and warnings for settings that cap
+    /// performance. Without IFACE: a brief list.
+    Inspect(crate::inspect::InspectArgs),
     /// RFC 2544 device-under-test suite with raw frames: throughput, latency, frame loss, back-to-back.
     Rfc2544(crate::rfc2544::Rfc2544Args),
 }

@@ -6,9 +6,14 @@
 //! 2 usage or setup error.
 
 mod calc;
+mod demo;
 mod flags;
+mod inspect;
+mod latency;
 mod output;
+mod progress;
 mod rfc2544;
+mod testbed;
 
 use std::process::ExitCode;
 
@@ -22,7 +27,6 @@ pub(crate) enum Failure {
     /// Bad flags, bad input or a setup that cannot work: exit 2.
     Usage(anyhow::Error),
     /// The measurement ran but its preconditions failed: exit 1.
-    #[allow(dead_code)] // used by the measuring commands
     Measurement(anyhow::Error),
 }
 
@@ -44,7 +48,10 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Calc(args) => calc::run(&args),
-        Command::Demo(args) => calc::demo(&args),
+        Command::Demo(args) => demo::run(&args),
+        Command::Latency(args) => latency::run(&args),
+        Command::Testbed(args) => testbed::run(&args),
+        Command::Inspect(args) => inspect::run(&args),
         Command::Rfc2544(args) => rfc2544::run(&args),
     };
     match result {

@@ -9,4 +9,5 @@
 #![warn(missing_docs)]
 
 pub mod calc;
+pub mod latency;
 pub mod table;

@@ -1,5 +1,6 @@
-//! Test procedures as sans-IO state machines: driven by `handle(now, event)`,
-//! asked for work with `poll_action()` and for their next deadline with
-//! `poll_timeout()`. Time is always an argument; nothing here reads a clock.
+//! Test procedures as state machines: they take the time and events as
+//! arguments and return what to do next and when to wake them; they never
+//! read a clock or touch a socket, so they are tested with simulated time.
 
+pub mod pingpong;
 pub mod rfc2544;

@@ -1,5 +1,9 @@
-//! Wire formats as views over byte slices (smoltcp style): a `Packet<T>`
-//! whose `new_checked` validates the length once, after which no accessor can
-//! panic, and a `Repr` with `parse`/`emit` round-trips.
+//! Wire formats as views over byte slices (smoltcp style).
+//!
+//! Contract of every view here: `new_checked` validates the buffer's length
+//! once; after that no accessor can panic, whatever the bytes say. `Repr`s are
+//! the parsed, validated form, with `parse` / `emit` round trips. Nothing that
+//! came from the network is indexed without a check.
 
+pub mod echo;
 pub mod testframe;

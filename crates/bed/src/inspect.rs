@@ -1,0 +1,907 @@
+//! Interface inspection (`linerate inspect`): what an interface is, how it
+//! is set, and the ceilings that follow from the line-rate and bus models.
+//!
+//! Sources, all read-only: `ip -d -j link show` (kind, MTU, queues, qdisc),
+//! `ethtool` (`-i` driver, plain for speed/duplex, `-k` offloads, `-c`
+//! coalescing, `-g` rings, `-T` timestamping: the kernel's
+//! `ETHTOOL_GET_TS_INFO` answer as ethtool prints it, parsed here), sysfs
+//! of the PCI device named by ethtool's bus-info (`current_link_speed`,
+//! `current_link_width`, `max_link_*`, `numa_node`, `msi_irqs`), the PCIe
+//! capability's Device Control register in the device's config space for
+//! Max_Payload_Size, and `/proc/interrupts`. Inside another namespace every
+//! command runs under `ip netns exec NS`. Every parser is a pure function
+//! over the tool's text, unit-tested on captured outputs.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use linerate_core::linerate::{BusCeiling, Encap, PcieLink, Row};
+use linerate_core::units::BitRate;
+use serde::Serialize;
+
+use crate::apply::run_command;
+
+/// The `schema` of `linerate inspect --json`.
+pub const SCHEMA: &str = "linerate.inspect";
+
+/// One offload flag as `ethtool -k` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FeatureState {
+    /// On or off.
+    pub on: bool,
+    /// The driver does not let it change.
+    pub fixed: bool,
+}
+
+/// Ring sizes (descriptors) from `ethtool -g`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Rings {
+    /// RX ring now.
+    pub rx: Option<u32>,
+    /// RX ring maximum.
+    pub rx_max: Option<u32>,
+    /// TX ring now.
+    pub tx: Option<u32>,
+    /// TX ring maximum.
+    pub tx_max: Option<u32>,
+}
+
+/// Timestamping capabilities (`ethtool -T`, i.e. ETHTOOL_GET_TS_INFO).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Timestamping {
+    /// Where this came from.
+    pub source: String,
+    /// `software-transmit`, `hardware-receive`, …
+    pub capabilities: Vec<String>,
+    /// The PTP hardware clock (`/dev/ptpN`), if any.
+    pub phc_index: Option<u32>,
+    /// Hardware transmit timestamp modes.
+    pub hw_tx_modes: Vec<String>,
+    /// Hardware receive filter modes.
+    pub hw_rx_filters: Vec<String>,
+}
+
+impl Timestamping {
+    /// Whether the device stamps packets in hardware.
+    pub fn hardware(&self) -> bool {
+        self.capabilities.iter().any(|c| c.starts_with("hardware-"))
+    }
+}
+
+/// The PCIe side of a device.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Pcie {
+    /// PCI address (bus-info).
+    pub address: String,
+    /// Negotiated link, if the device is PCI Express.
+    pub current: Option<PcieLink>,
+    /// The most the device supports.
+    pub max: Option<PcieLink>,
+    /// Max_Payload_Size from the PCIe capability (Device Control), if readable.
+    pub mps_bytes: Option<u32>,
+    /// NUMA node (-1: none).
+    pub numa_node: Option<i32>,
+}
+
+/// One interrupt line of the device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Irq {
+    /// IRQ number.
+    pub irq: u32,
+    /// Its name in /proc/interrupts.
+    pub name: String,
+    /// Interrupts so far, all CPUs.
+    pub count: u64,
+}
+
+/// One ceiling row: what the link and the bus allow for one frame size.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Ceiling {
+    /// Frame length, header to FCS.
+    pub frame_bytes: u32,
+    /// UDP/IPv4 payload in that frame.
+    pub udp4_payload_bytes: u32,
+    /// Line-rate frames per second.
+    pub link_frames_per_s: f64,
+    /// Bus frames per second (PCIe posted writes), if known.
+    pub bus_frames_per_s: Option<f64>,
+    /// The smaller of the two.
+    pub frames_per_s: f64,
+    /// UDP payload bits per second at that frame rate.
+    pub udp4_payload_bits_per_s: f64,
+    /// `link` or `bus`.
+    pub limited_by: &'static str,
+}
+
+/// Everything `linerate inspect IFACE` reports.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InterfaceReport {
+    /// Schema name.
+    pub schema: &'static str,
+    /// Schema version.
+    pub version: u32,
+    /// Interface name.
+    pub name: String,
+    /// Namespace (None: this process's).
+    pub netns: Option<String>,
+    /// Link kind (`veth`, `bridge`, …), None for a plain device.
+    pub kind: Option<String>,
+    /// Driver.
+    pub driver: Option<String>,
+    /// Driver version.
+    pub driver_version: Option<String>,
+    /// Firmware version.
+    pub firmware: Option<String>,
+    /// Operational state.
+    pub operstate: Option<String>,
+    /// MTU.
+    pub mtu_bytes: Option<u32>,
+    /// Speed the driver reports, bit/s.
+    pub speed_bits_per_s: Option<u64>,
+    /// Whether that speed is a real wire speed (false for veth, lo, …).
+    pub speed_is_physical: bool,
+    /// Duplex.
+    pub duplex: Option<String>,
+    /// Root qdisc.
+    pub qdisc: Option<String>,
+    /// RX / TX queues.
+    pub rx_queues: Option<u32>,
+    /// TX queues.
+    pub tx_queues: Option<u32>,
+    /// RPS masks of the RX queues (hex).
+    pub rps_cpus: Vec<String>,
+    /// Offloads.
+    pub offloads: BTreeMap<String, FeatureState>,
+    /// Coalescing parameters that apply (`n/a` ones left out); None when the
+    /// driver does not support the query.
+    pub coalescing: Option<BTreeMap<String, String>>,
+    /// Ring sizes; None when not supported.
+    pub rings: Option<Rings>,
+    /// Timestamping.
+    pub timestamping: Option<Timestamping>,
+    /// PCI/PCIe facts; None when the device is not on PCI.
+    pub pcie: Option<Pcie>,
+    /// Interrupts.
+    pub irqs: Vec<Irq>,
+    /// Ceilings from the line-rate model (and the bus model on PCIe).
+    pub ceilings: Vec<Ceiling>,
+    /// Plain statements about what is absent (no PCIe, no hardware stamps…).
+    pub facts: Vec<String>,
+    /// Settings that cap performance.
+    pub warnings: Vec<String>,
+}
+
+/// Parses `ethtool IF`: speed in bit/s and duplex.
+pub fn parse_settings(text: &str) -> (Option<u64>, Option<String>) {
+    let mut speed = None;
+    let mut duplex = None;
+    for line in text.lines().map(str::trim) {
+        if let Some(v) = line.strip_prefix("Speed:") {
+            speed = v
+                .trim()
+                .strip_suffix("Mb/s")
+                .and_then(|n| n.parse::<u64>().ok())
+                .map(|m| m * 1_000_000);
+        } else if let Some(v) = line.strip_prefix("Duplex:") {
+            let v = v.trim();
+            if !v.starts_with("Unknown") {
+                duplex = Some(v.to_string());
+            }
+        }
+    }
+    (speed, duplex)
+}
+
+/// Parses `key: value` lines (ethtool -i).
+pub fn parse_keyvalues(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .filter(|(k, v)| !k.is_empty() && !v.is_empty())
+        .collect()
+}
+
+/// Parses `ethtool -k IF`.
+pub fn parse_features(text: &str) -> BTreeMap<String, FeatureState> {
+    text.lines()
+        .filter_map(|l| l.trim().split_once(':'))
+        .filter_map(|(k, v)| {
+            let mut words = v.split_whitespace();
+            let on = match words.next()? {
+                "on" => true,
+                "off" => false,
+                _ => return None,
+            };
+            Some((
+                k.trim().to_string(),
+                FeatureState {
+                    on,
+                    fixed: v.contains("[fixed]"),
+                },
+            ))
+        })
+        .collect()
+}
+
+/// Parses `ethtool -g IF`.
+pub fn parse_rings(text: &str) -> Rings {
+    let mut r = Rings::default();
+    let mut current = false;
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with("Pre-set maximums") {
+            current = false;
+        } else if t.starts_with("Current hardware settings") {
+            current = true;
+        }
+        let Some((k, v)) = t.split_once(':') else {
+            continue;
+        };
+        let n = v.trim().parse::<u32>().ok();
+        match (k.trim(), current) {
+            ("RX", false) => r.rx_max = n,
+            ("TX", false) => r.tx_max = n,
+            ("RX", true) => r.rx = n,
+            ("TX", true) => r.tx = n,
+            _ => {}
+        }
+    }
+    r
+}
+
+/// Parses `ethtool -c IF`: the parameters that apply.
+pub fn parse_coalesce(text: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for line in text.lines().skip(1) {
+        let t = line.trim();
+        if let Some(rest) = t.strip_prefix("Adaptive RX:") {
+            // "Adaptive RX: off  TX: n/a"
+            let mut parts = rest.split("TX:");
+            if let Some(rx) = parts.next().map(str::trim).filter(|v| *v != "n/a") {
+                out.insert("adaptive-rx".into(), rx.to_string());
+            }
+            if let Some(tx) = parts.next().map(str::trim).filter(|v| *v != "n/a") {
+                out.insert("adaptive-tx".into(), tx.to_string());
+            }
+            continue;
+        }
+        if let Some((k, v)) = t.split_once(':') {
+            let v = v.trim();
+            if !v.is_empty() && v != "n/a" && !k.contains(' ') {
+                out.insert(k.trim().to_string(), v.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Parses `ethtool -T IF`.
+pub fn parse_timestamping(text: &str) -> Timestamping {
+    let mut ts = Timestamping {
+        source: "ethtool -T, i.e. the kernel's ETHTOOL_GET_TS_INFO answer".into(),
+        ..Timestamping::default()
+    };
+    #[derive(PartialEq)]
+    enum Sect {
+        None,
+        Caps,
+        Tx,
+        Rx,
+    }
+    let mut sect = Sect::None;
+    for line in text.lines() {
+        let indented = line.starts_with('\t') || line.starts_with("  ");
+        let t = line.trim();
+        if t.is_empty() {
+            continue;
+        }
+        if indented {
+            let item = t.split_whitespace().next().unwrap_or("").to_string();
+            match sect {
+                Sect::Caps => ts.capabilities.push(item),
+                Sect::Tx => ts.hw_tx_modes.push(item),
+                Sect::Rx => ts.hw_rx_filters.push(item),
+                Sect::None => {}
+            }
+            continue;
+        }
+        let (k, v) = t.split_once(':').unwrap_or((t, ""));
+        let v = v.trim();
+        sect = match k.trim() {
+            "Capabilities" => Sect::Caps,
+            "Hardware Transmit Timestamp Modes" => Sect::Tx,
+            "Hardware Receive Filter Modes" => Sect::Rx,
+            "PTP Hardware Clock" => {
+                ts.phc_index = v.parse().ok();
+                Sect::None
+            }
+            _ => Sect::None,
+        };
+        // "Hardware Transmit Timestamp Modes: none" on one line.
+        if !v.is_empty() && v != "none" && sect != Sect::None {
+            let item = v.to_string();
+            match sect {
+                Sect::Caps => ts.capabilities.push(item),
+                Sect::Tx => ts.hw_tx_modes.push(item),
+                Sect::Rx => ts.hw_rx_filters.push(item),
+                Sect::None => {}
+            }
+        }
+    }
+    ts
+}
+
+/// `8.0 GT/s PCIe` and `4` → PCIe 3.0 x4.
+pub fn parse_pcie_link(speed: &str, width: &str) -> Option<PcieLink> {
+    let gt: f64 = speed.split_whitespace().next()?.parse().ok()?;
+    let generation = [
+        (2.5, 1),
+        (5.0, 2),
+        (8.0, 3),
+        (16.0, 4),
+        (32.0, 5),
+        (64.0, 6),
+    ]
+    .iter()
+    .find(|(g, _)| (g - gt).abs() < 0.01)
+    .map(|(_, n)| *n)?;
+    let lanes: u8 = width.trim().parse().ok()?;
+    format!("pcie{generation}x{lanes}").parse().ok()
+}
+
+/// Max_Payload_Size from a PCI config space: the PCI Express capability
+/// (ID 0x10) in the capability list at 0x34; Device Control at cap + 8,
+/// bits 7:5 encode 128 << n (PCIe Base Specification §7.5.3.4).
+pub fn mps_from_config(config: &[u8]) -> Option<u32> {
+    const STATUS_CAP_LIST: u8 = 0x10;
+    let status = *config.get(0x06)?;
+    if status & STATUS_CAP_LIST == 0 {
+        return None;
+    }
+    let mut ptr = usize::from(*config.get(0x34)? & 0xfc);
+    for _ in 0..48 {
+        if ptr == 0 {
+            return None;
+        }
+        let id = *config.get(ptr)?;
+        if id == 0x10 {
+            let devctl = u16::from_le_bytes([*config.get(ptr + 8)?, *config.get(ptr + 9)?]);
+            let code = (devctl >> 5) & 0x7;
+            return (code <= 5).then(|| 128u32 << code);
+        }
+        ptr = usize::from(*config.get(ptr + 1)? & 0xfc);
+    }
+    None
+}
+
+/// The lines of /proc/interrupts that belong to a device: by IRQ number
+/// (from msi_irqs) or by name (the interface or the PCI address in it).
+pub fn parse_interrupts(text: &str, numbers: &[u32], names: &[&str]) -> Vec<Irq> {
+    let mut out = Vec::new();
+    for line in text.lines().skip(1) {
+        let Some((num, rest)) = line.trim().split_once(':') else {
+            continue;
+        };
+        let Ok(irq) = num.trim().parse::<u32>() else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let count: u64 = fields.iter().map_while(|f| f.parse::<u64>().ok()).sum();
+        let name = fields.last().copied().unwrap_or("").to_string();
+        let by_name = names.iter().any(|n| !n.is_empty() && rest.contains(n));
+        if numbers.contains(&irq) || by_name {
+            out.push(Irq { irq, name, count });
+        }
+    }
+    out
+}
+
+/// Ceilings for 64-byte frames and for the MTU's largest frame.
+pub fn ceilings(link: BitRate, mtu: Option<u32>, bus: Option<&BusCeiling>) -> Vec<Ceiling> {
+    let mut frames = Vec::new();
+    if let Ok(f) = Encap::ETHERNET.frame_of_length(64, false) {
+        frames.push((f.frame_bytes, 18));
+    }
+    if let Some(mtu) = mtu {
+        if let Ok(f) = Encap::UDP4.frame_for_mtu(mtu, mtu > 1500) {
+            frames.push((f.frame_bytes, f.payload_bytes));
+        }
+    }
+    let mut out = Vec::new();
+    for (frame_bytes, payload) in frames {
+        let Ok(frame) = Encap::ETHERNET.frame_of_length(frame_bytes, frame_bytes > 1518) else {
+            continue;
+        };
+        let Ok(row) = Row::new(link, frame) else {
+            continue;
+        };
+        let link_fps = row.frame_rate.per_s();
+        let bus_fps = bus.map(|b| b.frame_rate(frame_bytes).per_s());
+        let (fps, limited_by) = match bus_fps {
+            Some(b) if b < link_fps => (b, "bus"),
+            _ => (link_fps, "link"),
+        };
+        out.push(Ceiling {
+            frame_bytes,
+            udp4_payload_bytes: payload,
+            link_frames_per_s: link_fps,
+            bus_frames_per_s: bus_fps,
+            frames_per_s: fps,
+            udp4_payload_bits_per_s: fps * f64::from(payload) * 8.0,
+            limited_by,
+        });
+    }
+    out
+}
+
+/// Runs a read-only command in `netns` (or here); None when it fails (the
+/// driver does not support the query, the tool is missing…).
+fn query(netns: Option<&str>, argv: &[&str]) -> Option<String> {
+    let mut v: Vec<String> = Vec::new();
+    if let Some(ns) = netns {
+        v.extend(["ip", "netns", "exec", ns].map(String::from));
+    }
+    v.extend(argv.iter().map(|s| (*s).to_string()));
+    run_command(&v).ok()
+}
+
+fn read_trim(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+fn is_pci_address(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 12
+        && b[4] == b':'
+        && b[7] == b':'
+        && b[10] == b'.'
+        && s.chars()
+            .enumerate()
+            .all(|(i, c)| [4, 7, 10].contains(&i) || c.is_ascii_hexdigit())
+}
+
+/// A brief line per interface (`linerate inspect` without IFACE).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InterfaceBrief {
+    /// Name.
+    pub name: String,
+    /// Kind (`veth`, `bridge`…) or None for a plain device.
+    pub kind: Option<String>,
+    /// Operational state.
+    pub operstate: Option<String>,
+    /// MTU.
+    pub mtu_bytes: Option<u32>,
+    /// Root qdisc.
+    pub qdisc: Option<String>,
+    /// Addresses with prefix.
+    pub addrs: Vec<String>,
+}
+
+/// Lists the interfaces of `netns` (or of this process's namespace).
+pub fn list(netns: Option<&str>) -> Result<Vec<InterfaceBrief>, crate::BedError> {
+    let mut argv: Vec<String> = Vec::new();
+    if let Some(ns) = netns {
+        argv.extend(["ip", "-n", ns].map(String::from));
+    } else {
+        argv.push("ip".into());
+    }
+    argv.extend(["-d", "-j", "addr", "show"].map(String::from));
+    let out = crate::apply::run_dump(&argv)?;
+    let v: serde_json::Value = serde_json::from_str(&out)
+        .map_err(|e| crate::BedError::Invalid(format!("cannot read `ip -j addr`: {e}")))?;
+    Ok(v.as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|l| InterfaceBrief {
+            name: l["ifname"].as_str().unwrap_or("?").to_string(),
+            kind: l["linkinfo"]["info_kind"].as_str().map(str::to_string),
+            operstate: l["operstate"].as_str().map(str::to_string),
+            mtu_bytes: l["mtu"].as_u64().and_then(|m| u32::try_from(m).ok()),
+            qdisc: l["qdisc"].as_str().map(str::to_string),
+            addrs: l["addr_info"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|a| {
+                    Some(format!(
+                        "{}/{}",
+                        a["local"].as_str()?,
+                        a["prefixlen"].as_u64()?
+                    ))
+                })
+                .collect(),
+        })
+        .collect())
+}
+
+/// Inspects interface `name` in `netns` (or here).
+pub fn inspect(name: &str, netns: Option<&str>) -> Result<InterfaceReport, crate::BedError> {
+    if name.is_empty() || name.len() > 15 || name.contains(['/', ' ', '\0']) {
+        return Err(crate::BedError::Invalid(format!(
+            "'{name}' is not an interface name"
+        )));
+    }
+    let mut ip: Vec<String> = vec!["ip".into()];
+    if let Some(ns) = netns {
+        ip.extend(["-n".into(), ns.to_string()]);
+    }
+    ip.extend(["-d", "-j", "link", "show", "dev", name].map(String::from));
+    let link_json = run_command(&ip).map_err(|e| match e {
+        crate::BedError::Command { stderr, .. } => crate::BedError::Invalid(format!(
+            "no interface '{name}'{}: {stderr}",
+            netns
+                .map(|n| format!(" in namespace {n}"))
+                .unwrap_or_default()
+        )),
+        other => other,
+    })?;
+    let link: serde_json::Value = serde_json::from_str(&link_json)
+        .map_err(|e| crate::BedError::Invalid(format!("cannot read `ip -j link`: {e}")))?;
+    let l = &link[0];
+    let kind = l["linkinfo"]["info_kind"].as_str().map(str::to_string);
+    let num = |k: &str| l[k].as_u64().and_then(|m| u32::try_from(m).ok());
+
+    let drv = query(netns, &["ethtool", "-i", name])
+        .map(|t| parse_keyvalues(&t))
+        .unwrap_or_default();
+    let (speed, duplex) = query(netns, &["ethtool", name])
+        .map(|t| parse_settings(&t))
+        .unwrap_or((None, None));
+    let offloads = query(netns, &["ethtool", "-k", name])
+        .map(|t| parse_features(&t))
+        .unwrap_or_default();
+    let coalescing = query(netns, &["ethtool", "-c", name]).map(|t| parse_coalesce(&t));
+    let rings = query(netns, &["ethtool", "-g", name]).map(|t| parse_rings(&t));
+    let timestamping = query(netns, &["ethtool", "-T", name]).map(|t| parse_timestamping(&t));
+    let rps_cpus: Vec<String> = query(
+        netns,
+        &[
+            "sh",
+            "-c",
+            &format!("cat /sys/class/net/{name}/queues/rx-*/rps_cpus 2>/dev/null; true"),
+        ],
+    )
+    .map(|t| t.lines().map(|l| l.trim().to_string()).collect())
+    .unwrap_or_default();
+
+    let driver = drv.get("driver").cloned();
+    let bus_info = drv.get("bus-info").cloned().filter(|b| is_pci_address(b));
+    let pcie = bus_info.as_ref().map(|addr| {
+        let dev = Path::new("/sys/bus/pci/devices").join(addr);
+        let link_of = |s: &str, w: &str| {
+            parse_pcie_link(&read_trim(&dev.join(s))?, &read_trim(&dev.join(w))?)
+        };
+        Pcie {
+            address: addr.clone(),
+            current: link_of("current_link_speed", "current_link_width"),
+            max: link_of("max_link_speed", "max_link_width"),
+            mps_bytes: std::fs::read(dev.join("config"))
+                .ok()
+                .and_then(|c| mps_from_config(&c)),
+            numa_node: read_trim(&dev.join("numa_node")).and_then(|n| n.parse().ok()),
+        }
+    });
+    let mut irq_numbers: Vec<u32> = Vec::new();
+    if let Some(addr) = &bus_info {
+        if let Ok(d) = std::fs::read_dir(
+            Path::new("/sys/bus/pci/devices")
+                .join(addr)
+                .join("msi_irqs"),
+        ) {
+            irq_numbers.extend(
+                d.filter_map(Result::ok)
+                    .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok()),
+            );
+        }
+    }
+    let interrupts = std::fs::read_to_string("/proc/interrupts").unwrap_or_default();
+    let mut names: Vec<&str> = Vec::new();
+    if bus_info.is_some() {
+        // only physical devices name their vectors after themselves
+        names.push(name);
+    }
+    let mut irqs = parse_interrupts(&interrupts, &irq_numbers, &names);
+    irqs.sort_by_key(|i| i.irq);
+
+    let virtual_kind = matches!(
+        kind.as_deref(),
+        Some("veth" | "bridge" | "dummy" | "ifb" | "vxlan" | "macvlan" | "ipvlan" | "tun")
+    ) || name == "lo";
+    let speed_is_physical = speed.is_some() && !virtual_kind;
+    let mtu = num("mtu");
+    let mut facts = Vec::new();
+    let mut warnings = Vec::new();
+    if virtual_kind {
+        facts.push(format!(
+            "{name} is a virtual device ({}): no wire, no PCIe link, no NUMA node of its own; \
+             its reported speed ({}) is nominal, so no line-rate ceiling applies (the CPU is \
+             the limit)",
+            kind.as_deref().unwrap_or("loopback"),
+            speed.map_or_else(|| "none".into(), |s| BitRate::from_bps(s).to_string())
+        ));
+    } else if bus_info.is_none() {
+        facts.push(format!(
+            "{name} is not on a PCI bus (no bus-info): no PCIe facts"
+        ));
+    }
+    if let Some(p) = &pcie {
+        if p.current.is_none() {
+            facts.push(format!(
+                "PCI device {} shows no PCIe link (conventional PCI or a virtual device): \
+                 no bus ceiling",
+                p.address
+            ));
+        }
+        if let (Some(c), Some(m)) = (p.current, p.max) {
+            if c.generation < m.generation || c.lanes < m.lanes {
+                warnings.push(format!(
+                    "PCIe link trained below its maximum: {c} of {m} (slot or riser?)"
+                ));
+            }
+        }
+    }
+    match &timestamping {
+        Some(ts) if !ts.hardware() => facts.push(format!(
+            "no hardware timestamps{}: only software stamps (kernel clock)",
+            if ts.phc_index.is_none() {
+                ", no PHC"
+            } else {
+                ""
+            }
+        )),
+        Some(ts) => facts.push(format!(
+            "hardware timestamps: {}; PHC /dev/ptp{}",
+            ts.capabilities
+                .iter()
+                .filter(|c| c.starts_with("hardware-"))
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", "),
+            ts.phc_index
+                .map_or_else(|| "none".into(), |i| i.to_string())
+        )),
+        None => facts.push("timestamping capabilities unknown (ethtool -T failed)".into()),
+    }
+    let off = |f: &str| offloads.get(f).is_some_and(|s| !s.on);
+    if off("generic-receive-offload") {
+        warnings.push(
+            "gro off: every packet climbs the stack alone (more CPU per byte on receive)".into(),
+        );
+    }
+    if off("tcp-segmentation-offload") && !virtual_kind {
+        warnings.push("tso off: TCP segments are cut in software".into());
+    }
+    if off("rx-checksumming") && !virtual_kind {
+        warnings.push("rx-checksumming off: the CPU verifies every checksum".into());
+    }
+    if let Some(m) = mtu {
+        if m < 1500 {
+            warnings.push(format!(
+                "MTU {m} < 1500: fewer payload bytes per frame, more packets per byte"
+            ));
+        }
+    }
+    if let Some(Rings {
+        rx: Some(rx),
+        rx_max: Some(max),
+        ..
+    }) = rings
+    {
+        if rx < 512 && max > rx {
+            warnings.push(format!(
+                "RX ring {rx} of at most {max}: bursts may overflow it (ethtool -G {name} rx {max})"
+            ));
+        }
+    }
+    if let Some(q) = l["qdisc"].as_str() {
+        if matches!(q, "tbf" | "htb" | "netem") {
+            warnings.push(format!("root qdisc {q}: egress is shaped"));
+        }
+    }
+    let rps_off = !rps_cpus.is_empty()
+        && rps_cpus
+            .iter()
+            .all(|m| m.chars().all(|c| c == '0' || c == ','));
+    if num("num_rx_queues") == Some(1) && rps_off && !virtual_kind {
+        warnings.push("one RX queue and RPS off: all receive processing lands on one CPU".into());
+    }
+
+    let bus = pcie
+        .as_ref()
+        .and_then(|p| BusCeiling::new(p.current?, p.mps_bytes.unwrap_or(256)).ok());
+    let ceilings = match speed {
+        Some(s) if speed_is_physical && s > 0 => ceilings(BitRate::from_bps(s), mtu, bus.as_ref()),
+        _ => Vec::new(),
+    };
+    if ceilings.iter().any(|c| c.limited_by == "bus") {
+        warnings.push("the PCIe bus, not the link, is the ceiling for some frame sizes".into());
+    }
+    if let (Some(p), Some(_)) = (&pcie, &bus) {
+        if p.mps_bytes.is_none() {
+            facts.push("Max_Payload_Size unreadable: the bus ceiling assumes 256 B".into());
+        }
+    }
+
+    Ok(InterfaceReport {
+        schema: SCHEMA,
+        version: 1,
+        name: name.to_string(),
+        netns: netns.map(str::to_string),
+        kind,
+        driver,
+        driver_version: drv.get("version").cloned(),
+        firmware: drv.get("firmware-version").cloned(),
+        operstate: l["operstate"].as_str().map(str::to_string),
+        mtu_bytes: mtu,
+        speed_bits_per_s: speed,
+        speed_is_physical,
+        duplex,
+        qdisc: l["qdisc"].as_str().map(str::to_string),
+        rx_queues: num("num_rx_queues"),
+        tx_queues: num("num_tx_queues"),
+        rps_cpus,
+        offloads,
+        coalescing,
+        rings,
+        timestamping,
+        pcie,
+        irqs,
+        ceilings,
+        facts,
+        warnings,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Captured on this machine (ethtool 6.1): a veth end and virtio_net eth0.
+    const VETH_T: &str = "Time stamping parameters for lr-a:\nCapabilities:\n\tsoftware-transmit\n\tsoftware-receive\n\tsoftware-system-clock\nPTP Hardware Clock: none\nHardware Transmit Timestamp Modes: none\nHardware Receive Filter Modes: none\n";
+    // A NIC with hardware stamping (format of ethtool 6.1, e.g. igb/ixgbe).
+    const HW_T: &str = "Time stamping parameters for eth1:\nCapabilities:\n\thardware-transmit\n\tsoftware-transmit\n\thardware-receive\n\tsoftware-receive\n\tsoftware-system-clock\n\thardware-raw-clock\nPTP Hardware Clock: 0\nHardware Transmit Timestamp Modes:\n\toff\n\ton\nHardware Receive Filter Modes:\n\tnone\n\tall\n";
+    const RINGS: &str = "Ring parameters for eth0:\nPre-set maximums:\nRX:\t\t4096\nRX Mini:\tn/a\nRX Jumbo:\tn/a\nTX:\t\t4096\nCurrent hardware settings:\nRX:\t\t256\nRX Mini:\tn/a\nRX Jumbo:\tn/a\nTX:\t\t512\nRX Buf Len:\t\tn/a\n";
+    const COALESCE: &str = "Coalesce parameters for eth0:\nAdaptive RX: off  TX: n/a\nstats-block-usecs: n/a\n\nrx-usecs: 0\nrx-frames: 1\nrx-usecs-irq: n/a\n\ntx-usecs: 0\ntx-frames: 1\n\nCQE mode RX: n/a  TX: n/a\n";
+
+    #[test]
+    fn timestamping_software_only() {
+        let ts = parse_timestamping(VETH_T);
+        assert_eq!(
+            ts.capabilities,
+            [
+                "software-transmit",
+                "software-receive",
+                "software-system-clock"
+            ]
+        );
+        assert_eq!(ts.phc_index, None);
+        assert!(!ts.hardware());
+        assert!(ts.hw_tx_modes.is_empty() && ts.hw_rx_filters.is_empty());
+    }
+
+    #[test]
+    fn timestamping_hardware() {
+        let ts = parse_timestamping(HW_T);
+        assert!(ts.hardware());
+        assert_eq!(ts.phc_index, Some(0));
+        assert_eq!(ts.hw_tx_modes, ["off", "on"]);
+        assert_eq!(ts.hw_rx_filters, ["none", "all"]);
+    }
+
+    #[test]
+    fn rings_and_coalescing() {
+        let r = parse_rings(RINGS);
+        assert_eq!(
+            r,
+            Rings {
+                rx: Some(256),
+                rx_max: Some(4096),
+                tx: Some(512),
+                tx_max: Some(4096)
+            }
+        );
+        let c = parse_coalesce(COALESCE);
+        assert_eq!(c.get("adaptive-rx").map(String::as_str), Some("off"));
+        assert_eq!(c.get("rx-usecs").map(String::as_str), Some("0"));
+        assert!(!c.contains_key("adaptive-tx") && !c.contains_key("stats-block-usecs"));
+    }
+
+    #[test]
+    fn settings_and_features() {
+        let (s, d) = parse_settings("Settings for lr-a:\n\tSpeed: 10000Mb/s\n\tDuplex: Full\n");
+        assert_eq!((s, d.as_deref()), (Some(10_000_000_000), Some("Full")));
+        let (s, d) = parse_settings("\tSpeed: Unknown!\n\tDuplex: Unknown! (255)\n");
+        assert_eq!((s, d), (None, None));
+        let f = parse_features("Features for x:\nrx-checksumming: on\n\ttx-checksum-ipv4: off [fixed]\ngeneric-receive-offload: off\n");
+        assert_eq!(
+            f["rx-checksumming"],
+            FeatureState {
+                on: true,
+                fixed: false
+            }
+        );
+        assert_eq!(
+            f["tx-checksum-ipv4"],
+            FeatureState {
+                on: false,
+                fixed: true
+            }
+        );
+        assert_eq!(f.len(), 3);
+    }
+
+    #[test]
+    fn pcie_links() {
+        let l = parse_pcie_link("8.0 GT/s PCIe", "4").unwrap();
+        assert_eq!((l.generation, l.lanes), (3, 4));
+        let l = parse_pcie_link("2.5 GT/s", "1").unwrap();
+        assert_eq!(l.generation, 1);
+        assert!(parse_pcie_link("Unknown", "0").is_none());
+        assert!(parse_pcie_link("8.0 GT/s PCIe", "3").is_none());
+    }
+
+    #[test]
+    fn mps_from_a_config_space() {
+        let mut c = vec![0u8; 256];
+        c[0x06] = 0x10; // capability list present
+        c[0x34] = 0x40;
+        c[0x40] = 0x01; // power management
+        c[0x41] = 0x70;
+        c[0x70] = 0x10; // PCI Express
+        c[0x71] = 0x00;
+        c[0x78] = 0b0010_0000; // DevCtl MPS code 1 = 256 B
+        assert_eq!(mps_from_config(&c), Some(256));
+        c[0x78] = 0;
+        assert_eq!(mps_from_config(&c), Some(128));
+        c[0x06] = 0;
+        assert_eq!(mps_from_config(&c), None);
+        assert_eq!(mps_from_config(&[]), None);
+        // a loop in the list ends
+        let mut l = vec![0u8; 256];
+        l[0x06] = 0x10;
+        l[0x34] = 0x40;
+        l[0x40] = 0x05;
+        l[0x41] = 0x40;
+        assert_eq!(mps_from_config(&l), None);
+    }
+
+    #[test]
+    fn interrupts() {
+        let t = "           CPU0       CPU1       \n 37:          0          0 PCI-MSIX-0000:00:03.0   0-edge      virtio2-config\n 38:        100         50 PCI-MSIX-0000:00:03.0   1-edge      virtio2-input.0\n 40:          1          2 PCI-MSIX-0000:00:04.0   1-edge      eth1-TxRx-0\n";
+        let irqs = parse_interrupts(t, &[37, 38], &[]);
+        assert_eq!(irqs.len(), 2);
+        assert_eq!(irqs[1].count, 150);
+        assert_eq!(irqs[1].name, "virtio2-input.0");
+        let irqs = parse_interrupts(t, &[], &["eth1"]);
+        assert_eq!(irqs[0].irq, 40);
+    }
+
+    #[test]
+    fn ceilings_link_and_bus() {
+        let link = BitRate::from_gbps(10);
+        let c = ceilings(link, Some(1500), None);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c[0].frame_bytes, 64);
+        assert_eq!(c[0].frames_per_s.round(), 14_880_952.0);
+        assert_eq!(c[1].frame_bytes, 1518);
+        assert_eq!(c[1].udp4_payload_bytes, 1472);
+        assert_eq!(c[0].limited_by, "link");
+        // a PCIe 1.0 x1 bus cannot carry 10G of minimum frames
+        let bus = BusCeiling::new("pcie1x1".parse().unwrap(), 128).unwrap();
+        let c = ceilings(link, Some(1500), Some(&bus));
+        assert_eq!(c[0].limited_by, "bus");
+        assert!(c[0].frames_per_s < c[0].link_frames_per_s);
+    }
+
+    #[test]
+    fn pci_addresses() {
+        assert!(is_pci_address("0000:00:03.0"));
+        assert!(!is_pci_address(""));
+        assert!(!is_pci_address("virtio0"));
+    }
+}
