@@ -20,5 +20,6 @@ pub mod latency;
 pub mod linerate;
 pub mod procedure;
 pub mod stats;
+pub mod throughput;
 pub mod units;
 pub mod wire;

@@ -16,3 +16,4 @@ pub mod packet;
 pub mod signal;
 pub mod stamps;
 pub(crate) mod sys;
+pub mod throughput;

@@ -35,6 +35,16 @@ pub(crate) enum Command {
     Demo(DemoArgs),
     /// Response time dissected into stages with kernel timestamps (UDP, TCP, ICMP echo).
     Latency(crate::latency::LatencyArgs),
+    /// Serves `linerate throughput` clients (several at once, each on its own threads).
+    Server(crate::server::ServerArgs),
+    /// TCP/UDP throughput against a `linerate server`, from both ends, as % of the line rate.
+    ///
+    /// Prints per-interval and total figures per stream and direction from both ends
+    /// (the server sends its receive-side figures back), loss/reorder/duplicates/corrupt
+    /// from sequence numbers and a verified fill pattern, CPU time per byte and per
+    /// packet (getrusage RUSAGE_THREAD of each flow thread), and the seed-000 table with
+    /// % of max possible for --link. JSON: schema linerate.throughput version 1.
+    Throughput(crate::throughput::ThroughputArgs),
     /// Testbeds from network namespaces: up, down, list, sweep, exec.
     Testbed(crate::testbed::TestbedArgs),
     /// An interface's driver, speed, offloads, rings, coalescing, timestamping, PCIe link,

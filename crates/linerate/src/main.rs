@@ -13,7 +13,9 @@ mod latency;
 mod output;
 mod progress;
 mod rfc2544;
+mod server;
 mod testbed;
+mod throughput;
 
 use std::process::ExitCode;
 
@@ -50,6 +52,8 @@ fn main() -> ExitCode {
         Command::Calc(args) => calc::run(&args),
         Command::Demo(args) => demo::run(&args),
         Command::Latency(args) => latency::run(&args),
+        Command::Server(args) => server::run(&args),
+        Command::Throughput(args) => throughput::run(&args),
         Command::Testbed(args) => testbed::run(&args),
         Command::Inspect(args) => inspect::run(&args),
         Command::Rfc2544(args) => rfc2544::run(&args),

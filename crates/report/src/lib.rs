@@ -11,3 +11,4 @@
 pub mod calc;
 pub mod latency;
 pub mod table;
+pub mod throughput;

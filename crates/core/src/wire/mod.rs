@@ -5,5 +5,7 @@
 //! the parsed, validated form, with `parse` / `emit` round trips. Nothing that
 //! came from the network is indexed without a check.
 
+pub mod control;
 pub mod echo;
+pub mod probe;
 pub mod testframe;

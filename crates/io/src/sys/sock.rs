@@ -1,64 +1,129 @@
-//! Small socket syscalls std does not offer: poll for readability, raw ICMP
-//! sockets, sendto on a raw descriptor.
+//! Socket syscalls the throughput engine needs beyond `std::net`: options,
+//! flagged send/recv, sendmmsg/recvmmsg, UDP GSO/GRO control messages, the
+//! MSG_ZEROCOPY error queue, sendfile, memfd, per-thread rusage and the
+//! monotonic clock.
 
 use std::io;
-use std::mem::size_of;
+use std::mem::{size_of, zeroed};
 use std::net::SocketAddr;
-use std::os::fd::{FromRawFd as _, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd as _, OwnedFd, RawFd};
 use std::time::Duration;
 
 use super::syscall;
 
-/// Waits until `fd` is readable or `timeout` passes; `true` if readable.
-pub(crate) fn poll_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
-    // Round a sub-millisecond wait up so a short timeout does not spin.
-    let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
-    loop {
-        // SAFETY: `p` is one live pollfd and nfds is 1.
-        match syscall!(poll(&mut p, 1, ms)) {
-            Ok(n) => return Ok(n > 0),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
+/// SO_ZEROCOPY (include/uapi/asm-generic/socket.h).
+pub(crate) const SO_ZEROCOPY: libc::c_int = 60;
+/// SO_EE_ORIGIN_ZEROCOPY (include/uapi/linux/errqueue.h).
+const SO_EE_ORIGIN_ZEROCOPY: u8 = 5;
+/// SO_EE_CODE_ZEROCOPY_COPIED: the kernel fell back to copying.
+const SO_EE_CODE_ZEROCOPY_COPIED: u8 = 1;
+
+fn socklen<T>() -> libc::socklen_t {
+    size_of::<T>() as libc::socklen_t
 }
 
-/// A raw ICMP (v4) or ICMPv6 socket; needs CAP_NET_RAW.
-pub(crate) fn icmp_raw_socket(v6: bool) -> io::Result<OwnedFd> {
-    let (domain, proto) = if v6 {
-        (libc::AF_INET6, libc::IPPROTO_ICMPV6)
-    } else {
-        (libc::AF_INET, libc::IPPROTO_ICMP)
-    };
-    // SAFETY: plain socket(2); on success we own the new descriptor.
-    let fd = syscall!(socket(domain, libc::SOCK_RAW | libc::SOCK_CLOEXEC, proto))?;
-    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+/// A new socket of `domain` (AF_INET/AF_INET6) and `ty` (SOCK_STREAM/DGRAM),
+/// close-on-exec.
+pub(crate) fn socket(domain: libc::c_int, ty: libc::c_int) -> io::Result<OwnedFd> {
+    socket_proto(domain, ty, 0)
+}
+
+/// A new socket with an explicit protocol (raw ICMP sockets), close-on-exec.
+pub(crate) fn socket_proto(
+    domain: libc::c_int,
+    ty: libc::c_int,
+    proto: libc::c_int,
+) -> io::Result<OwnedFd> {
+    // SAFETY: socket() takes plain integers and returns a new descriptor we
+    // own (checked for -1 by syscall!).
+    let fd = syscall!(socket(domain, ty | libc::SOCK_CLOEXEC, proto))?;
+    // SAFETY: `fd` was just returned by socket() and is owned by nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// sendto(2) of `buf` to `to` on any datagram or raw socket.
-pub(crate) fn send_to(fd: RawFd, buf: &[u8], to: SocketAddr) -> io::Result<usize> {
-    // SAFETY: all-zero is a valid sockaddr_storage.
-    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let len = match to {
+/// setsockopt with an int value.
+pub(crate) fn set_int(
+    fd: &impl AsRawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: the option value points to a live c_int of the given length.
+    syscall!(setsockopt(
+        fd.as_raw_fd(),
+        level,
+        name,
+        (std::ptr::addr_of!(value)).cast(),
+        socklen::<libc::c_int>()
+    ))?;
+    Ok(())
+}
+
+/// getsockopt of an int value.
+pub(crate) fn get_int(fd: &impl AsRawFd, level: libc::c_int, name: libc::c_int) -> io::Result<i32> {
+    let mut value: libc::c_int = 0;
+    let mut len = socklen::<libc::c_int>();
+    // SAFETY: value and len are live locals; the kernel writes at most len bytes.
+    syscall!(getsockopt(
+        fd.as_raw_fd(),
+        level,
+        name,
+        (std::ptr::addr_of_mut!(value)).cast(),
+        std::ptr::addr_of_mut!(len)
+    ))?;
+    Ok(value)
+}
+
+/// setsockopt with a byte string (TCP_CONGESTION).
+pub(crate) fn set_bytes(
+    fd: &impl AsRawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &[u8],
+) -> io::Result<()> {
+    // SAFETY: value is a live slice of the given length.
+    syscall!(setsockopt(
+        fd.as_raw_fd(),
+        level,
+        name,
+        value.as_ptr().cast(),
+        value.len() as libc::socklen_t
+    ))?;
+    Ok(())
+}
+
+/// Reads TCP_INFO: (tcpi_snd_mss, tcpi_total_retrans).
+pub(crate) fn tcp_info(fd: &impl AsRawFd) -> io::Result<(u32, u32)> {
+    // SAFETY: tcp_info is plain old data; all-zero is a valid value.
+    let mut info: libc::tcp_info = unsafe { zeroed() };
+    let mut len = socklen::<libc::tcp_info>();
+    // SAFETY: info and len are live locals; the kernel writes at most len bytes.
+    syscall!(getsockopt(
+        fd.as_raw_fd(),
+        libc::IPPROTO_TCP,
+        libc::TCP_INFO,
+        (std::ptr::addr_of_mut!(info)).cast(),
+        std::ptr::addr_of_mut!(len)
+    ))?;
+    Ok((info.tcpi_snd_mss, info.tcpi_total_retrans))
+}
+
+fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is plain old data; all-zero is valid.
+    let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
+    let len = match addr {
         SocketAddr::V4(a) => {
             let sin = libc::sockaddr_in {
                 sin_family: libc::AF_INET as libc::sa_family_t,
                 sin_port: a.port().to_be(),
                 sin_addr: libc::in_addr {
-                    s_addr: u32::from(*a.ip()).to_be(),
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
                 },
                 sin_zero: [0; 8],
             };
             // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
-            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin) };
-            size_of::<libc::sockaddr_in>()
+            unsafe { std::ptr::write((std::ptr::addr_of_mut!(ss)).cast(), sin) };
+            socklen::<libc::sockaddr_in>()
         }
         SocketAddr::V6(a) => {
             let sin6 = libc::sockaddr_in6 {
@@ -70,11 +135,375 @@ pub(crate) fn send_to(fd: RawFd, buf: &[u8], to: SocketAddr) -> io::Result<usize
                 },
                 sin6_scope_id: a.scope_id(),
             };
-            // SAFETY: as above, for sockaddr_in6.
-            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin6) };
-            size_of::<libc::sockaddr_in6>()
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
+            unsafe { std::ptr::write((std::ptr::addr_of_mut!(ss)).cast(), sin6) };
+            socklen::<libc::sockaddr_in6>()
         }
     };
+    (ss, len)
+}
+
+/// connect(2), bounded by `timeout` (through SO_SNDTIMEO, which Linux
+/// applies to a blocking connect; it is cleared afterwards).
+pub(crate) fn connect(fd: &OwnedFd, addr: &SocketAddr, timeout: Duration) -> io::Result<()> {
+    set_timeout(fd, libc::SO_SNDTIMEO, Some(timeout))?;
+    let (ss, len) = sockaddr(addr);
+    // SAFETY: ss is a live sockaddr_storage holding a valid address of len bytes.
+    let r = syscall!(connect(
+        fd.as_raw_fd(),
+        (std::ptr::addr_of!(ss)).cast(),
+        len
+    ));
+    set_timeout(fd, libc::SO_SNDTIMEO, None)?;
+    match r {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("connect timed out after {timeout:?}"),
+        )),
+        r => r.map(|_| ()),
+    }
+}
+
+/// SO_RCVTIMEO / SO_SNDTIMEO (`None`: block forever).
+pub(crate) fn set_timeout(
+    fd: &impl AsRawFd,
+    name: libc::c_int,
+    t: Option<Duration>,
+) -> io::Result<()> {
+    let t = t.unwrap_or_default();
+    let tv = libc::timeval {
+        tv_sec: t.as_secs() as libc::time_t,
+        tv_usec: libc::suseconds_t::from(t.subsec_micros() as i32),
+    };
+    // SAFETY: tv is a live timeval of the given length.
+    syscall!(setsockopt(
+        fd.as_raw_fd(),
+        libc::SOL_SOCKET,
+        name,
+        (std::ptr::addr_of!(tv)).cast(),
+        socklen::<libc::timeval>()
+    ))?;
+    Ok(())
+}
+
+/// send(2) with flags.
+pub(crate) fn send(fd: RawFd, buf: &[u8], flags: libc::c_int) -> io::Result<usize> {
+    // SAFETY: buf is a live slice; the kernel only reads len bytes.
+    let n = syscall!(send(
+        fd,
+        buf.as_ptr().cast(),
+        buf.len(),
+        flags | libc::MSG_NOSIGNAL
+    ))?;
+    Ok(n as usize)
+}
+
+/// recv(2) into `buf` with flags; with MSG_TRUNC on UDP returns the
+/// datagram's real length (only `buf.len()` bytes are written).
+pub(crate) fn recv(fd: RawFd, buf: &mut [u8], flags: libc::c_int) -> io::Result<usize> {
+    // SAFETY: buf is live and writable for buf.len() bytes; the kernel
+    // writes at most that many.
+    let n = syscall!(recv(fd, buf.as_mut_ptr().cast(), buf.len(), flags))?;
+    Ok(n as usize)
+}
+
+/// Discards up to `len` bytes of a TCP stream without copying them
+/// (recv with MSG_TRUNC and no buffer); returns how many were discarded.
+pub(crate) fn tcp_discard(fd: RawFd, len: usize) -> io::Result<usize> {
+    // SAFETY: no user memory is passed: on TCP, MSG_TRUNC discards the data;
+    // on any other socket the kernel rejects the NULL buffer with EFAULT
+    // (it validates user addresses), so no memory of ours is ever written.
+    let n = syscall!(recv(fd, std::ptr::null_mut(), len, libc::MSG_TRUNC))?;
+    Ok(n as usize)
+}
+
+/// sendmmsg(2): sends `bufs` as datagrams on a connected socket; returns how
+/// many went.
+pub(crate) fn sendmmsg(fd: RawFd, bufs: &[&[u8]]) -> io::Result<usize> {
+    let mut iov: Vec<libc::iovec> = bufs
+        .iter()
+        .map(|b| libc::iovec {
+            iov_base: b.as_ptr() as *mut libc::c_void,
+            iov_len: b.len(),
+        })
+        .collect();
+    // SAFETY: mmsghdr is plain old data; all-zero is valid.
+    let mut msgs: Vec<libc::mmsghdr> = (0..bufs.len()).map(|_| unsafe { zeroed() }).collect();
+    for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
+        m.msg_hdr.msg_iov = v;
+        m.msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: msgs and the iovecs they point to live until the call returns;
+    // the kernel only reads the buffers.
+    let n = syscall!(sendmmsg(
+        fd,
+        msgs.as_mut_ptr(),
+        msgs.len() as libc::c_uint,
+        libc::MSG_NOSIGNAL
+    ))?;
+    Ok(n as usize)
+}
+
+/// recvmmsg(2): fills `bufs`, writes each datagram's length (real length
+/// with MSG_TRUNC) to `lens`; returns how many arrived.
+pub(crate) fn recvmmsg(
+    fd: RawFd,
+    bufs: &mut [Vec<u8>],
+    lens: &mut [usize],
+    flags: libc::c_int,
+) -> io::Result<usize> {
+    let mut iov: Vec<libc::iovec> = bufs
+        .iter_mut()
+        .map(|b| libc::iovec {
+            iov_base: b.as_mut_ptr().cast(),
+            iov_len: b.len(),
+        })
+        .collect();
+    // SAFETY: mmsghdr is plain old data; all-zero is valid.
+    let mut msgs: Vec<libc::mmsghdr> = (0..bufs.len()).map(|_| unsafe { zeroed() }).collect();
+    for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
+        m.msg_hdr.msg_iov = v;
+        m.msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: msgs, iovecs and buffers live until the call returns; the
+    // kernel writes at most each iovec's length; no timeout pointer.
+    let n = syscall!(recvmmsg(
+        fd,
+        msgs.as_mut_ptr(),
+        msgs.len() as libc::c_uint,
+        flags,
+        std::ptr::null_mut()
+    ))? as usize;
+    for (l, m) in lens.iter_mut().zip(msgs.iter()).take(n) {
+        *l = m.msg_len as usize;
+    }
+    Ok(n)
+}
+
+/// Control-message space for one u16/int option.
+const CMSG_SPACE: usize = 64;
+
+/// sendmsg(2) of one buffer with a UDP_SEGMENT control message: the kernel
+/// cuts `buf` into datagrams of `segment` bytes.
+pub(crate) fn send_gso(fd: RawFd, buf: &[u8], segment: u16) -> io::Result<usize> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    let mut control = [0u64; CMSG_SPACE / 8];
+    // SAFETY: msghdr is plain old data; all-zero is valid.
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_iov = std::ptr::addr_of_mut!(iov);
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE only computes a size.
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(size_of::<u16>() as u32) } as usize;
+    // SAFETY: msg_control points to `control`, which is larger than
+    // CMSG_SPACE(2) and 8-byte aligned, so the first header and its data fit.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(std::ptr::addr_of!(msg));
+        if cmsg.is_null() {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        }
+        (*cmsg).cmsg_level = libc::SOL_UDP;
+        (*cmsg).cmsg_type = libc::UDP_SEGMENT;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), segment);
+    }
+    // SAFETY: msg and everything it points to live until the call returns.
+    let n = syscall!(sendmsg(fd, std::ptr::addr_of!(msg), libc::MSG_NOSIGNAL))?;
+    Ok(n as usize)
+}
+
+/// recvmsg(2) of one (possibly GRO-coalesced) buffer: (bytes, segment size
+/// from the UDP_GRO control message if the kernel coalesced).
+pub(crate) fn recv_gro(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<usize>)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut control = [0u64; CMSG_SPACE / 8];
+    // SAFETY: msghdr is plain old data; all-zero is valid.
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_iov = std::ptr::addr_of_mut!(iov);
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = CMSG_SPACE;
+    // SAFETY: msg, the buffer and the control area live until the call returns.
+    let n = syscall!(recvmsg(fd, std::ptr::addr_of_mut!(msg), 0))? as usize;
+    let mut seg = None;
+    // SAFETY: the kernel filled msg_control/msg_controllen; CMSG_FIRSTHDR and
+    // CMSG_NXTHDR stay inside it, and CMSG_DATA of a UDP_GRO message holds an int.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(std::ptr::addr_of!(msg));
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_UDP && (*cmsg).cmsg_type == libc::UDP_GRO {
+                let v = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>());
+                seg = usize::try_from(v).ok().filter(|&s| s > 0);
+            }
+            cmsg = libc::CMSG_NXTHDR(std::ptr::addr_of!(msg), cmsg);
+        }
+    }
+    Ok((n, seg))
+}
+
+/// One MSG_ZEROCOPY completion: sends `lo..=hi` done; `copied` if the
+/// kernel fell back to copying.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ZcCompletion {
+    pub(crate) lo: u32,
+    pub(crate) hi: u32,
+    pub(crate) copied: bool,
+}
+
+/// Drains the error queue without blocking, returning zero-copy completions.
+pub(crate) fn zerocopy_completions(fd: RawFd, out: &mut Vec<ZcCompletion>) -> io::Result<()> {
+    loop {
+        let mut control = [0u64; 16];
+        // SAFETY: msghdr is plain old data; all-zero is valid.
+        let mut msg: libc::msghdr = unsafe { zeroed() };
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = size_of::<[u64; 16]>();
+        // SAFETY: msg and its control area live until the call returns; no data buffer.
+        match syscall!(recvmsg(
+            fd,
+            std::ptr::addr_of_mut!(msg),
+            libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT
+        )) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        // SAFETY: as in recv_gro: walking the kernel-filled control area;
+        // IP_RECVERR/IPV6_RECVERR data is a sock_extended_err.
+        unsafe {
+            let mut cmsg = libc::CMSG_FIRSTHDR(std::ptr::addr_of!(msg));
+            while !cmsg.is_null() {
+                let l = (*cmsg).cmsg_level;
+                let t = (*cmsg).cmsg_type;
+                if (l == libc::SOL_IP && t == libc::IP_RECVERR)
+                    || (l == libc::SOL_IPV6 && t == libc::IPV6_RECVERR)
+                {
+                    let ee: libc::sock_extended_err =
+                        std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
+                    if ee.ee_origin == SO_EE_ORIGIN_ZEROCOPY && ee.ee_errno == 0 {
+                        out.push(ZcCompletion {
+                            lo: ee.ee_info,
+                            hi: ee.ee_data,
+                            copied: ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED != 0,
+                        });
+                    }
+                }
+                cmsg = libc::CMSG_NXTHDR(std::ptr::addr_of!(msg), cmsg);
+            }
+        }
+    }
+}
+
+/// poll(2) one descriptor for `events`; returns the revents (0 on timeout).
+pub(crate) fn poll_one(
+    fd: RawFd,
+    events: libc::c_short,
+    timeout_ms: i32,
+) -> io::Result<libc::c_short> {
+    let mut p = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    // SAFETY: p is a live pollfd array of length 1.
+    let n = syscall!(poll(std::ptr::addr_of_mut!(p), 1, timeout_ms))?;
+    Ok(if n == 0 { 0 } else { p.revents })
+}
+
+/// sendfile(2): `count` bytes of `file` from `offset` to socket `sock`.
+pub(crate) fn sendfile(
+    sock: RawFd,
+    file: &OwnedFd,
+    offset: u64,
+    count: usize,
+) -> io::Result<usize> {
+    let mut off = offset as libc::off_t;
+    // SAFETY: off is a live local the kernel updates; both are open descriptors.
+    let n = syscall!(sendfile(
+        sock,
+        file.as_raw_fd(),
+        std::ptr::addr_of_mut!(off),
+        count
+    ))?;
+    Ok(n as usize)
+}
+
+/// A memfd holding `bytes` (close-on-exec).
+pub(crate) fn memfd_with(name: &str, bytes: &[u8]) -> io::Result<OwnedFd> {
+    let cname =
+        std::ffi::CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: cname is a valid NUL-terminated string for the call's duration.
+    let fd = syscall!(memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC))?;
+    // SAFETY: fd was just created and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut written = 0;
+    while written < bytes.len() {
+        let rest = &bytes[written..];
+        // SAFETY: rest is a live slice; write only reads it.
+        let n = syscall!(write(fd.as_raw_fd(), rest.as_ptr().cast(), rest.len()))?;
+        if n == 0 {
+            return Err(io::Error::from(io::ErrorKind::WriteZero));
+        }
+        written += n as usize;
+    }
+    Ok(fd)
+}
+
+/// CPU time of the calling thread: (user, system), ns (getrusage RUSAGE_THREAD).
+pub(crate) fn thread_cpu_ns() -> io::Result<(u64, u64)> {
+    // SAFETY: rusage is plain old data; all-zero is valid.
+    let mut ru: libc::rusage = unsafe { zeroed() };
+    // SAFETY: ru is a live rusage the kernel fills.
+    syscall!(getrusage(libc::RUSAGE_THREAD, std::ptr::addr_of_mut!(ru)))?;
+    let ns = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1000;
+    Ok((ns(ru.ru_utime), ns(ru.ru_stime)))
+}
+
+/// CLOCK_MONOTONIC, ns.
+pub(crate) fn monotonic_ns() -> u64 {
+    // SAFETY: timespec is plain old data; all-zero is valid.
+    let mut ts: libc::timespec = unsafe { zeroed() };
+    // SAFETY: ts is a live timespec; CLOCK_MONOTONIC always exists on Linux,
+    // so the call cannot fail (a failure would leave ts at zero).
+    let _ = syscall!(clock_gettime(
+        libc::CLOCK_MONOTONIC,
+        std::ptr::addr_of_mut!(ts)
+    ));
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Waits until `fd` is readable or `timeout` passes; `true` if readable.
+pub(crate) fn poll_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // Round a sub-millisecond wait up so a short timeout does not spin.
+    let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
+    loop {
+        match poll_one(fd, libc::POLLIN, ms) {
+            Ok(revents) => return Ok(revents != 0),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// A raw ICMP (v4) or ICMPv6 socket; needs CAP_NET_RAW.
+pub(crate) fn icmp_raw_socket(v6: bool) -> io::Result<OwnedFd> {
+    if v6 {
+        socket_proto(libc::AF_INET6, libc::SOCK_RAW, libc::IPPROTO_ICMPV6)
+    } else {
+        socket_proto(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_ICMP)
+    }
+}
+
+/// sendto(2) of `buf` to `to` on any datagram or raw socket.
+pub(crate) fn send_to(fd: RawFd, buf: &[u8], to: SocketAddr) -> io::Result<usize> {
+    let (ss, len) = sockaddr(&to);
     loop {
         // SAFETY: buf and ss are live for the call and their lengths are given.
         match syscall!(sendto(
@@ -82,8 +511,8 @@ pub(crate) fn send_to(fd: RawFd, buf: &[u8], to: SocketAddr) -> io::Result<usize
             buf.as_ptr().cast(),
             buf.len(),
             0,
-            (&ss as *const libc::sockaddr_storage).cast(),
-            len as libc::socklen_t,
+            std::ptr::addr_of!(ss).cast(),
+            len,
         )) {
             Ok(n) => return Ok(n as usize),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# bench/peers.sh — linerate beside iperf3 and sockperf, same run, same veth pair.
+#
+# NOT a test: a benchmark that prints ratios against the SPEC §5 targets:
+#   TCP single stream                    ≥ 1.0× iperf3
+#   UDP 18-byte payloads (64-byte frames) ≥ 3× iperf3 and ≥ 1.0× sockperf (packets/s)
+#
+# Builds two namespaces lr-pb<pid>a / lr-pb<pid>b joined by a veth pair
+# (198.18.77.1/24 ↔ 198.18.77.2/24), runs each tool back to back for T
+# seconds (default 5; about a minute in all), removes everything on exit.
+# Needs root, ip, iperf3, sockperf (apt-get install iperf3 sockperf), python3.
+#
+# What is compared:
+#   TCP: payload throughput measured by the receiver (linerate: the server's
+#        receive-side figure; iperf3: end.sum_received).
+#   UDP: datagrams per second that arrived at the receiver (linerate: server
+#        receive side, --path mmsg --recv-path mmsg; iperf3: packets −
+#        lost_packets over its time). sockperf's throughput mode reports only
+#        the sender's message rate, so the sockperf ratio compares sender
+#        rates (linerate's sender figure). A --path gso row is printed apart:
+#        GSO super-skbs cross the veth as one packet per 64 datagrams.
+# The host is a shared 2-vCPU VM: run-to-run spread of ±30 % is normal
+# (research/linux-probe.md §0); compare within one run only.
+set -euo pipefail
+
+T=${T:-5}
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${LINERATE:-$HERE/target/release/linerate}
+A=lr-pb$$a
+B=lr-pb$$b
+IP_A=198.18.77.1
+IP_B=198.18.77.2
+PIDS=()
+
+for tool in ip iperf3 sockperf python3; do
+    command -v "$tool" >/dev/null || { echo "peers.sh: $tool is missing (apt-get install iperf3 sockperf)" >&2; exit 2; }
+done
+[ "$(id -u)" = 0 ] || { echo "peers.sh: needs root (network namespaces)" >&2; exit 2; }
+if [ ! -x "$BIN" ]; then
+    (cd "$HERE" && cargo build --release -p linerate >&2)
+fi
+
+cleanup() {
+    for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    ip netns del "$A" 2>/dev/null || true
+    ip netns del "$B" 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+
+ip netns add "$A"
+ip netns add "$B"
+ip link add lr-pbA netns "$A" type veth peer name lr-pbB netns "$B"
+ip -n "$A" addr add $IP_A/24 dev lr-pbA
+ip -n "$B" addr add $IP_B/24 dev lr-pbB
+for ns in "$A" "$B"; do ip -n "$ns" link set lo up; done
+ip -n "$A" link set lr-pbA up
+ip -n "$B" link set lr-pbB up
+
+inA() { ip netns exec "$A" "$@"; }
+inB() { ip netns exec "$B" "$@"; }
+bg_B() { ip netns exec "$B" "$@" >/dev/null 2>&1 & PIDS+=($!); sleep 0.5; }
+stop_bg() { kill "${PIDS[-1]}" 2>/dev/null || true; wait "${PIDS[-1]}" 2>/dev/null || true; unset 'PIDS[-1]'; }
+
+json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+
+echo "linerate vs peers over veth ($A ↔ $B), ${T} s per run, $(date -u +%FT%TZ)"
+echo "kernel $(uname -r), $(nproc) CPUs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# --- TCP single stream -------------------------------------------------
+bg_B "$BIN" server --bind $IP_B --port 5300
+lr_tcp=$(inA "$BIN" throughput $IP_B --port 5300 --time "$T" --json | json \
+  "sum(f['bytes'] for f in d['server_side']['flows'])*8/max(f['elapsed_ns'] for f in d['server_side']['flows'])*1e9")
+stop_bg
+bg_B iperf3 -s -B $IP_B -p 5201
+ip_tcp=$(inA iperf3 -c $IP_B -p 5201 -t "$T" -J | json "d['end']['sum_received']['bits_per_second']")
+stop_bg
+
+# --- UDP, 18-byte payloads (64-byte frames) ------------------------------
+bg_B "$BIN" server --bind $IP_B --port 5300
+read -r lr_udp_rx lr_udp_tx < <(inA "$BIN" throughput $IP_B --port 5300 --udp --size 18 \
+  --path mmsg --recv-path mmsg --time "$T" --json | json \
+  "'%f %f' % (sum(f['packets'] for f in d['server_side']['flows'])/max(f['elapsed_ns'] for f in d['server_side']['flows'])*1e9, sum(f['packets'] for f in d['client']['flows'])/max(f['elapsed_ns'] for f in d['client']['flows'])*1e9)")
+lr_gso_rx=$(inA "$BIN" throughput $IP_B --port 5300 --udp --size 18 \
+  --path gso --recv-path mmsg --time "$T" --json | json \
+  "sum(f['packets'] for f in d['server_side']['flows'])/max(f['elapsed_ns'] for f in d['server_side']['flows'])*1e9")
+stop_bg
+bg_B iperf3 -s -B $IP_B -p 5201
+ip_udp=$(inA iperf3 -c $IP_B -p 5201 -u -l 18 -b 0 -t "$T" -J | json \
+  "(d['end']['sum']['packets']-d['end']['sum']['lost_packets'])/d['end']['sum']['seconds']")
+stop_bg
+bg_B sockperf server -i $IP_B -p 11111
+sp_udp=$(inA sockperf throughput -i $IP_B -p 11111 -m 18 -t "$T" 2>&1 | \
+  sed -n 's/.*Message Rate is \([0-9]*\) \[msg\/sec\].*/\1/p' | tail -1)
+stop_bg
+
+python3 - "$lr_tcp" "$ip_tcp" "$lr_udp_rx" "$lr_udp_tx" "$ip_udp" "${sp_udp:-0}" "$lr_gso_rx" <<'PY'
+import sys
+lr_tcp, ip_tcp, lr_rx, lr_tx, ip_udp, sp, gso = map(float, sys.argv[1:])
+def r(a, b): return a / b if b else float('nan')
+print()
+print(f"TCP single stream   linerate {lr_tcp/1e9:7.3f} Gbit/s   iperf3 {ip_tcp/1e9:7.3f} Gbit/s   ratio {r(lr_tcp, ip_tcp):5.2f}x  (target >= 1.0x)")
+print(f"UDP 18 B received   linerate {lr_rx:10.0f} pkt/s  iperf3 {ip_udp:10.0f} pkt/s  ratio {r(lr_rx, ip_udp):5.2f}x  (target >= 3.0x)")
+print(f"UDP 18 B sent       linerate {lr_tx:10.0f} pkt/s  sockperf {sp:8.0f} msg/s  ratio {r(lr_tx, sp):5.2f}x  (target >= 1.0x)")
+print("  (linerate UDP: --path mmsg --recv-path mmsg, one datagram per skb on the veth)")
+print(f"UDP 18 B received, linerate --path gso: {gso:10.0f} pkt/s = {r(gso, ip_udp):5.2f}x iperf3, {r(gso, sp):5.2f}x sockperf's send rate")
+print("  (gso: 64 datagrams cross the veth as ONE super-skb, split at the receiving socket; not per-frame work on the link)")
+PY

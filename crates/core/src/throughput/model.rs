@@ -1,0 +1,622 @@
+//! Parameters and results of a throughput session (serialised: unit-suffixed
+//! field names; the result document is schema [`SCHEMA`] version
+//! [`VERSION`]).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::linerate::{Encap, Row};
+use crate::stats::interval::{rate, Interval};
+use crate::stats::sequence::SeqCounts;
+use crate::units::BitRate;
+use crate::wire::probe::HEADER_LEN;
+
+/// Schema name of the JSON result.
+pub const SCHEMA: &str = "linerate.throughput";
+/// Version of the JSON result.
+pub const VERSION: u32 = 1;
+/// Largest UDP datagram payload (IPv4: 65 535 − 20 − 8).
+pub const MAX_UDP_PAYLOAD: u32 = 65_507;
+/// Largest TCP block (bounds a session's memory on the server).
+pub const MAX_TCP_BLOCK: u32 = 4 << 20;
+/// Most streams per direction one session may open (bounds a session's
+/// threads and memory on the server).
+pub const MAX_STREAMS: u16 = 64;
+
+/// TCP or UDP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// TCP: blocks of `size_bytes` on a byte stream.
+    #[default]
+    Tcp,
+    /// UDP: datagrams of `size_bytes` payload.
+    Udp,
+}
+
+/// Which way data flows, seen from the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Client sends, server receives.
+    #[default]
+    Forward,
+    /// Server sends, client receives.
+    Reverse,
+    /// Both at once (each flow one way).
+    Bidir,
+}
+
+/// Direction of one flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FlowDir {
+    /// Client → server.
+    Forward,
+    /// Server → client.
+    Reverse,
+}
+
+macro_rules! named_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $s:literal),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(rename_all = "lowercase")]
+        pub enum $name { $($(#[$vm])* $v),* }
+        impl $name {
+            /// Every value.
+            pub const ALL: &'static [Self] = &[$(Self::$v),*];
+            /// The name on the command line and in JSON.
+            pub fn name(self) -> &'static str { match self { $(Self::$v => $s),* } }
+        }
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { f.write_str(self.name()) }
+        }
+        impl FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                Self::ALL.iter().copied().find(|v| v.name() == s.trim()).ok_or_else(|| {
+                    let names: Vec<&str> = Self::ALL.iter().map(|v| v.name()).collect();
+                    format!("unknown value '{}' (expected one of: {})", s, names.join(", "))
+                })
+            }
+        }
+    };
+}
+
+named_enum!(
+    /// How the sender hands data to the kernel.
+    SendPath {
+        /// Pre-filled buffers; per send only the 18-byte header is written.
+        Ideal = "ideal",
+        /// Before each send, copy the payload from a 64 MiB application buffer
+        /// (larger than the caches) into the send buffer with the CPU.
+        Typical = "typical",
+        /// MSG_ZEROCOPY with completions from the error queue.
+        Zerocopy = "zerocopy",
+        /// sendfile(2) of the payload from a memfd (TCP).
+        Sendfile = "sendfile",
+        /// sendmmsg(2) batches of 64 datagrams (UDP).
+        Mmsg = "mmsg",
+        /// UDP_SEGMENT: up to 64 datagrams per send, split by the kernel (UDP).
+        Gso = "gso",
+    }
+);
+
+named_enum!(
+    /// How the receiver takes data from the kernel.
+    RecvPath {
+        /// recv(2) into a buffer; every payload byte verified.
+        Copy = "copy",
+        /// MSG_TRUNC: only headers reach user space; payload not verified.
+        Trunc = "trunc",
+        /// recvmmsg(2) batches of 64 (UDP).
+        Mmsg = "mmsg",
+        /// UDP_GRO: coalesced datagrams, split in user space (UDP).
+        Gro = "gro",
+    }
+);
+
+/// What a client asks the server to run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThroughputParams {
+    /// TCP or UDP.
+    pub protocol: Protocol,
+    /// Which way.
+    pub direction: Direction,
+    /// Flows per direction.
+    pub streams: u16,
+    /// Sending time, ns.
+    pub duration_ns: u64,
+    /// UDP datagram payload or TCP block, bytes (probe header included).
+    pub size_bytes: u32,
+    /// Paced rate per direction, bit/s of payload, split evenly over the
+    /// flows (None: as fast as possible).
+    pub rate_bits_per_s: Option<u64>,
+    /// Send path of both ends' senders.
+    pub send_path: SendPath,
+    /// Receive path of both ends' receivers.
+    pub recv_path: RecvPath,
+    /// SO_SNDBUF / SO_RCVBUF, bytes.
+    pub window_bytes: Option<u32>,
+    /// TCP_NODELAY.
+    pub nodelay: bool,
+    /// TCP_CONGESTION.
+    pub congestion: Option<String>,
+    /// TCP_MAXSEG, bytes.
+    pub mss_bytes: Option<u32>,
+    /// Reporting interval, ns.
+    pub interval_ns: u64,
+}
+
+impl Default for ThroughputParams {
+    fn default() -> Self {
+        Self {
+            protocol: Protocol::Tcp,
+            direction: Direction::Forward,
+            streams: 1,
+            duration_ns: 10_000_000_000,
+            size_bytes: 128 * 1024,
+            rate_bits_per_s: None,
+            send_path: SendPath::Ideal,
+            recv_path: RecvPath::Copy,
+            window_bytes: None,
+            nodelay: false,
+            congestion: None,
+            mss_bytes: None,
+            interval_ns: 1_000_000_000,
+        }
+    }
+}
+
+/// Why parameters cannot run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParamError {
+    /// Explained in the message.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl ThroughputParams {
+    /// Checks the combination (both ends run this: a server never trusts a
+    /// client's parameters).
+    pub fn validate(&self, max_duration_ns: Option<u64>) -> Result<(), ParamError> {
+        let bad = |s: String| Err(ParamError::Invalid(s));
+        if self.streams == 0 || self.streams > MAX_STREAMS {
+            return bad(format!("streams must be 1..={MAX_STREAMS}"));
+        }
+        if self.duration_ns == 0 {
+            return bad("the test time must be above zero".into());
+        }
+        if let Some(max) = max_duration_ns {
+            if self.duration_ns > max {
+                return bad(format!(
+                    "test time {} s exceeds this server's limit of {} s",
+                    self.duration_ns as f64 / 1e9,
+                    max as f64 / 1e9
+                ));
+            }
+        }
+        let min = HEADER_LEN as u32;
+        let max = match self.protocol {
+            Protocol::Udp => MAX_UDP_PAYLOAD,
+            Protocol::Tcp => MAX_TCP_BLOCK,
+        };
+        if self.size_bytes < min || self.size_bytes > max {
+            return bad(format!(
+                "size must be {min}..={max} bytes for {} (the probe header is {min} bytes)",
+                self.protocol_name()
+            ));
+        }
+        if self.interval_ns < 100_000_000 {
+            return bad("the interval must be at least 0.1 s".into());
+        }
+        if self.rate_bits_per_s == Some(0) {
+            return bad("a rate of 0 sends nothing".into());
+        }
+        match (self.protocol, self.send_path) {
+            (Protocol::Tcp, SendPath::Mmsg | SendPath::Gso) => {
+                return bad(format!(
+                    "send path '{}' is UDP-only (sendmmsg/UDP_SEGMENT)",
+                    self.send_path
+                ))
+            }
+            (Protocol::Udp, SendPath::Sendfile) => {
+                return bad("send path 'sendfile' is TCP-only here".into())
+            }
+            _ => {}
+        }
+        if self.protocol == Protocol::Tcp
+            && matches!(self.recv_path, RecvPath::Mmsg | RecvPath::Gro)
+        {
+            return bad(format!(
+                "receive path '{}' is UDP-only (recvmmsg/UDP_GRO)",
+                self.recv_path
+            ));
+        }
+        if self.protocol == Protocol::Udp && self.send_path == SendPath::Gso {
+            let segs = 65_000 / self.size_bytes.max(1);
+            if segs < 2 {
+                return bad("send path 'gso' needs datagrams of at most 32 500 bytes".into());
+            }
+        }
+        if let Some(cc) = &self.congestion {
+            if cc.is_empty()
+                || cc.len() > 15
+                || !cc.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
+                return bad(format!("congestion control name '{cc}' is not valid"));
+            }
+        }
+        if let Some(mss) = self.mss_bytes {
+            if !(88..=65_535).contains(&mss) {
+                return bad("mss must be 88..=65535 bytes".into());
+            }
+        }
+        Ok(())
+    }
+
+    fn protocol_name(&self) -> &'static str {
+        match self.protocol {
+            Protocol::Tcp => "TCP blocks",
+            Protocol::Udp => "UDP datagrams",
+        }
+    }
+
+    /// The flows of the session, in id order: forward flows first.
+    pub fn flows(&self) -> Vec<FlowDir> {
+        let n = usize::from(self.streams);
+        match self.direction {
+            Direction::Forward => vec![FlowDir::Forward; n],
+            Direction::Reverse => vec![FlowDir::Reverse; n],
+            Direction::Bidir => {
+                let mut v = vec![FlowDir::Forward; n];
+                v.extend(vec![FlowDir::Reverse; n]);
+                v
+            }
+        }
+    }
+
+    /// Paced rate of one flow, bit/s.
+    pub fn rate_per_flow_bits_per_s(&self) -> Option<u64> {
+        self.rate_bits_per_s
+            .map(|r| (r / u64::from(self.streams.max(1))).max(1))
+    }
+}
+
+/// Which end measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum End {
+    /// `linerate throughput`.
+    Client,
+    /// `linerate server`.
+    Server,
+}
+
+/// What one end did with one flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FlowRole {
+    /// It sent.
+    Sender,
+    /// It received.
+    Receiver,
+}
+
+/// How much of each received payload was compared with the pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verification {
+    /// Every payload byte.
+    Full,
+    /// Headers only (MSG_TRUNC: payload never reached user space).
+    HeadersOnly,
+    /// Nothing (sender side).
+    None,
+}
+
+/// Zero-copy completions of a MSG_ZEROCOPY sender.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ZeroCopyReport {
+    /// Sends made with MSG_ZEROCOPY.
+    pub zerocopy_sends: u64,
+    /// Sends whose completion arrived.
+    pub completed_sends: u64,
+    /// Completed sends the kernel reported as copied (SO_EE_CODE_ZEROCOPY_COPIED).
+    pub copied_sends: u64,
+}
+
+/// How well a paced sender kept its rate.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PacingReport {
+    /// Asked, bit/s of payload.
+    pub asked_bits_per_s: f64,
+    /// Achieved over the whole flow, bit/s of payload.
+    pub achieved_bits_per_s: f64,
+    /// Achieved below 99 % of asked: the sender could not keep the rate.
+    pub fell_behind: bool,
+}
+
+/// Receive-side accounting of one flow.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecvCounts {
+    /// Sequence accounting.
+    pub seq: SeqCounts,
+    /// Datagrams or blocks whose payload did not match the pattern, or
+    /// whose header was damaged.
+    pub corrupt: u64,
+    /// Datagrams of another session or flow (not counted elsewhere).
+    pub foreign: u64,
+    /// Datagrams shorter or longer than the session's size.
+    pub bad_length: u64,
+}
+
+/// One end's view of one flow.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowReport {
+    /// Flow id.
+    pub flow: u16,
+    /// Its direction.
+    pub direction: FlowDir,
+    /// This end sent or received it.
+    pub role: FlowRole,
+    /// The path that really ran (`ideal`, `gso`, …, `copy`, `gro`).
+    pub path: String,
+    /// Bytes sent or received (UDP payload or TCP stream bytes).
+    pub bytes: u64,
+    /// Datagrams or blocks sent or received.
+    pub packets: u64,
+    /// From the flow's first send/receive start to its end, ns (CLOCK_MONOTONIC).
+    pub elapsed_ns: u64,
+    /// CPU time of the flow's thread in user mode, ns (getrusage RUSAGE_THREAD).
+    pub cpu_user_ns: u64,
+    /// CPU time of the flow's thread in the kernel, ns.
+    pub cpu_sys_ns: u64,
+    /// Per interval.
+    pub intervals: Vec<Interval>,
+    /// Receivers: accounting.
+    pub recv: Option<RecvCounts>,
+    /// Receivers: how much was verified.
+    pub verification: Verification,
+    /// Zero-copy senders.
+    pub zerocopy: Option<ZeroCopyReport>,
+    /// Paced senders.
+    pub pacing: Option<PacingReport>,
+    /// TCP: the MSS in use (TCP_MAXSEG read back), bytes.
+    pub mss_bytes: Option<u32>,
+    /// TCP senders: retransmitted segments (TCP_INFO tcpi_total_retrans).
+    pub retransmits: Option<u64>,
+    /// What went wrong, if the flow ended early.
+    pub error: Option<String>,
+}
+
+impl FlowReport {
+    /// Bytes per second over the flow.
+    pub fn bytes_per_s(&self) -> f64 {
+        rate(self.bytes, self.elapsed_ns)
+    }
+
+    /// Packets per second over the flow.
+    pub fn packets_per_s(&self) -> f64 {
+        rate(self.packets, self.elapsed_ns)
+    }
+
+    /// CPU ns per byte (user + system).
+    pub fn cpu_ns_per_byte(&self) -> Option<f64> {
+        (self.bytes > 0).then(|| (self.cpu_user_ns + self.cpu_sys_ns) as f64 / self.bytes as f64)
+    }
+
+    /// CPU ns per packet (user + system).
+    pub fn cpu_ns_per_packet(&self) -> Option<f64> {
+        (self.packets > 0)
+            .then(|| (self.cpu_user_ns + self.cpu_sys_ns) as f64 / self.packets as f64)
+    }
+}
+
+/// One end's measurements.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SideReport {
+    /// Which end.
+    pub end: End,
+    /// False when the test ended early (peer gone, error, interrupted).
+    pub complete: bool,
+    /// Why it is incomplete, or other remarks.
+    pub notes: Vec<String>,
+    /// Per flow.
+    pub flows: Vec<FlowReport>,
+}
+
+/// Sum of several flows of one direction, as one end saw them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct DirectionSum {
+    /// Bytes.
+    pub bytes: u64,
+    /// Datagrams or blocks.
+    pub packets: u64,
+    /// The longest flow's elapsed time, ns.
+    pub elapsed_ns: u64,
+    /// Payload throughput, bytes/s.
+    pub bytes_per_s: f64,
+    /// Datagrams or blocks per second.
+    pub packets_per_s: f64,
+    /// CPU time of the flows' threads, ns.
+    pub cpu_ns: u64,
+    /// Lost (receivers).
+    pub lost: u64,
+    /// Reordered (receivers).
+    pub reordered: u64,
+    /// Duplicates (receivers).
+    pub duplicates: u64,
+    /// Corrupt (receivers).
+    pub corrupt: u64,
+}
+
+impl SideReport {
+    /// Sum of the flows of `dir` this end had in `role`.
+    pub fn sum(&self, dir: FlowDir, role: FlowRole) -> Option<DirectionSum> {
+        let flows: Vec<&FlowReport> = self
+            .flows
+            .iter()
+            .filter(|f| f.direction == dir && f.role == role)
+            .collect();
+        if flows.is_empty() {
+            return None;
+        }
+        let mut s = DirectionSum::default();
+        for f in &flows {
+            s.bytes += f.bytes;
+            s.packets += f.packets;
+            s.elapsed_ns = s.elapsed_ns.max(f.elapsed_ns);
+            s.cpu_ns += f.cpu_user_ns + f.cpu_sys_ns;
+            if let Some(r) = &f.recv {
+                s.lost += r.seq.lost;
+                s.reordered += r.seq.reordered;
+                s.duplicates += r.seq.duplicates;
+                s.corrupt += r.corrupt;
+            }
+        }
+        s.bytes_per_s = rate(s.bytes, s.elapsed_ns);
+        s.packets_per_s = rate(s.packets, s.elapsed_ns);
+        Some(s)
+    }
+}
+
+/// The maximum the declared link allows for this test's packets.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LineMax {
+    /// The declared link speed, bit/s.
+    pub link_bits_per_s: u64,
+    /// The encapsulation the model used (udp4, tcp6 …).
+    pub encap: Encap,
+    /// Payload bytes per frame the model used (UDP: datagram payload; TCP: MSS).
+    pub payload_bytes: u32,
+    /// Frame length, header to FCS, bytes.
+    pub frame_bytes: u32,
+    /// Frames per second at line rate.
+    pub frames_per_s: f64,
+    /// Payload throughput at line rate, bytes/s.
+    pub payload_bytes_per_s: f64,
+}
+
+impl LineMax {
+    /// The model's maximum for `payload` bytes per frame with `encap` on
+    /// `link` (standard frames up to 1518 bytes; a larger payload is an error).
+    pub fn new(link: BitRate, encap: Encap, payload: u32) -> Result<Self, String> {
+        let frame = encap
+            .frame_for_payload(payload, false)
+            .map_err(|e| e.to_string())?;
+        let row = Row::new(link, frame).map_err(|e| e.to_string())?;
+        Ok(Self {
+            link_bits_per_s: link.bps(),
+            encap,
+            payload_bytes: payload,
+            frame_bytes: frame.frame_bytes,
+            frames_per_s: row.frame_rate.per_s(),
+            payload_bytes_per_s: row.payload_bytes_per_s(),
+        })
+    }
+
+    /// Share of the maximum, in percent.
+    pub fn percent_of(&self, measured_bytes_per_s: f64) -> f64 {
+        if self.payload_bytes_per_s > 0.0 {
+            measured_bytes_per_s / self.payload_bytes_per_s * 100.0
+        } else {
+            0.0
+        }
+    }
+}
+
+/// The whole result of `linerate throughput` (JSON: schema
+/// `linerate.throughput`, version 1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThroughputResult {
+    /// [`SCHEMA`].
+    pub schema: String,
+    /// [`VERSION`].
+    pub version: u32,
+    /// The server as given.
+    pub server: String,
+    /// What ran.
+    pub params: ThroughputParams,
+    /// The clock of every interval and elapsed time.
+    pub clock: String,
+    /// The client's measurements.
+    pub client: SideReport,
+    /// The server's measurements (None: it never sent them, or `--discard`).
+    pub server_side: Option<SideReport>,
+    /// The line-rate model for `--link` (None: no link speed known).
+    pub line_max: Option<LineMax>,
+    /// Both ends complete and every precondition held.
+    pub complete: bool,
+    /// Flags and remarks (fallbacks, pacing shortfalls, one-sided results).
+    pub notes: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_validate() {
+        let mut p = ThroughputParams::default();
+        assert!(p.validate(None).is_ok());
+        p.send_path = SendPath::Gso;
+        assert!(p
+            .validate(None)
+            .unwrap_err()
+            .to_string()
+            .contains("UDP-only"));
+        p.protocol = Protocol::Udp;
+        p.size_bytes = 1472;
+        assert!(p.validate(None).is_ok());
+        p.size_bytes = 10;
+        assert!(p.validate(None).is_err());
+        p.size_bytes = 18;
+        assert!(p.validate(Some(1_000_000_000)).is_err());
+        p.streams = 0;
+        assert!(p.validate(None).is_err());
+    }
+
+    #[test]
+    fn flows_and_names() {
+        let p = ThroughputParams {
+            direction: Direction::Bidir,
+            streams: 2,
+            ..ThroughputParams::default()
+        };
+        assert_eq!(
+            p.flows(),
+            vec![
+                FlowDir::Forward,
+                FlowDir::Forward,
+                FlowDir::Reverse,
+                FlowDir::Reverse
+            ]
+        );
+        assert_eq!("gso".parse::<SendPath>().unwrap(), SendPath::Gso);
+        assert!("fast".parse::<SendPath>().unwrap_err().contains("ideal"));
+    }
+
+    #[test]
+    fn line_max_matches_seed_000() {
+        // 1500-byte payloads of plain Ethernet at 100 Mbit/s: 12.19 MB/s.
+        let m = LineMax::new(BitRate::from_mbps(100), Encap::ETHERNET, 1500).unwrap();
+        assert!((m.payload_bytes_per_s - 12_190_000.0).abs() < 10_000.0);
+        assert!((m.percent_of(12.0e6) - 98.44).abs() < 0.05);
+        // 18-byte UDP payload = 64-byte frame.
+        let m = LineMax::new(BitRate::from_gbps(1), Encap::UDP4, 18).unwrap();
+        assert_eq!(m.frame_bytes, 64);
+        // 1472 fits IPv4 in 1518 bytes; over IPv6 it would not.
+        assert_eq!(
+            LineMax::new(BitRate::from_gbps(1), Encap::UDP4, 1472)
+                .unwrap()
+                .frame_bytes,
+            1518
+        );
+        let udp6: Encap = "udp6".parse().unwrap();
+        assert!(LineMax::new(BitRate::from_gbps(1), udp6, 1472).is_err());
+    }
+}

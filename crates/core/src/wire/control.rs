@@ -1,0 +1,383 @@
+//! The control protocol between `linerate throughput` and `linerate server`.
+//!
+//! A control connection is a TCP stream of frames: a 4-byte big-endian
+//! length, then that many bytes of one JSON-encoded [`Message`]. A frame
+//! longer than [`MAX_FRAME_BYTES`] ends the connection (the decoder refuses
+//! it before buffering it). The first frame of a control connection is a
+//! [`Message::Hello`] carrying [`CONTROL_MAGIC`] and [`CONTROL_VERSION`]; the
+//! first frame of a TCP data connection is a [`Message::DataHello`] naming its
+//! session and flow.
+//!
+//! Sessions are typed by [`SessionKind`], so later session types (latency
+//! reflector, …) are new variants, and an old peer refuses them by name.
+//!
+//! The [`Decoder`] takes bytes as they arrive, in any chunking, and never
+//! panics on garbage: it returns a [`ControlError`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::throughput::model::{SideReport, ThroughputParams};
+
+/// Names the protocol in every Hello.
+pub const CONTROL_MAGIC: &str = "linerate-control";
+/// The protocol version this build speaks.
+pub const CONTROL_VERSION: u32 = 1;
+/// The largest frame either end accepts, bytes (length prefix excluded).
+pub const MAX_FRAME_BYTES: usize = 1 << 20;
+/// The length prefix, bytes.
+pub const LEN_BYTES: usize = 4;
+
+/// The kind of test a client asks for, with its parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "params", rename_all = "snake_case")]
+pub enum SessionKind {
+    /// `linerate throughput`.
+    Throughput(ThroughputParams),
+}
+
+/// Bytes and packets one flow sent, told to the receiving end when sending
+/// stopped so it can count trailing losses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowSent {
+    /// The flow.
+    pub flow: u16,
+    /// Datagrams or blocks sent.
+    pub packets: u64,
+    /// Bytes sent.
+    pub bytes: u64,
+}
+
+/// One control message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Message {
+    /// Client → server, first frame: who is speaking.
+    Hello {
+        /// Must be [`CONTROL_MAGIC`].
+        magic: String,
+        /// The client's [`CONTROL_VERSION`].
+        version: u32,
+        /// Free text: software name and version.
+        software: String,
+    },
+    /// Server → client: accepted; the session's id and the cookie data
+    /// connections must present.
+    Welcome {
+        /// The server's protocol version.
+        version: u32,
+        /// Session id (also in every probe).
+        session_id: u32,
+        /// Shared secret of this session for its data connections.
+        cookie: u64,
+    },
+    /// Server → client: refused, with the reason (busy, bad version, …).
+    Refused {
+        /// Why, for a person.
+        reason: String,
+    },
+    /// Client → server: the test to run. `udp_ports`: the client's UDP
+    /// socket port for each flow (UDP only, flow order).
+    Start {
+        /// What to run.
+        session: SessionKind,
+        /// Client UDP ports, one per flow (empty for TCP).
+        udp_ports: Vec<u16>,
+    },
+    /// Server → client: parameters accepted; the server's UDP port per flow
+    /// (empty for TCP, whose flows connect to the control port).
+    Accepted {
+        /// Server UDP ports, one per flow.
+        udp_ports: Vec<u16>,
+    },
+    /// First frame of a TCP data connection.
+    DataHello {
+        /// The session it belongs to.
+        session_id: u32,
+        /// The session's cookie.
+        cookie: u64,
+        /// Which flow this connection carries.
+        flow: u16,
+    },
+    /// Client → server: every data connection is open; start.
+    Go,
+    /// Server → client: the server's flows run; the test clock starts.
+    Running,
+    /// Either way: this end's senders stopped; what they sent.
+    SendDone {
+        /// Per flow this end sent.
+        flows: Vec<FlowSent>,
+    },
+    /// Server → client: the server's side of the result.
+    Report {
+        /// The server's measurements.
+        side: SideReport,
+    },
+    /// Either way: the session failed, with the reason.
+    Error {
+        /// Why, for a person.
+        reason: String,
+    },
+}
+
+impl Message {
+    /// A Hello from this build.
+    pub fn hello(software: &str) -> Self {
+        Self::Hello {
+            magic: CONTROL_MAGIC.to_string(),
+            version: CONTROL_VERSION,
+            software: software.to_string(),
+        }
+    }
+
+    /// Short name of the variant, for error messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Hello { .. } => "hello",
+            Self::Welcome { .. } => "welcome",
+            Self::Refused { .. } => "refused",
+            Self::Start { .. } => "start",
+            Self::Accepted { .. } => "accepted",
+            Self::DataHello { .. } => "data_hello",
+            Self::Go => "go",
+            Self::Running => "running",
+            Self::SendDone { .. } => "send_done",
+            Self::Report { .. } => "report",
+            Self::Error { .. } => "error",
+        }
+    }
+}
+
+/// Why a control stream is broken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ControlError {
+    /// A frame announced more than [`MAX_FRAME_BYTES`].
+    #[error("control frame of {0} bytes exceeds the {MAX_FRAME_BYTES}-byte limit")]
+    Oversize(usize),
+    /// A frame whose bytes are not a message.
+    #[error("malformed control message: {0}")]
+    Malformed(String),
+    /// The peer is not a linerate control client.
+    #[error("not a linerate control connection (magic {0:?})")]
+    BadMagic(String),
+    /// The peer speaks another protocol version.
+    #[error("control protocol version {peer} not supported (this build speaks {CONTROL_VERSION})")]
+    BadVersion {
+        /// The peer's version.
+        peer: u32,
+    },
+}
+
+/// Checks a Hello's magic and version.
+pub fn check_hello(magic: &str, version: u32) -> Result<(), ControlError> {
+    if magic != CONTROL_MAGIC {
+        let shown: String = magic.chars().take(40).collect();
+        return Err(ControlError::BadMagic(shown));
+    }
+    if version != CONTROL_VERSION {
+        return Err(ControlError::BadVersion { peer: version });
+    }
+    Ok(())
+}
+
+/// Encodes one message as a frame (length prefix included).
+pub fn encode(msg: &Message) -> Result<Vec<u8>, ControlError> {
+    let body = serde_json::to_vec(msg).map_err(|e| ControlError::Malformed(e.to_string()))?;
+    if body.len() > MAX_FRAME_BYTES {
+        return Err(ControlError::Oversize(body.len()));
+    }
+    let len = u32::try_from(body.len()).map_err(|_| ControlError::Oversize(body.len()))?;
+    let mut out = Vec::with_capacity(LEN_BYTES + body.len());
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
+/// Incremental frame decoder: push bytes as they arrive, pop messages.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    buf: Vec<u8>,
+}
+
+impl Decoder {
+    /// An empty decoder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many bytes the next call to [`Decoder::next_message`] needs at
+    /// least before it can return a message (for sizing reads).
+    pub fn wanted(&self) -> usize {
+        match self.frame_len() {
+            Some(Ok(len)) => (LEN_BYTES + len).saturating_sub(self.buf.len()).max(1),
+            _ => LEN_BYTES.saturating_sub(self.buf.len()).max(1),
+        }
+    }
+
+    /// Bytes held that are not yet a whole frame.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    fn frame_len(&self) -> Option<Result<usize, ControlError>> {
+        let head = self.buf.get(..LEN_BYTES)?;
+        let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        Some(if len > MAX_FRAME_BYTES {
+            Err(ControlError::Oversize(len))
+        } else {
+            Ok(len)
+        })
+    }
+
+    /// Appends received bytes. An oversize frame is refused here, before
+    /// its body is buffered.
+    pub fn push(&mut self, bytes: &[u8]) -> Result<(), ControlError> {
+        self.buf.extend_from_slice(bytes);
+        if let Some(Err(e)) = self.frame_len() {
+            return Err(e);
+        }
+        // Never hold more than one whole frame plus its prefix beyond what
+        // next_message() will consume.
+        if self.buf.len() > 2 * (MAX_FRAME_BYTES + LEN_BYTES) {
+            return Err(ControlError::Oversize(self.buf.len()));
+        }
+        Ok(())
+    }
+
+    /// The next whole message, if one is buffered.
+    pub fn next_message(&mut self) -> Result<Option<Message>, ControlError> {
+        let len = match self.frame_len() {
+            None => return Ok(None),
+            Some(r) => r?,
+        };
+        let Some(body) = self.buf.get(LEN_BYTES..LEN_BYTES + len) else {
+            return Ok(None);
+        };
+        let msg = serde_json::from_slice(body).map_err(|e| ControlError::Malformed(e.to_string()));
+        self.buf.drain(..LEN_BYTES + len);
+        msg.map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::throughput::model::ThroughputParams;
+
+    fn sample() -> Vec<Message> {
+        vec![
+            Message::hello("linerate test"),
+            Message::Welcome {
+                version: 1,
+                session_id: 9,
+                cookie: 77,
+            },
+            Message::Start {
+                session: SessionKind::Throughput(ThroughputParams::default()),
+                udp_ports: vec![1, 2],
+            },
+            Message::Go,
+            Message::SendDone {
+                flows: vec![FlowSent {
+                    flow: 0,
+                    packets: 3,
+                    bytes: 4,
+                }],
+            },
+        ]
+    }
+
+    #[test]
+    fn round_trip_in_any_chunking() {
+        let msgs = sample();
+        let mut wire = Vec::new();
+        for m in &msgs {
+            wire.extend(encode(m).unwrap());
+        }
+        for chunk in [1, 2, 3, 7, 64, wire.len()] {
+            let mut d = Decoder::new();
+            let mut got = Vec::new();
+            for c in wire.chunks(chunk) {
+                d.push(c).unwrap();
+                while let Some(m) = d.next_message().unwrap() {
+                    got.push(m);
+                }
+            }
+            assert_eq!(got, msgs, "chunk {chunk}");
+            assert_eq!(d.buffered(), 0);
+        }
+    }
+
+    #[test]
+    fn oversize_is_refused_before_buffering() {
+        let mut d = Decoder::new();
+        let len = (MAX_FRAME_BYTES as u32 + 1).to_be_bytes();
+        assert_eq!(
+            d.push(&len),
+            Err(ControlError::Oversize(MAX_FRAME_BYTES + 1))
+        );
+        let mut d = Decoder::new();
+        assert!(d.push(&[0xFF, 0xFF, 0xFF, 0xFF, b'{']).is_err());
+    }
+
+    #[test]
+    fn truncated_frames_wait_and_garbage_is_an_error() {
+        let f = encode(&Message::Go).unwrap();
+        let mut d = Decoder::new();
+        d.push(&f[..f.len() - 1]).unwrap();
+        assert_eq!(d.next_message().unwrap(), None);
+        assert!(d.wanted() >= 1);
+        let mut d = Decoder::new();
+        d.push(&[0, 0, 0, 3, b'a', b'b', b'c']).unwrap();
+        assert!(matches!(d.next_message(), Err(ControlError::Malformed(_))));
+        let mut d = Decoder::new();
+        d.push(&[0, 0, 0, 0]).unwrap();
+        assert!(d.next_message().is_err());
+        let mut d = Decoder::new();
+        let body = br#"{"type":"start","session":{"kind":"reflector","params":{}},"udp_ports":[]}"#;
+        let mut f = (body.len() as u32).to_be_bytes().to_vec();
+        f.extend_from_slice(body);
+        d.push(&f).unwrap();
+        assert!(
+            d.next_message().is_err(),
+            "unknown session kinds are refused"
+        );
+    }
+
+    #[test]
+    fn pseudo_random_garbage_never_panics() {
+        let mut x: u64 = 0x1234_5678;
+        for round in 0..2000 {
+            let mut d = Decoder::new();
+            let len = (round % 50) + 4;
+            let mut bytes = Vec::with_capacity(len);
+            for _ in 0..len {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                bytes.push(x as u8);
+            }
+            if round % 3 == 0 {
+                // A plausible small length prefix, garbage body.
+                bytes[0] = 0;
+                bytes[1] = 0;
+                bytes[2] = 0;
+            }
+            if d.push(&bytes).is_ok() {
+                let _ = d.next_message();
+            }
+        }
+    }
+
+    #[test]
+    fn hello_checks() {
+        assert!(check_hello(CONTROL_MAGIC, CONTROL_VERSION).is_ok());
+        assert!(matches!(
+            check_hello("iperf", 1),
+            Err(ControlError::BadMagic(_))
+        ));
+        assert_eq!(
+            check_hello(CONTROL_MAGIC, 99),
+            Err(ControlError::BadVersion { peer: 99 })
+        );
+    }
+}

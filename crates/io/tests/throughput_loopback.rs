@@ -1,0 +1,355 @@
+//! Loopback integration tests of the throughput engine: a real server and
+//! client over 127.0.0.1, short runs, correctness only (never speed).
+#![allow(clippy::unwrap_used)] // test helpers
+
+use std::io::Write as _;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use linerate_core::throughput::model::{
+    Direction, FlowDir, FlowRole, Protocol, RecvPath, SendPath, SideReport, ThroughputParams,
+};
+use linerate_io::throughput::client;
+use linerate_io::throughput::server::{Server, ServerConfig};
+
+fn server(max_clients: usize) -> (SocketAddr, Arc<std::sync::atomic::AtomicBool>) {
+    let cfg = ServerConfig {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        once: false,
+        max_clients,
+        max_duration: Some(Duration::from_secs(30)),
+        log: Arc::new(|s: &str| eprintln!("server: {s}")),
+    };
+    let s = Server::bind(cfg).unwrap();
+    let addr = s.local_addr().unwrap();
+    let stop = s.stop_flag();
+    thread::spawn(move || s.run());
+    (addr, stop)
+}
+
+fn params(protocol: Protocol, direction: Direction, streams: u16) -> ThroughputParams {
+    ThroughputParams {
+        protocol,
+        direction,
+        streams,
+        duration_ns: 400_000_000,
+        size_bytes: if protocol == Protocol::Udp {
+            1200
+        } else {
+            64 * 1024
+        },
+        // UDP paced so loopback does not drop (the assertions are exact).
+        rate_bits_per_s: (protocol == Protocol::Udp).then_some(50_000_000),
+        interval_ns: 100_000_000,
+        ..ThroughputParams::default()
+    }
+}
+
+/// Checks that what one end sent the other received, flow by flow.
+fn agree(sender: &SideReport, receiver: &SideReport, dir: FlowDir, tcp: bool) {
+    let tx: Vec<_> = sender
+        .flows
+        .iter()
+        .filter(|f| f.direction == dir && f.role == FlowRole::Sender)
+        .collect();
+    assert!(!tx.is_empty());
+    for t in tx {
+        let r = receiver
+            .flows
+            .iter()
+            .find(|f| f.flow == t.flow)
+            .expect("receiver has the flow");
+        assert_eq!(r.role, FlowRole::Receiver);
+        let c = r.recv.expect("receiver counts");
+        assert_eq!(c.corrupt, 0, "flow {}", t.flow);
+        assert_eq!(c.seq.duplicates, 0);
+        assert!(t.packets > 0, "flow {} sent nothing", t.flow);
+        if tcp {
+            assert_eq!(r.bytes, t.bytes, "TCP flow {} bytes", t.flow);
+            assert_eq!(r.packets, t.packets);
+            assert_eq!(c.seq.lost, 0);
+            assert_eq!(c.seq.reordered, 0);
+        } else {
+            // UDP may lose on a busy host, but never invent packets.
+            assert!(r.packets <= t.packets);
+            assert_eq!(c.seq.received_unique + c.seq.lost, t.packets);
+            assert_eq!(c.seq.expected, t.packets);
+        }
+        assert!(!t.intervals.is_empty());
+        assert_eq!(t.intervals.iter().map(|i| i.bytes).sum::<u64>(), t.bytes);
+    }
+}
+
+fn run(addr: SocketAddr, p: &ThroughputParams) -> client::Outcome {
+    let o = client::run(addr, p, None).unwrap();
+    assert!(o.client.complete, "client notes: {:?}", o.client.notes);
+    let s = o.server.as_ref().expect("server report");
+    assert!(s.complete, "server notes: {:?}", s.notes);
+    o
+}
+
+fn check(o: &client::Outcome, p: &ThroughputParams) {
+    let s = o.server.as_ref().unwrap();
+    let tcp = p.protocol == Protocol::Tcp;
+    if p.direction != Direction::Reverse {
+        agree(&o.client, s, FlowDir::Forward, tcp);
+    }
+    if p.direction != Direction::Forward {
+        agree(s, &o.client, FlowDir::Reverse, tcp);
+    }
+}
+
+#[test]
+fn tcp_and_udp_forward_reverse_bidir() {
+    let (addr, _stop) = server(4);
+    for proto in [Protocol::Tcp, Protocol::Udp] {
+        for dir in [Direction::Forward, Direction::Reverse, Direction::Bidir] {
+            let p = params(proto, dir, 1);
+            let o = run(addr, &p);
+            check(&o, &p);
+        }
+    }
+}
+
+#[test]
+fn four_streams_each_way() {
+    let (addr, _stop) = server(4);
+    for proto in [Protocol::Tcp, Protocol::Udp] {
+        let p = params(proto, Direction::Bidir, 4);
+        let o = run(addr, &p);
+        assert_eq!(o.client.flows.len(), 8);
+        check(&o, &p);
+    }
+}
+
+#[test]
+fn every_send_path() {
+    let (addr, _stop) = server(4);
+    let tcp = [
+        SendPath::Ideal,
+        SendPath::Typical,
+        SendPath::Zerocopy,
+        SendPath::Sendfile,
+    ];
+    for path in tcp {
+        let mut p = params(Protocol::Tcp, Direction::Forward, 1);
+        p.send_path = path;
+        let o = run(addr, &p);
+        check(&o, &p);
+        if path == SendPath::Zerocopy {
+            let z = o.client.flows[0].zerocopy.expect("zerocopy report");
+            assert!(z.zerocopy_sends > 0);
+            assert!(z.completed_sends <= z.zerocopy_sends);
+        }
+    }
+    let udp = [
+        SendPath::Ideal,
+        SendPath::Typical,
+        SendPath::Zerocopy,
+        SendPath::Mmsg,
+        SendPath::Gso,
+    ];
+    for path in udp {
+        let mut p = params(Protocol::Udp, Direction::Forward, 1);
+        p.send_path = path;
+        let o = run(addr, &p);
+        check(&o, &p);
+    }
+}
+
+#[test]
+fn every_recv_path() {
+    let (addr, _stop) = server(4);
+    for (proto, path) in [
+        (Protocol::Tcp, RecvPath::Copy),
+        (Protocol::Tcp, RecvPath::Trunc),
+        (Protocol::Udp, RecvPath::Copy),
+        (Protocol::Udp, RecvPath::Trunc),
+        (Protocol::Udp, RecvPath::Mmsg),
+        (Protocol::Udp, RecvPath::Gro),
+    ] {
+        let mut p = params(proto, Direction::Reverse, 1);
+        p.recv_path = path;
+        if path == RecvPath::Gro {
+            p.send_path = SendPath::Gso;
+        }
+        let o = run(addr, &p);
+        check(&o, &p);
+    }
+}
+
+#[test]
+fn refuses_beyond_max_clients() {
+    let (addr, _stop) = server(1);
+    let p = ThroughputParams {
+        duration_ns: 1_500_000_000,
+        ..params(Protocol::Tcp, Direction::Forward, 1)
+    };
+    let first = thread::spawn(move || client::run(addr, &p, None));
+    thread::sleep(Duration::from_millis(400));
+    let err = client::run(addr, &params(Protocol::Tcp, Direction::Forward, 1), None).unwrap_err();
+    assert!(err.to_string().contains("at most 1 client"), "{err}");
+    assert!(first.join().unwrap().unwrap().client.complete);
+    // The slot is free again.
+    run(addr, &params(Protocol::Tcp, Direction::Forward, 1));
+}
+
+#[test]
+fn survives_garbage_truncated_slow_and_vanishing_clients() {
+    let (addr, _stop) = server(2);
+    // Garbage.
+    let mut s = TcpStream::connect(addr).unwrap();
+    let _ = s.write_all(b"GET / HTTP/1.0\r\n\r\n");
+    // An oversize length prefix.
+    let mut s2 = TcpStream::connect(addr).unwrap();
+    let _ = s2.write_all(&[0x7F, 0xFF, 0xFF, 0xFF, b'{']);
+    // A truncated frame, then silence (the server times out).
+    let mut s3 = TcpStream::connect(addr).unwrap();
+    let _ = s3.write_all(&[0, 0, 0, 50, b'{', b'"']);
+    // Connect and vanish.
+    drop(TcpStream::connect(addr).unwrap());
+    // A data hello for a session that does not exist.
+    let mut s4 = TcpStream::connect(addr).unwrap();
+    let body = br#"{"type":"data_hello","session_id":1,"cookie":2,"flow":0}"#;
+    let mut f = (body.len() as u32).to_be_bytes().to_vec();
+    f.extend_from_slice(body);
+    let _ = s4.write_all(&f);
+    // A client killed mid-test: start one, then drop its process-side
+    // state by running it on a thread we abandon is not possible, so
+    // emulate with a raw control connection that says hello and start,
+    // then disappears.
+    let mut s5 = TcpStream::connect(addr).unwrap();
+    let hello = br#"{"type":"hello","magic":"linerate-control","version":1,"software":"test"}"#;
+    let mut f = (hello.len() as u32).to_be_bytes().to_vec();
+    f.extend_from_slice(hello);
+    let _ = s5.write_all(&f);
+    thread::sleep(Duration::from_millis(100));
+    drop(s5);
+    // The server still serves a real client.
+    let p = params(Protocol::Tcp, Direction::Forward, 1);
+    let o = run(addr, &p);
+    check(&o, &p);
+    drop((s, s2, s3, s4));
+}
+
+#[test]
+fn bad_parameters_are_refused_by_the_server() {
+    let (addr, _stop) = server(2);
+    let mut p = params(Protocol::Tcp, Direction::Forward, 1);
+    p.duration_ns = 3_600_000_000_000; // beyond the server's 30 s limit
+    let err = client::run(addr, &p, None).unwrap_err();
+    assert!(err.to_string().contains("limit"), "{err}");
+}
+
+fn probe(session: u32, flow: u16, seq: u64, size: usize) -> Vec<u8> {
+    use linerate_core::wire::probe::{Pattern, Repr, HEADER_LEN};
+    let mut b = vec![0u8; size];
+    Pattern::new(session, flow, size - HEADER_LEN)
+        .fill_probe(
+            &Repr {
+                session,
+                flow,
+                seq,
+                send_ns_lo32: 0,
+            },
+            &mut b,
+        )
+        .unwrap();
+    b
+}
+
+fn receiver_job(
+    sock: linerate_io::throughput::net::DataSock,
+    size: usize,
+) -> linerate_io::throughput::flow::FlowJob {
+    use linerate_io::throughput::flow::{FlowJob, FlowShared};
+    FlowJob {
+        sock,
+        session: 77,
+        flow: 0,
+        direction: FlowDir::Forward,
+        size,
+        role: FlowRole::Receiver,
+        send_path: SendPath::Ideal,
+        recv_path: RecvPath::Copy,
+        rate_bits_per_s: None,
+        duration_ns: 1_000_000_000,
+        interval_ns: 100_000_000,
+        typical_bytes: 1 << 20,
+        shared: FlowShared::new(),
+    }
+}
+
+#[test]
+fn an_injected_corrupt_payload_is_caught_udp_and_tcp() {
+    use linerate_io::throughput::{flow, net::DataSock};
+    use std::sync::atomic::Ordering;
+    // UDP: 10 good datagrams and one with a flipped payload bit.
+    let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    tx.connect(rx.local_addr().unwrap()).unwrap();
+    let job = receiver_job(DataSock::Udp(rx), 200);
+    let shared = Arc::clone(&job.shared);
+    let h = thread::spawn(move || flow::run(job));
+    for seq in 0..11 {
+        let mut d = probe(77, 0, seq, 200);
+        if seq == 5 {
+            d[150] ^= 0x08;
+        }
+        tx.send(&d).unwrap();
+    }
+    shared.peer_sent.store(11, Ordering::Relaxed);
+    thread::sleep(Duration::from_millis(300));
+    shared.drain.store(true, Ordering::Relaxed);
+    let r = h.join().unwrap();
+    let c = r.recv.unwrap();
+    assert_eq!(c.corrupt, 1);
+    assert_eq!(c.seq.received_unique, 10);
+    assert_eq!(
+        c.seq.lost, 1,
+        "the corrupt datagram does not count as received"
+    );
+
+    // TCP: a corrupt block in the middle of a stream.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (s, _) = l.accept().unwrap();
+    let h = thread::spawn(move || flow::run(receiver_job(DataSock::Tcp(s), 4096)));
+    for seq in 0..8 {
+        let mut b = probe(77, 0, seq, 4096);
+        if seq == 3 {
+            b[4000] = !b[4000];
+        }
+        c.write_all(&b).unwrap();
+    }
+    drop(c);
+    let r = h.join().unwrap();
+    let k = r.recv.unwrap();
+    assert_eq!(r.bytes, 8 * 4096);
+    assert_eq!(k.corrupt, 1);
+    assert_eq!(k.seq.received_unique, 7);
+}
+
+#[test]
+fn ipv6_loopback_tcp_and_udp() {
+    let cfg = ServerConfig {
+        bind: "[::1]:0".parse().unwrap(),
+        once: false,
+        max_clients: 2,
+        max_duration: None,
+        log: Arc::new(|s: &str| eprintln!("server6: {s}")),
+    };
+    let Ok(s) = Server::bind(cfg) else {
+        eprintln!("SKIPPED: ipv6_loopback_tcp_and_udp: no IPv6 loopback here");
+        return;
+    };
+    let addr = s.local_addr().unwrap();
+    thread::spawn(move || s.run());
+    for proto in [Protocol::Tcp, Protocol::Udp] {
+        let p = params(proto, Direction::Bidir, 2);
+        let o = run(addr, &p);
+        check(&o, &p);
+    }
+}

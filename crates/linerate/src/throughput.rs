@@ -1,0 +1,383 @@
+//! `linerate throughput HOST`: flags, running the client, building the
+//! result (line-rate maximum, flags on preconditions) and printing it.
+
+use std::io::{IsTerminal as _, Write as _};
+use std::net::{SocketAddr, ToSocketAddrs as _};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::anyhow;
+use clap::Args;
+use linerate_core::linerate::{Encap, NetLayer, TransportLayer};
+use linerate_core::throughput::model::{
+    Direction, FlowRole, LineMax, Protocol, RecvPath, SendPath, ThroughputParams, ThroughputResult,
+    SCHEMA, VERSION,
+};
+use linerate_core::units::{format_bits_per_s, parse_duration, BitRate, ByteCount};
+use linerate_io::throughput::client;
+
+use crate::output::{print, print_json};
+use crate::Failure;
+
+/// Flags of `linerate throughput`.
+#[derive(Debug, Args)]
+pub(crate) struct ThroughputArgs {
+    /// The `linerate server` to test against (name or address), or a discard
+    /// sink with --discard.
+    pub(crate) host: String,
+
+    /// Server port.
+    #[arg(long, default_value_t = 5300)]
+    pub(crate) port: u16,
+
+    /// TCP (the default).
+    #[arg(long, conflicts_with = "udp")]
+    pub(crate) tcp: bool,
+
+    /// UDP.
+    #[arg(long)]
+    pub(crate) udp: bool,
+
+    /// Sending time (s, ms, m …; a bare number is seconds).
+    #[arg(long, value_name = "S", default_value = "10", value_parser = parse_time)]
+    pub(crate) time: Duration,
+
+    /// UDP datagram payload or TCP block, bytes, probe header (18 B) included
+    /// [default: TCP 128K, UDP 1472 (IPv6: 1452), one 1500-byte-MTU packet].
+    #[arg(long, value_name = "BYTES")]
+    pub(crate) size: Option<ByteCount>,
+
+    /// Streams per direction.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub(crate) streams: u16,
+
+    /// The server sends, the client receives.
+    #[arg(long, conflicts_with = "bidir")]
+    pub(crate) reverse: bool,
+
+    /// Both directions at once (each stream one way).
+    #[arg(long)]
+    pub(crate) bidir: bool,
+
+    /// Pace each direction to this payload rate in bit/s (k/M/G), split
+    /// evenly over its streams.
+    #[arg(long, value_name = "BITS/S")]
+    pub(crate) rate: Option<BitRate>,
+
+    /// Send path: ideal, typical, zerocopy, sendfile (TCP), mmsg (UDP), gso (UDP).
+    #[arg(long, value_name = "PATH", default_value = "ideal")]
+    pub(crate) path: SendPath,
+
+    /// Receive path: copy, trunc, mmsg (UDP), gro (UDP).
+    #[arg(long, value_name = "PATH", default_value = "copy")]
+    pub(crate) recv_path: RecvPath,
+
+    /// SO_SNDBUF and SO_RCVBUF of every data socket, bytes.
+    #[arg(long, value_name = "BYTES")]
+    pub(crate) window: Option<ByteCount>,
+
+    /// TCP_NODELAY on TCP data sockets.
+    #[arg(long)]
+    pub(crate) nodelay: bool,
+
+    /// TCP congestion control (TCP_CONGESTION), e.g. cubic, reno, bbr.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) cc: Option<String>,
+
+    /// TCP_MAXSEG before connecting, bytes.
+    #[arg(long, value_name = "BYTES")]
+    pub(crate) mss: Option<u32>,
+
+    /// The link speed, for "% of max possible" (e.g. 100M, 1G).
+    #[arg(long, value_name = "SPEED")]
+    pub(crate) link: Option<BitRate>,
+
+    /// Reporting interval.
+    #[arg(long, value_name = "S", default_value = "1", value_parser = parse_time)]
+    pub(crate) interval: Duration,
+
+    /// One JSON document (schema linerate.throughput, version 1).
+    #[arg(long)]
+    pub(crate) json: bool,
+
+    /// Send to a discard sink (RFC 863 or a board's receive sink): no
+    /// server, sender-side figures only, said to be one-sided.
+    #[arg(long)]
+    pub(crate) discard: bool,
+}
+
+fn parse_time(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl ThroughputArgs {
+    fn params(&self, ipv6: bool) -> Result<ThroughputParams, Failure> {
+        let protocol = if self.udp {
+            Protocol::Udp
+        } else {
+            Protocol::Tcp
+        };
+        let size = match self.size {
+            Some(s) => u32::try_from(s.get()).map_err(|_| anyhow!("--size {s} is too large"))?,
+            // The largest payload in one 1500-byte-MTU packet.
+            None if protocol == Protocol::Udp && ipv6 => 1452,
+            None if protocol == Protocol::Udp => 1472,
+            None => 128 * 1024,
+        };
+        let window = match self.window {
+            Some(w) => {
+                Some(u32::try_from(w.get()).map_err(|_| anyhow!("--window {w} is too large"))?)
+            }
+            None => None,
+        };
+        let p = ThroughputParams {
+            protocol,
+            direction: if self.bidir {
+                Direction::Bidir
+            } else if self.reverse {
+                Direction::Reverse
+            } else {
+                Direction::Forward
+            },
+            streams: self.streams,
+            duration_ns: nanos(self.time),
+            size_bytes: size,
+            rate_bits_per_s: self.rate.map(BitRate::bps),
+            send_path: self.path,
+            recv_path: self.recv_path,
+            window_bytes: window,
+            nodelay: self.nodelay,
+            congestion: self.cc.clone(),
+            mss_bytes: self.mss,
+            interval_ns: nanos(self.interval),
+        };
+        p.validate(None).map_err(|e| Failure::Usage(e.into()))?;
+        Ok(p)
+    }
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, Failure> {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| anyhow!("cannot resolve '{host}': {e}"))?
+        .next()
+        .ok_or_else(|| Failure::Usage(anyhow!("'{host}' has no address")))
+}
+
+/// A progress line on stderr, only when stderr is a terminal.
+fn progress_printer() -> Option<impl FnMut(f64, u64, u64)> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let mut last = (0.0f64, 0u64, 0u64);
+    Some(move |t: f64, tx: u64, rx: u64| {
+        let dt = (t - last.0).max(1e-3);
+        let line = format!(
+            "\r  {t:6.1} s  sending {:>14}  receiving {:>14}   ",
+            format_bits_per_s((tx - last.1.min(tx)) as f64 * 8.0 / dt),
+            format_bits_per_s((rx - last.2.min(rx)) as f64 * 8.0 / dt),
+        );
+        last = (t, tx, rx);
+        let _ = std::io::stderr().write_all(line.as_bytes());
+    })
+}
+
+/// Takes SIGINT/SIGTERM/SIGHUP on a thread: the first ends the test early
+/// (the result is printed, marked incomplete), a second one exits at once.
+fn interrupt_flag() -> Arc<AtomicBool> {
+    let flag = Arc::new(AtomicBool::new(false));
+    // Blocked here, on the main thread before any other thread exists, so
+    // every thread spawned later inherits the mask.
+    if linerate_io::signal::block_termination_signals().is_ok() {
+        let f = Arc::clone(&flag);
+        let _ = std::thread::Builder::new()
+            .name("lr-signals".into())
+            .spawn(move || {
+                if let Ok(sig) = linerate_io::signal::wait_for_termination_signal() {
+                    f.store(true, Ordering::Relaxed);
+                    if let Ok(sig2) = linerate_io::signal::wait_for_termination_signal() {
+                        std::process::exit(128 + sig2);
+                    }
+                    let _ = sig;
+                }
+            });
+    }
+    flag
+}
+
+/// Runs `linerate throughput`.
+pub(crate) fn run(args: &ThroughputArgs) -> Result<(), Failure> {
+    let interrupt = interrupt_flag();
+    let addr = resolve(&args.host, args.port)?;
+    let params = args.params(addr.is_ipv6())?;
+    let mut printer = progress_printer();
+    let progress = printer.as_mut().map(|p| p as &mut dyn FnMut(f64, u64, u64));
+    let outcome = if args.discard {
+        client::run_discard(addr, &params, progress, &interrupt)
+    } else {
+        client::run_until(addr, &params, progress, &interrupt)
+    };
+    if printer.is_some() {
+        eprint!("\r{:70}\r", "");
+    }
+    let outcome = outcome.map_err(|e| Failure::Usage(e.into()))?;
+    let result = build(args, addr, params, outcome);
+    if args.json {
+        print_json(&result)?;
+    } else {
+        print(&linerate_report::throughput::render(&result))?;
+    }
+    if result.complete {
+        Ok(())
+    } else {
+        Err(Failure::Measurement(anyhow!(
+            "the result is incomplete or flagged: {}",
+            result.notes.first().cloned().unwrap_or_default()
+        )))
+    }
+}
+
+fn build(
+    args: &ThroughputArgs,
+    addr: SocketAddr,
+    params: ThroughputParams,
+    o: client::Outcome,
+) -> ThroughputResult {
+    let mut notes = Vec::new();
+    let mut complete = o.client.complete;
+    for n in &o.client.notes {
+        notes.push(format!("client: {n}"));
+    }
+    match &o.server {
+        Some(s) => {
+            complete &= s.complete;
+            for n in &s.notes {
+                notes.push(format!("server: {n}"));
+            }
+        }
+        None if args.discard => {}
+        None => {
+            complete = false;
+            notes.push("the server's figures never arrived: receive-side results of the forward direction are missing".into());
+        }
+    }
+    let sides = std::iter::once(&o.client).chain(o.server.iter());
+    for side in sides {
+        for f in &side.flows {
+            if let Some(z) = f.zerocopy {
+                if z.copied_sends > 0 {
+                    notes.push(format!(
+                        "flow {}: zero-copy requested, but the kernel copied {} of {} completed sends (SO_EE_CODE_ZEROCOPY_COPIED; local delivery over loopback or veth always copies)",
+                        f.flow, z.copied_sends, z.completed_sends
+                    ));
+                } else if z.completed_sends > 0 {
+                    notes.push(format!(
+                        "flow {}: zero-copy: {} sends completed without a copy",
+                        f.flow, z.completed_sends
+                    ));
+                }
+                if z.completed_sends < z.zerocopy_sends {
+                    notes.push(format!(
+                        "flow {}: {} zero-copy completions never arrived",
+                        f.flow,
+                        z.zerocopy_sends - z.completed_sends
+                    ));
+                }
+            }
+            if let Some(p) = f.pacing {
+                if p.fell_behind {
+                    complete = false;
+                    notes.push(format!(
+                        "flow {}: the sender could not keep the asked rate ({} of {}): the host, not the path, limited it",
+                        f.flow,
+                        format_bits_per_s(p.achieved_bits_per_s),
+                        format_bits_per_s(p.asked_bits_per_s)
+                    ));
+                }
+            }
+            if f.role == FlowRole::Receiver {
+                if let Some(c) = f.recv {
+                    if c.corrupt > 0 {
+                        notes.push(format!(
+                            "flow {}: {} corrupt datagrams/blocks (payload differs from the pattern)",
+                            f.flow, c.corrupt
+                        ));
+                    }
+                    if c.seq.late > 0 {
+                        notes.push(format!(
+                            "flow {}: {} packets arrived more than 65 536 behind; duplicates among them cannot be told",
+                            f.flow, c.seq.late
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    if params.send_path == SendPath::Gso {
+        notes.push("gso: each send is one super-packet of up to 64 datagrams that crosses veth/loopback as one skb; per-packet costs are not those of single datagrams".into());
+    }
+    if params.recv_path == RecvPath::Gro {
+        notes.push("gro: the receiver got coalesced buffers and split them in user space".into());
+    }
+    if params.protocol == Protocol::Tcp {
+        notes.push(
+            "TCP: every block is verified in full (header and pattern) unless --recv-path trunc"
+                .into(),
+        );
+    }
+    let line_max = args.link.and_then(|link| {
+        let v6 = addr.is_ipv6();
+        let encap = Encap {
+            net: if v6 { NetLayer::Ipv6 } else { NetLayer::Ipv4 },
+            transport: match params.protocol {
+                Protocol::Udp => TransportLayer::Udp,
+                Protocol::Tcp => TransportLayer::Tcp,
+            },
+            tcp_options_bytes: if params.protocol == Protocol::Tcp { 12 } else { 0 },
+            ..Encap::ETHERNET
+        };
+        let payload = match params.protocol {
+            Protocol::Udp => Some(params.size_bytes),
+            Protocol::Tcp => o
+                .client
+                .flows
+                .iter()
+                .find_map(|f| f.mss_bytes),
+        };
+        let Some(payload) = payload else {
+            notes.push("--link given but the MSS in use could not be read: no maximum computed".into());
+            return None;
+        };
+        match LineMax::new(link, encap, payload) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                notes.push(format!(
+                    "--link: no single-frame maximum for {payload}-byte payloads ({e}): a {} larger than a standard Ethernet frame (loopback's MTU is 65 536)",
+                    if params.protocol == Protocol::Tcp { "MSS" } else { "datagram, fragmented," }
+                ));
+                None
+            }
+        }
+    });
+    if args.discard {
+        notes.push("one-sided: --discard reports what was sent, not what arrived".into());
+    }
+    ThroughputResult {
+        schema: SCHEMA.into(),
+        version: VERSION,
+        server: addr.to_string(),
+        params,
+        clock: "CLOCK_MONOTONIC of each end for elapsed times and intervals; probe send stamps: low 32 bits of the sender's CLOCK_MONOTONIC ns".into(),
+        client: o.client,
+        server_side: o.server,
+        line_max,
+        complete,
+        notes,
+    }
+}

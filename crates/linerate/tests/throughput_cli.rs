@@ -1,0 +1,235 @@
+//! The `linerate server` and `linerate throughput` binaries: flag errors,
+//! JSON, and peers killed mid-test (the other side still reports, marked
+//! incomplete, and the server keeps serving).
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead as _, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use linerate_core::throughput::model::{Direction, Protocol, ThroughputParams};
+use linerate_io::throughput::client;
+
+const BIN: &str = env!("CARGO_BIN_EXE_linerate");
+
+/// A server child on an ephemeral-ish port; returns it and its address.
+fn server_child() -> (Child, SocketAddr) {
+    // Find a free port by binding and releasing it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = Command::new(BIN)
+        .args(["server", "--bind", "127.0.0.1", "--port", &port.to_string()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for "listening".
+    let err = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(err).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.contains("listening"), "{first}");
+    std::thread::spawn(move || {
+        for l in lines.map_while(Result::ok) {
+            eprintln!("child: {l}")
+        }
+    });
+    (child, SocketAddr::from(([127, 0, 0, 1], port)))
+}
+
+fn kill(mut c: Child) {
+    let _ = c.kill();
+    let _ = c.wait();
+}
+
+#[test]
+fn bad_flags_exit_2() {
+    for args in [
+        vec!["throughput", "127.0.0.1", "--path", "fast"],
+        vec!["throughput", "127.0.0.1", "--path", "gso"], // TCP
+        vec!["throughput", "127.0.0.1", "--udp", "--size", "4"],
+        vec!["throughput", "127.0.0.1", "--reverse", "--bidir"],
+        vec!["throughput", "127.0.0.1", "--streams", "0"],
+        vec!["throughput", "no-such-host.invalid", "--time", "1"],
+        vec!["server", "--max-clients", "0"],
+    ] {
+        let o = Command::new(BIN).args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn nothing_listening_is_a_clear_error() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let o = Command::new(BIN)
+        .args([
+            "throughput",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--time",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("refused"));
+}
+
+#[test]
+fn json_result_is_versioned_and_complete() {
+    let (srv, addr) = server_child();
+    let o = Command::new(BIN)
+        .args([
+            "throughput",
+            "127.0.0.1",
+            "--port",
+            &addr.port().to_string(),
+            "--udp",
+            "--size",
+            "18",
+            "--rate",
+            "2M",
+            "--time",
+            "0.5",
+            "--link",
+            "1G",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    kill(srv);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["schema"], "linerate.throughput");
+    assert_eq!(v["version"], 1);
+    assert_eq!(v["complete"], true);
+    assert_eq!(v["line_max"]["frame_bytes"], 64);
+    assert!(v["client"]["flows"][0]["cpu_sys_ns"].is_u64());
+    assert!(v["server_side"]["flows"][0]["recv"]["seq"]["lost"].is_u64());
+}
+
+#[test]
+fn human_output_has_the_seed_table_and_says_when_no_line_rate_is_known() {
+    let (srv, addr) = server_child();
+    let o = Command::new(BIN)
+        .args([
+            "throughput",
+            "127.0.0.1",
+            "--port",
+            &addr.port().to_string(),
+            "--time",
+            "0.3",
+        ])
+        .output()
+        .unwrap();
+    kill(srv);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("% of max possible"));
+    assert!(out.contains("no line rate known"));
+    assert!(out.contains("CLOCK_MONOTONIC"));
+}
+
+#[test]
+fn server_killed_mid_test_client_reports_incomplete() {
+    let (srv, addr) = server_child();
+    let p = ThroughputParams {
+        protocol: Protocol::Tcp,
+        direction: Direction::Bidir,
+        duration_ns: 3_000_000_000,
+        ..ThroughputParams::default()
+    };
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(800));
+        kill(srv);
+    });
+    let t0 = Instant::now();
+    let o = client::run(addr, &p, None).unwrap();
+    killer.join().unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    assert!(!o.client.complete);
+    assert!(o.server.is_none());
+    // What the client measured before the kill is there.
+    assert!(o.client.flows.iter().any(|f| f.bytes > 0));
+}
+
+#[test]
+fn client_killed_mid_test_server_keeps_serving() {
+    let (srv, addr) = server_child();
+    let mut c = Command::new(BIN)
+        .args([
+            "throughput",
+            "127.0.0.1",
+            "--port",
+            &addr.port().to_string(),
+            "--time",
+            "5",
+            "--bidir",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    kill_child(&mut c);
+    // The server serves the next client completely.
+    let p = ThroughputParams {
+        duration_ns: 300_000_000,
+        ..ThroughputParams::default()
+    };
+    let o = client::run(addr, &p, None).unwrap();
+    kill(srv);
+    assert!(o.client.complete, "{:?}", o.client.notes);
+    assert!(o.server.unwrap().complete);
+}
+
+fn kill_child(c: &mut Child) {
+    let _ = c.kill();
+    let _ = c.wait();
+}
+
+#[test]
+fn ctrl_c_prints_what_was_measured_marked_incomplete() {
+    let (srv, addr) = server_child();
+    let c = Command::new(BIN)
+        .args([
+            "throughput",
+            "127.0.0.1",
+            "--port",
+            &addr.port().to_string(),
+            "--time",
+            "10",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let st = Command::new("kill")
+        .args(["-INT", &c.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let t0 = Instant::now();
+    let o = c.wait_with_output().unwrap();
+    kill(srv);
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("interrupted"), "{out}");
+    assert!(out.contains("INCOMPLETE"), "{out}");
+}

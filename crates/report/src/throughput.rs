@@ -1,0 +1,339 @@
+//! `linerate throughput`: the result as tables (intervals, per-direction
+//! summary from both ends, and the seed-000 "% of max possible" table).
+
+use std::fmt::Write as _;
+
+use linerate_core::throughput::model::{
+    Direction, FlowDir, FlowReport, FlowRole, LineMax, Protocol, SideReport, ThroughputResult,
+    Verification,
+};
+use linerate_core::units::{format_bits_per_s, group_thousands, sig4, BitRate};
+
+use crate::table::{Align, Table};
+
+fn dir_name(d: FlowDir) -> &'static str {
+    match d {
+        FlowDir::Forward => "forward (client→server)",
+        FlowDir::Reverse => "reverse (server→client)",
+    }
+}
+
+fn end_name(s: &SideReport) -> &'static str {
+    match s.end {
+        linerate_core::throughput::model::End::Client => "client",
+        linerate_core::throughput::model::End::Server => "server",
+    }
+}
+
+fn per_packet(f: &FlowReport) -> String {
+    f.cpu_ns_per_packet()
+        .map_or_else(|| "–".into(), |v| sig4(v / 1000.0))
+}
+
+fn per_byte(f: &FlowReport) -> String {
+    f.cpu_ns_per_byte().map_or_else(|| "–".into(), sig4)
+}
+
+/// The header lines: what ran, against what, on which clock.
+fn header(r: &ThroughputResult) -> String {
+    let p = &r.params;
+    let proto = match p.protocol {
+        Protocol::Tcp => "TCP",
+        Protocol::Udp => "UDP",
+    };
+    let dir = match p.direction {
+        Direction::Forward => "forward (client sends)",
+        Direction::Reverse => "reverse (server sends)",
+        Direction::Bidir => "bidirectional",
+    };
+    let unit = match p.protocol {
+        Protocol::Tcp => "blocks",
+        Protocol::Udp => "datagram payloads",
+    };
+    let mut s = format!(
+        "linerate throughput → {}: {proto}, {dir}, {} stream(s) per direction, {} s, {}-byte {unit}\n",
+        r.server,
+        p.streams,
+        sig4(p.duration_ns as f64 / 1e9),
+        group_thousands(u64::from(p.size_bytes)),
+    );
+    let _ = writeln!(
+        s,
+        "send path {}, receive path {}{}",
+        p.send_path,
+        p.recv_path,
+        p.rate_bits_per_s
+            .map(|r| format!(", paced to {} per direction", BitRate::from_bps(r)))
+            .unwrap_or_default()
+    );
+    let _ = writeln!(s, "clock: {}", r.clock);
+    s
+}
+
+/// All flows of both ends, in flow order, as (end, flow).
+fn all_flows(r: &ThroughputResult) -> Vec<(&SideReport, &FlowReport)> {
+    let mut v: Vec<(&SideReport, &FlowReport)> =
+        r.client.flows.iter().map(|f| (&r.client, f)).collect();
+    if let Some(s) = &r.server_side {
+        v.extend(s.flows.iter().map(|f| (s, f)));
+    }
+    v.sort_by_key(|(s, f)| (f.flow, f.role == FlowRole::Receiver, end_name(s)));
+    v
+}
+
+/// Interval table: receiver side of every direction (sender side when the
+/// receiver's figures are missing), summed over streams.
+fn intervals(r: &ThroughputResult) -> String {
+    let mut out = String::new();
+    for dir in [FlowDir::Forward, FlowDir::Reverse] {
+        let flows: Vec<(&SideReport, &FlowReport)> = all_flows(r)
+            .into_iter()
+            .filter(|(_, f)| f.direction == dir)
+            .collect();
+        if flows.is_empty() {
+            continue;
+        }
+        let rx: Vec<_> = flows
+            .iter()
+            .filter(|(_, f)| f.role == FlowRole::Receiver)
+            .collect();
+        let (chosen, role) = if rx.is_empty() {
+            (flows.iter().collect::<Vec<_>>(), "sender")
+        } else {
+            (rx, "receiver")
+        };
+        let end = chosen.first().map_or("?", |(s, _)| end_name(s));
+        let n = chosen
+            .iter()
+            .map(|(_, f)| f.intervals.len())
+            .max()
+            .unwrap_or(0);
+        let mut t = Table::new([
+            ("interval (s)", Align::Left),
+            ("bytes", Align::Right),
+            ("throughput", Align::Right),
+            ("packets/s", Align::Right),
+        ]);
+        for i in 0..n {
+            let (mut bytes, mut packets, mut start, mut end_ns) = (0u64, 0u64, u64::MAX, 0u64);
+            for (_, f) in &chosen {
+                if let Some(iv) = f.intervals.get(i) {
+                    bytes += iv.bytes;
+                    packets += iv.packets;
+                    start = start.min(iv.start_ns);
+                    end_ns = end_ns.max(iv.end_ns);
+                }
+            }
+            let span = end_ns.saturating_sub(start).max(1) as f64 / 1e9;
+            t.row(vec![
+                format!("{:.2}-{:.2}", start as f64 / 1e9, end_ns as f64 / 1e9),
+                group_thousands(bytes),
+                format_bits_per_s(bytes as f64 * 8.0 / span),
+                group_thousands((packets as f64 / span) as u64),
+            ]);
+        }
+        let _ = writeln!(
+            out,
+            "\nIntervals, {}: measured by the {role} ({end}), all streams summed",
+            dir_name(dir)
+        );
+        out.push_str(&t.render(2));
+    }
+    out
+}
+
+/// Per flow, from both ends.
+fn flows_table(r: &ThroughputResult) -> String {
+    let mut t = Table::new([
+        ("flow", Align::Right),
+        ("direction", Align::Left),
+        ("end", Align::Left),
+        ("role", Align::Left),
+        ("path", Align::Left),
+        ("bytes", Align::Right),
+        ("time (s)", Align::Right),
+        ("throughput", Align::Right),
+        ("packets/s", Align::Right),
+        ("lost", Align::Right),
+        ("reord", Align::Right),
+        ("dup", Align::Right),
+        ("corrupt", Align::Right),
+        ("CPU ns/B", Align::Right),
+        ("CPU µs/pkt", Align::Right),
+    ]);
+    for (side, f) in all_flows(r) {
+        let (lost, reord, dup, corrupt) = match (&f.recv, f.verification) {
+            (Some(c), v) => (
+                group_thousands(c.seq.lost),
+                group_thousands(c.seq.reordered),
+                group_thousands(c.seq.duplicates),
+                if v == Verification::HeadersOnly {
+                    format!("{} (hdr only)", c.corrupt)
+                } else {
+                    group_thousands(c.corrupt)
+                },
+            ),
+            _ => ("".into(), "".into(), "".into(), "".into()),
+        };
+        t.row(vec![
+            f.flow.to_string(),
+            match f.direction {
+                FlowDir::Forward => "forward".into(),
+                FlowDir::Reverse => "reverse".into(),
+            },
+            end_name(side).into(),
+            match f.role {
+                FlowRole::Sender => "sent".into(),
+                FlowRole::Receiver => "received".into(),
+            },
+            f.path.clone(),
+            group_thousands(f.bytes),
+            format!("{:.3}", f.elapsed_ns as f64 / 1e9),
+            format_bits_per_s(f.bytes_per_s() * 8.0),
+            group_thousands(f.packets_per_s() as u64),
+            lost,
+            reord,
+            dup,
+            corrupt,
+            per_byte(f),
+            per_packet(f),
+        ]);
+    }
+    let mut s = String::from("\nPer flow, from both ends (CPU: the flow thread's getrusage RUSAGE_THREAD, user+system)\n");
+    s.push_str(&t.render(2));
+    s
+}
+
+/// The seed-000 table: packets sent, payload per packet, total data, time,
+/// throughput and % of max possible, per direction and end.
+fn seed_table(r: &ThroughputResult) -> String {
+    let mut t = Table::new([
+        ("", Align::Left),
+        ("Packets", Align::Right),
+        ("Payload/packet (B)", Align::Right),
+        ("Total data (B)", Align::Right),
+        ("Time (ms)", Align::Right),
+        ("Throughput (MB/s)", Align::Right),
+        ("% of max possible", Align::Right),
+    ]);
+    let lm: Option<&LineMax> = r.line_max.as_ref();
+    if let Some(m) = lm {
+        t.row(vec![
+            format!(
+                "Max possible ({}, {})",
+                BitRate::from_bps(m.link_bits_per_s),
+                m.encap
+            ),
+            group_thousands(m.frames_per_s as u64) + "/s",
+            group_thousands(u64::from(m.payload_bytes)),
+            String::new(),
+            String::new(),
+            sig4(m.payload_bytes_per_s / 1e6),
+            "100.0%".into(),
+        ]);
+    }
+    let tcp = r.params.protocol == Protocol::Tcp;
+    let mss = r.client.flows.iter().find_map(|f| f.mss_bytes).or_else(|| {
+        r.server_side
+            .as_ref()
+            .and_then(|s| s.flows.iter().find_map(|f| f.mss_bytes))
+    });
+    let per_packet = if tcp { mss } else { Some(r.params.size_bytes) };
+    let mut sides = vec![&r.client];
+    if let Some(s) = &r.server_side {
+        sides.push(s);
+    }
+    for dir in [FlowDir::Forward, FlowDir::Reverse] {
+        for role in [FlowRole::Sender, FlowRole::Receiver] {
+            for side in &sides {
+                let Some(sum) = side.sum(dir, role) else {
+                    continue;
+                };
+                let packets = match (tcp, per_packet) {
+                    (true, Some(m)) if m > 0 => {
+                        format!("~{}", group_thousands(sum.bytes.div_ceil(u64::from(m))))
+                    }
+                    (true, _) => "?".into(),
+                    (false, _) => group_thousands(sum.packets),
+                };
+                t.row(vec![
+                    format!(
+                        "{} {} by {} ({})",
+                        match dir {
+                            FlowDir::Forward => "forward",
+                            FlowDir::Reverse => "reverse",
+                        },
+                        if role == FlowRole::Sender {
+                            "sent"
+                        } else {
+                            "received"
+                        },
+                        end_name(side),
+                        match role {
+                            FlowRole::Sender => r.params.send_path.name(),
+                            FlowRole::Receiver => r.params.recv_path.name(),
+                        }
+                    ),
+                    packets,
+                    per_packet.map_or_else(|| "?".into(), |p| group_thousands(u64::from(p))),
+                    group_thousands(sum.bytes),
+                    format!("{:.2}", sum.elapsed_ns as f64 / 1e6),
+                    sig4(sum.bytes_per_s / 1e6),
+                    lm.map_or_else(
+                        || "–".into(),
+                        |m| format!("{:.2}%", m.percent_of(sum.bytes_per_s)),
+                    ),
+                ]);
+            }
+        }
+    }
+    let mut s =
+        String::from("\nTable 1 (as in AN11053): throughput against the maximum possible\n");
+    s.push_str(&t.render(2));
+    if tcp {
+        let _ = writeln!(
+            s,
+            "  TCP packets are segments estimated as bytes / MSS; payload per packet is the MSS in use (TCP_MAXSEG read back{}).",
+            mss.map(|m| format!(": {m} B")).unwrap_or_default()
+        );
+    }
+    match lm {
+        Some(m) => {
+            let _ = writeln!(
+                s,
+                "  Max possible: line-rate model for {} with {}-byte payloads in {}-byte frames (+20 B preamble/SFD/IFG).",
+                BitRate::from_bps(m.link_bits_per_s),
+                m.payload_bytes,
+                m.frame_bytes
+            );
+        }
+        None => s.push_str(
+            "  % of max possible: no line rate known (loopback and veth have none); give --link SPEED.\n",
+        ),
+    }
+    s
+}
+
+/// The whole human report.
+pub fn render(r: &ThroughputResult) -> String {
+    let mut s = header(r);
+    s.push_str(&intervals(r));
+    s.push_str(&flows_table(r));
+    s.push_str(&seed_table(r));
+    if !r.notes.is_empty() {
+        s.push_str("\nNotes:\n");
+        for n in &r.notes {
+            let _ = writeln!(s, "  * {n}");
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\nResult: {}",
+        if r.complete {
+            "complete"
+        } else {
+            "INCOMPLETE or flagged (see notes)"
+        }
+    );
+    s
+}
