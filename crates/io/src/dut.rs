@@ -55,6 +55,16 @@ pub enum HarnessError {
     /// A frame size the test frame cannot have.
     #[error("frame size {0}: {1}")]
     Frame(u32, String),
+    /// No test frame reached the receiver.
+    #[error("no test frame from {tx} reached {rx} within {waited:?}: the path does not forward (link down, bridge port not forwarding, wrong interface?)")]
+    NoPath {
+        /// Sending interface.
+        tx: String,
+        /// Receiving interface.
+        rx: String,
+        /// How long it tried.
+        waited: Duration,
+    },
     /// A worker thread ended early.
     #[error("the {0} thread ended unexpectedly")]
     Worker(&'static str),
@@ -318,6 +328,38 @@ impl Harness {
             },
             rep,
         ))
+    }
+
+    /// RFC 2544 section 23 step A ("learning frames"), and a path check:
+    /// sends bursts of 10 test frames until one arrives, at most `timeout`.
+    /// Returns how long that took. Freshly made interfaces and bridge ports
+    /// drop frames for a moment (carrier coming up), which must not count
+    /// against the first trial.
+    pub fn warm_up(
+        &mut self,
+        frame_bytes: u32,
+        timeout: Duration,
+    ) -> Result<Duration, HarnessError> {
+        let start = std::time::Instant::now();
+        let spec = TrialSpec {
+            frame_bytes,
+            fps: 1000.0,
+            frames: 10,
+        };
+        loop {
+            let (o, _) = self.trial(&spec, Duration::from_millis(50))?;
+            if o.received_frames > 0 {
+                return Ok(start.elapsed());
+            }
+            if start.elapsed() > timeout {
+                return Err(HarnessError::NoPath {
+                    tx: self.cfg.tx.iface.clone(),
+                    rx: self.cfg.rx.iface.clone(),
+                    waited: start.elapsed(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// The generator's own ceiling for `frame_bytes`: frames offered as fast

@@ -92,6 +92,7 @@ fn paced_trials_arrive_complete_with_latency() {
     }
     let pair = Pair::new("p");
     let mut h = Harness::start(pair.config(false)).unwrap();
+    h.warm_up(64, Duration::from_secs(5)).unwrap();
     for size in [64u32, 1518] {
         let spec = TrialSpec {
             frame_bytes: size,
@@ -162,4 +163,20 @@ fn shaped_link_limits_arrivals_and_refuses_bypass() {
     );
     assert!(o.received_frames < 1_300, "{o:?} {rep:?}");
     assert!(o.received_frames <= rep.sent_frames);
+}
+
+#[test]
+fn a_path_that_does_not_forward_is_an_error_not_loss() {
+    if !privileged("a_path_that_does_not_forward_is_an_error_not_loss") {
+        return;
+    }
+    let pair = Pair::new("d");
+    sh(&["ip", "-n", &pair.b, "link", "set", "lrvb", "down"]);
+    let mut h = Harness::start(pair.config(false)).unwrap();
+    match h.warm_up(64, Duration::from_millis(300)) {
+        Err(HarnessError::NoPath { tx, rx, .. }) => {
+            assert_eq!((tx.as_str(), rx.as_str()), ("lrva", "lrvb"))
+        }
+        other => panic!("expected NoPath, got {other:?}"),
+    }
 }

@@ -682,6 +682,14 @@ pub(crate) fn run(args: &Rfc2544Args) -> Result<(), Failure> {
             ""
         }
     );
+    let first = sizes.first().copied().unwrap_or(64);
+    let took = harness
+        .warm_up(first, Duration::from_secs(5))
+        .map_err(anyhow::Error::from)?;
+    eprintln!(
+        "learning frames (RFC 2544 section 23 A): test frames arrive after {:.0} ms",
+        took.as_secs_f64() * 1e3
+    );
     let mut reports = Vec::new();
     for s in sizes {
         reports.push(run_size(args, &mut harness, setup.link, s)?);

@@ -141,19 +141,19 @@ fn bridge_bed_at_100m_finds_line_rate_for_1518_byte_frames() {
     assert!((single["streaming_bits_per_s"].as_f64().unwrap() - t * 1518.0 * 8.0).abs() < 1.0);
 }
 
-/// On an unshaped veth pair with a declared 10 Gbit/s link, 64-byte frames
+/// On an unshaped bridge bed with a declared 10 Gbit/s link, 64-byte frames
 /// are far beyond AF_PACKET here: the ceiling is far below line rate, the
 /// result is never "passes at line rate", bursts at line rate are
 /// generator-limited, and a trial judged lossy really lost frames (a veth
 /// can drop in the receiving CPU's backlog under load: that is path loss).
 #[test]
-fn unshaped_veth_is_generator_limited_and_says_so() {
-    if !privileges::require("unshaped_veth_is_generator_limited_and_says_so") {
+fn unshaped_bridge_is_generator_limited_and_says_so() {
+    if !privileges::require("unshaped_bridge_is_generator_limited_and_says_so") {
         return;
     }
     let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
-    let name = format!("r{}-pr", std::process::id());
-    let bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).unwrap();
+    let name = format!("r{}-ub", std::process::id());
+    let bed = Bed::up(&BedSpec::new(name.clone(), Topology::Bridge)).unwrap();
     let o = linerate(&[
         "rfc2544",
         "--bed",
