@@ -41,6 +41,21 @@ pub struct HarnessConfig {
     pub src_ip: [u8; 4],
     /// IPv4 destination of the frames (198.18.0.0/15).
     pub dst_ip: [u8; 4],
+    /// Destination MAC of the frames: the receiving interface's own
+    /// (`None`, for a bridge or a cable) or a router's (see [`mac_in`]).
+    pub dst_mac: Option<[u8; 6]>,
+}
+
+/// The MAC address of `iface` in namespace `netns` (read from a thread
+/// inside it): e.g. the router port a generator must address.
+pub fn mac_in(netns: Option<&str>, iface: &str) -> Result<[u8; 6], HarnessError> {
+    let name = iface.to_string();
+    let h = spawn_in(netns, "lr-mac", move || crate::packet::iface_mac(&name))?;
+    match h.join() {
+        Ok(Ok(r)) => r.map_err(HarnessError::from),
+        Ok(Err(e)) => Err(e.into()),
+        Err(_) => Err(HarnessError::Worker("mac lookup")),
+    }
 }
 
 /// Why the harness failed.
@@ -193,6 +208,7 @@ impl Harness {
                 return Err(e);
             }
         };
+        let override_mac = cfg.dst_mac;
         Ok(Self {
             cfg,
             gen: Some(gen_tx),
@@ -200,7 +216,7 @@ impl Harness {
             rx: Some(rx_tx),
             threads,
             src_mac,
-            dst_mac,
+            dst_mac: override_mac.unwrap_or(dst_mac),
             mtu: tx_mtu.min(rx_mtu),
             next_stream: 1,
             other_frames: 0,

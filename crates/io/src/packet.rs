@@ -83,6 +83,14 @@ pub fn shaping_qdisc(iface: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// The MAC address of `iface` in the calling thread's namespace.
+pub fn iface_mac(iface: &str) -> Result<[u8; 6], PacketError> {
+    raw::hwaddr(iface).map_err(|source| PacketError::NoInterface {
+        iface: iface.to_string(),
+        source,
+    })
+}
+
 /// What one generator run did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GenReport {

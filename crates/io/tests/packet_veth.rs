@@ -74,6 +74,7 @@ impl Pair {
             qdisc_bypass: bypass,
             src_ip: [198, 18, 0, 1],
             dst_ip: [198, 19, 255, 2],
+            dst_mac: None,
         }
     }
 }

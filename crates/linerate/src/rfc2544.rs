@@ -19,7 +19,7 @@ use linerate_core::procedure::rfc2544::{
     Action, Common, Event, Limit, Plan, Procedure, TraceStep, Verdict,
 };
 use linerate_core::units::{format_bits_per_s, group_thousands, parse_duration, BitRate};
-use linerate_io::dut::{Endpoint, Harness, HarnessConfig};
+use linerate_io::dut::{mac_in, Endpoint, Harness, HarnessConfig};
 use linerate_report::table::{Align, Table};
 use serde::Serialize;
 
@@ -68,6 +68,22 @@ fn parse_dur(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
 }
 
+fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+    let bad = || format!("'{s}' is not a MAC address (like 02:00:00:00:00:01)");
+    let parts: Vec<&str> = s.trim().split(':').collect();
+    if parts.len() != 6 {
+        return Err(bad());
+    }
+    let mut mac = [0u8; 6];
+    for (m, p) in mac.iter_mut().zip(parts) {
+        if p.len() != 2 {
+            return Err(bad());
+        }
+        *m = u8::from_str_radix(p, 16).map_err(|_| bad())?;
+    }
+    Ok(mac)
+}
+
 fn parse_fps(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 1.0 => Ok(v),
@@ -90,8 +106,9 @@ fn parse_pct(s: &str) -> Result<f64, String> {
 /// Flags of `linerate rfc2544`.
 #[derive(Debug, Args)]
 pub(crate) struct Rfc2544Args {
-    /// A bed made with `linerate bed up` (topology pair or bridge): frames go
-    /// from host a's interface to host b's.
+    /// A bed made with `linerate testbed up` (pair, bridge or router): frames
+    /// go from host a's interface to host b's (through the router's port on
+    /// a's side for a router).
     #[arg(long, value_name = "NAME", conflicts_with_all = ["tx", "rx"])]
     pub(crate) bed: Option<String>,
 
@@ -110,6 +127,11 @@ pub(crate) struct Rfc2544Args {
     /// Network namespace of --rx (default: this process's).
     #[arg(long, value_name = "NS", requires = "rx")]
     pub(crate) rx_netns: Option<String>,
+
+    /// Destination MAC of the frames with --tx/--rx (e.g. a router's port);
+    /// default: the --rx interface's own.
+    #[arg(long, value_name = "MAC", value_parser = parse_mac, requires = "tx")]
+    pub(crate) dst_mac: Option<[u8; 6]>,
 
     /// Tests to run, in this order.
     #[arg(
@@ -261,11 +283,8 @@ fn setup(args: &Rfc2544Args) -> Result<Setup, Failure> {
             )))
         }
     }
-    let (tx, rx, bed_link, dst_ip) = if let Some(name) = &args.bed {
+    let (tx, rx, bed_link, src_ip, dst_ip, dst_mac) = if let Some(name) = &args.bed {
         let bed = Bed::open(name).with_context(|| format!("opening bed '{name}'"))?;
-        if bed.topology() == Topology::Router {
-            usage!("bed '{name}' is a router: raw frames need the router's MAC, which linerate rfc2544 does not resolve yet (use a pair or bridge bed)");
-        }
         let end = |role: &str| -> anyhow::Result<Endpoint> {
             Ok(Endpoint {
                 netns: Some(
@@ -279,7 +298,36 @@ fn setup(args: &Rfc2544Args) -> Result<Setup, Failure> {
                     .to_string(),
             })
         };
-        (end("a")?, end("b")?, bed.link(), [198, 18, 0, 250])
+        if bed.topology() == Topology::Router {
+            // Frames go to the router's port on a's side, addressed from a's
+            // address to b's, so that the router forwards them (and
+            // decrements the TTL, rewriting the checksum the receiver checks).
+            let ip = |role: &str| -> anyhow::Result<[u8; 4]> {
+                Ok(bed
+                    .ipv4(role)
+                    .ok_or_else(|| anyhow!("bed '{name}' has no IPv4 address on {role}"))?
+                    .octets())
+            };
+            let port = end("dut")?;
+            let mac = mac_in(port.netns.as_deref(), &port.iface).map_err(anyhow::Error::from)?;
+            (
+                end("a")?,
+                end("b")?,
+                bed.link(),
+                ip("a")?,
+                ip("b")?,
+                Some(mac),
+            )
+        } else {
+            (
+                end("a")?,
+                end("b")?,
+                bed.link(),
+                [198, 18, 0, 249],
+                [198, 18, 0, 250],
+                None,
+            )
+        }
     } else {
         match (&args.tx, &args.rx) {
             (Some(tx), Some(rx)) => (
@@ -292,7 +340,9 @@ fn setup(args: &Rfc2544Args) -> Result<Setup, Failure> {
                     iface: rx.clone(),
                 },
                 None,
+                [198, 18, 0, 249],
                 [198, 19, 255, 250],
+                args.dst_mac,
             ),
             _ => usage!("give --bed NAME, or --tx IFACE and --rx IFACE"),
         }
@@ -308,8 +358,9 @@ fn setup(args: &Rfc2544Args) -> Result<Setup, Failure> {
             tx,
             rx,
             qdisc_bypass: args.qdisc_bypass,
-            src_ip: [198, 18, 0, 249],
+            src_ip,
             dst_ip,
+            dst_mac,
         },
         link,
     })

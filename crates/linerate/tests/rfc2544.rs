@@ -199,3 +199,41 @@ fn unshaped_bridge_is_generator_limited_and_says_so() {
     }
     assert!(generator_steps >= 1, "{s}");
 }
+
+/// Through a router bed (a — dut forwarding — b, 100 Mbit/s): frames are
+/// addressed to the router's port, forwarded with the TTL decremented (the
+/// receiver re-checks the IPv4 checksum), and 1518-byte frames reach line
+/// rate.
+#[test]
+fn router_bed_forwards_test_frames_at_line_rate() {
+    if !privileges::require("router_bed_forwards_test_frames_at_line_rate") {
+        return;
+    }
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let name = format!("r{}-rt", std::process::id());
+    let mut spec = BedSpec::new(name.clone(), Topology::Router);
+    spec.link = Some(BitRate::from_mbps(100));
+    let bed = Bed::up(&spec).unwrap();
+    let o = linerate(&[
+        "rfc2544",
+        "--bed",
+        &name,
+        "--frames",
+        "1518",
+        "--tests",
+        "throughput",
+        "--trial",
+        "1s",
+        "--drain",
+        "300ms",
+        "--ceiling-time",
+        "500ms",
+        "--json",
+    ]);
+    drop(bed);
+    let j = json_of(&o);
+    let s = &j["sizes"][0];
+    let line = s["line_rate_frames_per_s"].as_f64().unwrap();
+    let t = s["throughput"]["throughput_fps"].as_f64().unwrap();
+    assert!(t >= line * 0.99, "throughput {t} vs {line}: {s}");
+}
