@@ -37,6 +37,8 @@ pub struct HarnessConfig {
     pub rx: Endpoint,
     /// Use PACKET_QDISC_BYPASS (refused on shaped interfaces).
     pub qdisc_bypass: bool,
+    /// Send through a PACKET_TX_RING (TPACKET_V2) instead of `sendmmsg`.
+    pub tx_ring: bool,
     /// IPv4 source of the frames (198.18.0.0/15).
     pub src_ip: [u8; 4],
     /// IPv4 destination of the frames (198.18.0.0/15).
@@ -138,9 +140,10 @@ impl Harness {
         let (ready_tx, ready_rx) = mpsc::channel::<Result<([u8; 6], u32), PacketError>>();
         let iface = cfg.tx.iface.clone();
         let bypass = cfg.qdisc_bypass;
+        let tx_ring = cfg.tx_ring;
         let ready = ready_tx.clone();
         let gen_thread = spawn_in(cfg.tx.netns.as_deref(), "lr-gen", move || {
-            let mut g = match Generator::open(&iface, bypass) {
+            let mut g = match Generator::open(&iface, bypass, tx_ring) {
                 Ok(g) => g,
                 Err(e) => {
                     let _ = ready.send(Err(e));

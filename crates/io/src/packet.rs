@@ -36,7 +36,11 @@ use std::time::{Duration, Instant};
 use linerate_core::procedure::rfc2544::rx::RxTally;
 use linerate_core::wire::testframe::{TestFrame, TestFrameRepr};
 
-use crate::sys::packet::{self as raw, PacketSocket, MAX_BATCH, PACKET_OUTGOING};
+use std::collections::VecDeque;
+
+use crate::sys::packet::{
+    self as raw, PacketSocket, SlotState, TxRing, MAX_BATCH, PACKET_OUTGOING,
+};
 
 /// Why a raw socket could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -124,6 +128,8 @@ pub struct GenReport {
 #[derive(Debug)]
 pub struct Generator {
     sock: PacketSocket,
+    ring: Option<TxRing>,
+    ring_head: usize,
     iface: String,
     mac: [u8; 6],
     mtu: u32,
@@ -132,8 +138,9 @@ pub struct Generator {
 }
 
 impl Generator {
-    /// A sender on `iface` (in the calling thread's namespace).
-    pub fn open(iface: &str, qdisc_bypass: bool) -> Result<Self, PacketError> {
+    /// A sender on `iface` (in the calling thread's namespace), with
+    /// `sendmmsg` or, with `tx_ring`, a PACKET_TX_RING (TPACKET_V2).
+    pub fn open(iface: &str, qdisc_bypass: bool, tx_ring: bool) -> Result<Self, PacketError> {
         let sock_err = |what| {
             let iface = iface.to_string();
             move |source| PacketError::Socket {
@@ -160,8 +167,19 @@ impl Generator {
                 .map_err(sock_err("PACKET_QDISC_BYPASS"))?;
         }
         let mtu = raw::mtu(iface).map_err(sock_err("SIOCGIFMTU"))?;
+        let ring = if tx_ring {
+            // Slots for the largest frame the MTU allows (14 B Ethernet header).
+            Some(
+                sock.tx_ring(mtu as usize + 14)
+                    .map_err(sock_err("PACKET_TX_RING"))?,
+            )
+        } else {
+            None
+        };
         Ok(Self {
             sock,
+            ring,
+            ring_head: 0,
             iface: iface.to_string(),
             mac,
             mtu,
@@ -184,6 +202,15 @@ impl Generator {
         &self.iface
     }
 
+    /// The send path in use.
+    pub fn path(&self) -> &'static str {
+        if self.ring.is_some() {
+            "af_packet_tx_ring_v2"
+        } else {
+            "af_packet_sendmmsg"
+        }
+    }
+
     /// Sends `frames` copies of `template` (stream `stream`, sequence 0..),
     /// at `fps` (or as fast as possible with `None`), stopping at
     /// `max_time` whatever is left.
@@ -195,6 +222,9 @@ impl Generator {
         fps: Option<f64>,
         max_time: Duration,
     ) -> GenReport {
+        if self.ring.is_some() {
+            return self.run_ring(template, stream, frames, fps, max_time);
+        }
         let frames = frames.min(u64::from(u32::MAX));
         let mut t = *template;
         t.stream = stream;
@@ -275,6 +305,146 @@ impl Generator {
             }
         }
         rep.elapsed = last_return.duration_since(start);
+        rep.offered_fps = if rep.elapsed.is_zero() {
+            0.0
+        } else {
+            rep.sent_frames as f64 / rep.elapsed.as_secs_f64()
+        };
+        rep
+    }
+}
+
+impl Generator {
+    /// The TX-ring path: frames are written into ring slots in order and
+    /// the kernel is kicked (`send(NULL, 0, MSG_DONTWAIT)`) after each
+    /// batch. A frame counts as sent when its slot comes back free (the
+    /// kernel released the skb); a slot the kernel marks WRONG_FORMAT counts
+    /// as an error. A frame a full qdisc refused stays queued and is retried
+    /// by the next kick. At the end it waits (up to 1 s) for queued frames.
+    fn run_ring(
+        &mut self,
+        template: &TestFrameRepr,
+        stream: u16,
+        frames: u64,
+        fps: Option<f64>,
+        max_time: Duration,
+    ) -> GenReport {
+        let frames = frames.min(u64::from(u32::MAX));
+        let mut t = *template;
+        t.stream = stream;
+        let len = t.buffer_len();
+        let mut proto = vec![0u8; len];
+        t.emit(&mut proto);
+        let mut rep = GenReport {
+            asked_frames: frames,
+            ..GenReport::default()
+        };
+        let Some(ring) = self.ring.as_mut() else {
+            return rep;
+        };
+        let slots = ring.frames();
+        // The kernel walks the ring in order from where the last run left
+        // it; so do we.
+        let mut head = self.ring_head % slots;
+        let mut inflight: VecDeque<usize> = VecDeque::new();
+        let mut queued = 0u64;
+        let start = Instant::now();
+        let mut last_done = start;
+        let reap = |ring: &TxRing,
+                    inflight: &mut VecDeque<usize>,
+                    rep: &mut GenReport,
+                    last: &mut Instant| {
+            while let Some(&i) = inflight.front() {
+                match ring.state(i) {
+                    SlotState::Busy => break,
+                    SlotState::Free => {
+                        rep.sent_frames += 1;
+                        *last = Instant::now();
+                    }
+                    SlotState::Refused => rep.errors += 1,
+                }
+                inflight.pop_front();
+            }
+        };
+        while queued < frames {
+            let el = start.elapsed();
+            if el > max_time {
+                rep.timed_out = true;
+                break;
+            }
+            reap(ring, &mut inflight, &mut rep, &mut last_done);
+            let due = match fps {
+                None => frames,
+                Some(f) => frames.min((el.as_secs_f64() * f).floor() as u64 + 1),
+            };
+            if due <= queued {
+                if let Some(f) = fps {
+                    let wait = queued as f64 / f - el.as_secs_f64();
+                    if wait > 300e-6 {
+                        std::thread::sleep(Duration::from_secs_f64(wait - 150e-6));
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                }
+                continue;
+            }
+            if fps.is_some() {
+                rep.max_lag_frames = rep.max_lag_frames.max(due - queued);
+            }
+            let want = ((due - queued) as usize).min(MAX_BATCH);
+            let ts = raw::realtime_ns();
+            let mut filled = 0;
+            while filled < want && inflight.len() < slots {
+                let seq = queued as u32;
+                let ok = ring.fill(head, len, |d| {
+                    d.copy_from_slice(&proto);
+                    if let Ok(mut f) = TestFrame::new_checked(d) {
+                        f.set_seq(seq);
+                        f.set_tx_ns(ts);
+                    }
+                });
+                if !ok {
+                    break;
+                }
+                inflight.push_back(head);
+                head = (head + 1) % slots;
+                queued += 1;
+                filled += 1;
+            }
+            rep.batches += 1;
+            match self.sock.kick() {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    rep.enobufs += 1;
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => {
+                    rep.errors += 1;
+                    if rep.first_error.is_none() {
+                        rep.first_error = Some(e.to_string());
+                    }
+                }
+            }
+            if filled == 0 {
+                // Ring full: let the kernel drain it.
+                std::thread::yield_now();
+            }
+        }
+        // Flush what is queued, for at most a second.
+        let flush_end = Instant::now() + Duration::from_secs(1);
+        while !inflight.is_empty() && Instant::now() < flush_end {
+            let _ = self.sock.kick();
+            reap(ring, &mut inflight, &mut rep, &mut last_done);
+            if !inflight.is_empty() {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        self.ring_head = head;
+        if !inflight.is_empty() {
+            rep.timed_out = true;
+        }
+        rep.elapsed = last_done.duration_since(start);
         rep.offered_fps = if rep.elapsed.is_zero() {
             0.0
         } else {

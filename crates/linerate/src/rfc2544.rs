@@ -58,6 +58,8 @@ pub(crate) enum GeneratorKind {
     Auto,
     /// AF_PACKET with sendmmsg.
     Packet,
+    /// AF_PACKET with a PACKET_TX_RING (TPACKET_V2).
+    PacketRing,
     /// AF_XDP (not built yet).
     Xdp,
     /// XDP live frames (not built yet).
@@ -275,7 +277,7 @@ struct Setup {
 
 fn setup(args: &Rfc2544Args) -> Result<Setup, Failure> {
     match args.generator {
-        GeneratorKind::Auto | GeneratorKind::Packet => {}
+        GeneratorKind::Auto | GeneratorKind::Packet | GeneratorKind::PacketRing => {}
         GeneratorKind::Xdp | GeneratorKind::XdpLive => {
             return Err(Failure::Usage(anyhow!(
                 "--generator {:?} is not built yet; use --generator packet (AF_PACKET)",
@@ -358,6 +360,7 @@ fn setup(args: &Rfc2544Args) -> Result<Setup, Failure> {
             tx,
             rx,
             qdisc_bypass: args.qdisc_bypass,
+            tx_ring: args.generator == GeneratorKind::PacketRing,
             src_ip,
             dst_ip,
             dst_mac,
@@ -582,7 +585,7 @@ fn render(link: BitRate, sizes: &[SizeReport]) -> String {
                 "generator ceiling".into(),
                 format!("{} fps", group_thousands(c.round() as u64)),
                 format!(
-                    "{:.1} % of line rate (AF_PACKET sendmmsg, through the egress qdisc)",
+                    "{:.1} % of line rate (AF_PACKET, through the egress qdisc unless bypassed)",
                     100.0 * c / s.line_rate_frames_per_s
                 ),
             ]);
@@ -722,11 +725,16 @@ pub(crate) fn run(args: &Rfc2544Args) -> Result<(), Failure> {
         harness.template(s).map_err(anyhow::Error::from)?;
     }
     eprintln!(
-        "linerate rfc2544: {} ({}) → {} ({}), generator AF_PACKET sendmmsg{}",
+        "linerate rfc2544: {} ({}) → {} ({}), generator AF_PACKET {}{}",
         setup.cfg.tx.iface,
         setup.cfg.tx.netns.as_deref().unwrap_or("this namespace"),
         setup.cfg.rx.iface,
         setup.cfg.rx.netns.as_deref().unwrap_or("this namespace"),
+        if setup.cfg.tx_ring {
+            "TX ring (TPACKET_V2)"
+        } else {
+            "sendmmsg"
+        },
         if args.qdisc_bypass {
             " + PACKET_QDISC_BYPASS"
         } else {
@@ -755,7 +763,11 @@ pub(crate) fn run(args: &Rfc2544Args) -> Result<(), Failure> {
             schema: "linerate.rfc2544",
             version: 1,
             link_bits_per_s: setup.link.bps(),
-            generator: "af_packet_sendmmsg",
+            generator: if args.generator == GeneratorKind::PacketRing {
+                "af_packet_tx_ring_v2"
+            } else {
+                "af_packet_sendmmsg"
+            },
             qdisc_bypass: args.qdisc_bypass,
             trial_s: args.trial.as_secs_f64(),
             resolution_pct: args.resolution,

@@ -348,3 +348,183 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
     let _ = syscall!(clock_gettime(clock, &mut ts));
     (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
 }
+
+/// `PACKET_VERSION` (linux/if_packet.h).
+const PACKET_VERSION: libc::c_int = 10;
+/// `TPACKET_V2`.
+const TPACKET_V2: libc::c_int = 1;
+/// `PACKET_TX_RING`.
+const PACKET_TX_RING: libc::c_int = 13;
+/// `TP_STATUS_AVAILABLE`: the slot belongs to user space.
+const TP_STATUS_AVAILABLE: u32 = 0;
+/// `TP_STATUS_SEND_REQUEST`: user space handed the slot to the kernel.
+const TP_STATUS_SEND_REQUEST: u32 = 1;
+/// `TP_STATUS_WRONG_FORMAT`: the kernel refused the frame.
+const TP_STATUS_WRONG_FORMAT: u32 = 4;
+/// Offset of the frame data in a TPACKET_V2 TX slot:
+/// `TPACKET2_HDRLEN - sizeof(struct sockaddr_ll)` = TPACKET_ALIGN(32).
+const TPACKET2_DATA: usize = 32;
+
+/// The state of one TX ring slot, as user space sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SlotState {
+    /// Free: sent (or never used).
+    Free,
+    /// The kernel refused the frame it held.
+    Refused,
+    /// Still queued or being sent.
+    Busy,
+}
+
+/// A PACKET_TX_RING (TPACKET_V2) mapped into this process.
+#[derive(Debug)]
+pub(crate) struct TxRing {
+    base: std::ptr::NonNull<u8>,
+    len: usize,
+    frame_size: usize,
+    frames: usize,
+}
+
+// SAFETY: the mapping is owned by this value alone (no aliasing handle is
+// given out), and every access to shared slot words is atomic, so moving it
+// to another thread is sound.
+unsafe impl Send for TxRing {}
+
+impl TxRing {
+    /// Number of slots.
+    pub(crate) fn frames(&self) -> usize {
+        self.frames
+    }
+
+    /// Largest frame a slot holds.
+    pub(crate) fn max_frame(&self) -> usize {
+        self.frame_size - TPACKET2_DATA
+    }
+
+    fn status(&self, i: usize) -> &std::sync::atomic::AtomicU32 {
+        assert!(i < self.frames, "TX ring slot out of range");
+        // SAFETY: slot `i` starts at i × frame_size < len inside the live
+        // mapping; slots are 16-byte aligned (page-aligned mapping, frame_size
+        // a multiple of 16), so the u32 tp_status at its start is aligned.
+        // AtomicU32 has the layout of u32, and the kernel updates this word
+        // concurrently, which is why it is only touched atomically.
+        unsafe {
+            &*(self
+                .base
+                .as_ptr()
+                .add(i * self.frame_size)
+                .cast::<std::sync::atomic::AtomicU32>())
+        }
+    }
+
+    /// What slot `i` holds now.
+    pub(crate) fn state(&self, i: usize) -> SlotState {
+        let s = self.status(i).load(std::sync::atomic::Ordering::Acquire);
+        if s == TP_STATUS_AVAILABLE {
+            SlotState::Free
+        } else if s & TP_STATUS_WRONG_FORMAT != 0 {
+            SlotState::Refused
+        } else {
+            SlotState::Busy
+        }
+    }
+
+    /// Writes a frame of `len` bytes into free slot `i` with `write`, then
+    /// hands the slot to the kernel. Returns false (and does nothing) when
+    /// the slot is busy or `len` does not fit.
+    pub(crate) fn fill(&mut self, i: usize, len: usize, write: impl FnOnce(&mut [u8])) -> bool {
+        if len > self.max_frame() || self.state(i) == SlotState::Busy {
+            return false;
+        }
+        let slot = i * self.frame_size;
+        // SAFETY: the slot is user-owned (status AVAILABLE or WRONG_FORMAT:
+        // the kernel does not touch it until we set SEND_REQUEST below), the
+        // data area [slot + 32, slot + 32 + len) lies inside the slot and the
+        // mapping, and `&mut self` guarantees no other borrow of it.
+        let data = unsafe {
+            std::slice::from_raw_parts_mut(self.base.as_ptr().add(slot + TPACKET2_DATA), len)
+        };
+        write(data);
+        // SAFETY: tp_len is the u32 at offset 4 of the user-owned slot header
+        // (aligned, inside the mapping).
+        unsafe {
+            std::ptr::write_volatile(self.base.as_ptr().add(slot + 4).cast::<u32>(), len as u32);
+        }
+        self.status(i)
+            .store(TP_STATUS_SEND_REQUEST, std::sync::atomic::Ordering::Release);
+        true
+    }
+}
+
+impl Drop for TxRing {
+    fn drop(&mut self) {
+        // SAFETY: base/len are exactly the mapping made in `tx_ring`, unmapped
+        // once, here.
+        let _ = syscall!(munmap(self.base.as_ptr().cast(), self.len));
+    }
+}
+
+impl PacketSocket {
+    /// Sets up a TPACKET_V2 TX ring with slots for frames of up to
+    /// `max_frame` bytes and maps it.
+    pub(crate) fn tx_ring(&self, max_frame: usize) -> io::Result<TxRing> {
+        self.set_int(SOL_PACKET, PACKET_VERSION, TPACKET_V2)?;
+        let frame_size = (max_frame + TPACKET2_DATA).next_power_of_two().max(2048);
+        let block_size = frame_size.max(1 << 16);
+        let block_nr = 64usize;
+        let req: [u32; 4] = [
+            block_size as u32,
+            block_nr as u32,
+            frame_size as u32,
+            (block_nr * (block_size / frame_size)) as u32,
+        ]; // struct tpacket_req { block_size, block_nr, frame_size, frame_nr }
+           // SAFETY: `req` is a struct tpacket_req (four u32) alive across the
+           // call, and its size is passed.
+        syscall!(setsockopt(
+            self.fd.as_raw_fd(),
+            SOL_PACKET,
+            PACKET_TX_RING,
+            req.as_ptr().cast(),
+            size_of::<[u32; 4]>() as libc::socklen_t
+        ))?;
+        let len = block_size * block_nr;
+        // SAFETY: mmap of the ring the kernel just allocated for this socket,
+        // shared, at offset 0; the result is checked against MAP_FAILED
+        // (mmap does not return -1, so it does not go through `syscall!`).
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                self.fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base = std::ptr::NonNull::new(p.cast::<u8>())
+            .ok_or_else(|| io::Error::from(io::ErrorKind::Other))?;
+        Ok(TxRing {
+            base,
+            len,
+            frame_size,
+            frames: len / frame_size,
+        })
+    }
+
+    /// Asks the kernel to send every slot marked SEND_REQUEST, without
+    /// waiting (`send(fd, NULL, 0, MSG_DONTWAIT)`).
+    pub(crate) fn kick(&self) -> io::Result<usize> {
+        // SAFETY: a zero-length send with a null buffer is the documented
+        // TX-ring kick (packet(7)); the kernel reads only the ring.
+        let n = syscall!(send(
+            self.fd.as_raw_fd(),
+            std::ptr::null(),
+            0,
+            libc::MSG_DONTWAIT
+        ))?;
+        Ok(n as usize)
+    }
+}
