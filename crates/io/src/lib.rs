@@ -9,8 +9,10 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod dut;
 pub mod echo;
 pub mod netns;
+pub mod packet;
 pub mod signal;
 pub mod stamps;
 pub(crate) mod sys;

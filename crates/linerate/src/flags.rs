@@ -51,6 +51,8 @@ pub(crate) enum Command {
     /// NUMA node and IRQs, with the ceilings that follow and warnings for settings that cap
     /// performance. Without IFACE: a brief list.
     Inspect(crate::inspect::InspectArgs),
+    /// RFC 2544 device-under-test suite with raw frames: throughput, latency, frame loss, back-to-back.
+    Rfc2544(crate::rfc2544::Rfc2544Args),
 }
 
 /// Flags of `linerate calc`.

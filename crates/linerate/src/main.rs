@@ -12,6 +12,7 @@ mod inspect;
 mod latency;
 mod output;
 mod progress;
+mod rfc2544;
 mod server;
 mod testbed;
 mod throughput;
@@ -55,6 +56,7 @@ fn main() -> ExitCode {
         Command::Throughput(args) => throughput::run(&args),
         Command::Testbed(args) => testbed::run(&args),
         Command::Inspect(args) => inspect::run(&args),
+        Command::Rfc2544(args) => rfc2544::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -3,3 +3,4 @@
 //! read a clock or touch a socket, so they are tested with simulated time.
 
 pub mod pingpong;
+pub mod rfc2544;

@@ -8,3 +8,4 @@
 pub mod control;
 pub mod echo;
 pub mod probe;
+pub mod testframe;

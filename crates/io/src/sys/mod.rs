@@ -6,6 +6,7 @@
 
 pub(crate) mod ifaddrs;
 pub(crate) mod netns;
+pub(crate) mod packet;
 pub(crate) mod signal;
 pub(crate) mod sock;
 pub(crate) mod timestamping;
