@@ -39,6 +39,22 @@ pub fn run_command(argv: &[String]) -> Result<String, BedError> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// [`run_command`] for a netlink dump (`ip … show`), retried a few times:
+/// a dump that overlaps a change elsewhere (other processes creating or
+/// deleting links) is interrupted and iproute2 fails it ("Dump was
+/// interrupted and may be inconsistent").
+pub fn run_dump(argv: &[String]) -> Result<String, BedError> {
+    let mut last = None;
+    for attempt in 0..5u64 {
+        match run_command(argv) {
+            Ok(out) => return Ok(out),
+            Err(e) => last = Some(e),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20 * (attempt + 1)));
+    }
+    Err(last.unwrap_or_else(|| BedError::Invalid("no attempt ran".into())))
+}
+
 /// Runs one step and, if it sets something, reads it back and checks it.
 pub(crate) fn apply_step(step: &Step) -> Result<(), BedError> {
     run_command(&step.argv())?;

@@ -1,5 +1,6 @@
 //! [`Bed`]: a bed that is up, owned (removed on drop) or merely opened.
 
+use std::io::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
@@ -195,7 +196,8 @@ impl Drop for Bed {
         if self.owning {
             self.owning = false;
             if let Err(e) = self.teardown() {
-                eprintln!("linerate: {e}");
+                // Never panic in drop, not even on a closed stderr.
+                let _ = writeln!(std::io::stderr(), "linerate: {e}");
             }
         }
     }

@@ -489,7 +489,7 @@ pub fn list(netns: Option<&str>) -> Result<Vec<InterfaceBrief>, crate::BedError>
         argv.push("ip".into());
     }
     argv.extend(["-d", "-j", "addr", "show"].map(String::from));
-    let out = run_command(&argv)?;
+    let out = crate::apply::run_dump(&argv)?;
     let v: serde_json::Value = serde_json::from_str(&out)
         .map_err(|e| crate::BedError::Invalid(format!("cannot read `ip -j addr`: {e}")))?;
     Ok(v.as_array()

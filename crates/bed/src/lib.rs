@@ -24,6 +24,30 @@
 //!
 //! Applying runs the `ip`, `tc`, `nft`, `ethtool` and `sysctl` binaries:
 //! the plan *is* those commands, so what ran can be repeated by hand.
+//!
+//! ```no_run
+//! use linerate_bed::{Bed, BedSpec, Topology};
+//! use linerate_core::units::BitRate;
+//!
+//! # fn main() -> Result<(), linerate_bed::BedError> {
+//! if !linerate_bed::privileges::require("example") {
+//!     return Ok(()); // printed "SKIPPED: example: not root …"
+//! }
+//! let mut spec = BedSpec::new("t1234", Topology::Pair); // no "lr-" prefix
+//! spec.link = Some(BitRate::from_mbps(100));
+//! let bed = Bed::up(&spec)?; // removed again when `bed` is dropped
+//! let server_ns = bed.netns("b").unwrap_or_default(); // "lr-t1234-b"
+//! let server_ip = bed.ipv4("b"); // Some(198.18.0.2)
+//! // run each end on a thread inside its namespace:
+//! // linerate_io::netns::spawn_in(Some(server_ns), "server", move || { … })
+//! # let _ = (server_ns, server_ip);
+//! bed.down()?; // or just drop it
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! A command that owns beds should call [`guard::install_signal_teardown`]
+//! first thing in `main`, so SIGINT/SIGTERM remove them too.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -38,7 +62,7 @@ mod spec;
 pub mod state;
 pub mod sweep;
 
-pub use crate::apply::run_command;
+pub use crate::apply::{run_command, run_dump};
 pub use crate::bed::Bed;
 pub use crate::plan::{HostFacts, Plan, Step};
 pub use crate::spec::{

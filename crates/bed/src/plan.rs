@@ -40,9 +40,14 @@ pub const LOSS_SCALE: u32 = 1_000_000;
 
 /// The tbf burst for a rate: 64000 bytes up to 1 Gbit/s, above that the
 /// bytes of 512 µs at the rate (640 kB at 10G), so the bucket still holds
-/// as much time as 64000 B does at 1G and late timers lose no credit.
-pub fn tbf_burst_bytes(rate: BitRate) -> u64 {
-    (rate.bps() / 8 * 512 / 1_000_000).max(TBF_BURST_MIN_BYTES)
+/// as much time as 64000 B does at 1G and late timers lose no credit; and
+/// never less than four frames of the MTU (tbf drops a packet larger than
+/// its bucket).
+pub fn tbf_burst_bytes(rate: BitRate, mtu: Option<u32>) -> u64 {
+    let frames = 4 * (u64::from(mtu.unwrap_or(1500)) + 14);
+    (rate.bps() / 8 * 512 / 1_000_000)
+        .max(TBF_BURST_MIN_BYTES)
+        .max(frames)
 }
 
 /// tbf latency (queue bound) for a rate: 50 ms below 100M, 20 ms below 1G,
@@ -799,7 +804,7 @@ impl Plan {
                     netns: i.netns.clone(),
                     dev: i.name.clone(),
                     rate,
-                    burst_bytes: tbf_burst_bytes(rate),
+                    burst_bytes: tbf_burst_bytes(rate, spec.mtu),
                     latency_ms: tbf_latency_ms(rate),
                 });
             }
@@ -807,7 +812,7 @@ impl Plan {
                 "link {rate}: tbf overhead {TBF_OVERHEAD_BYTES} mpu {TBF_MPU_BYTES} burst {} B on every \
                  egress of the path, per direction; counts preamble, SFD, IFG and FCS \
                  (within 0.1 % on this kernel, linux-probe.md §5)",
-                tbf_burst_bytes(rate)
+                tbf_burst_bytes(rate, spec.mtu)
             ));
             notes.push(
                 "gso, tso, tx-udp-segmentation and gro are off on every shaped interface: \
@@ -1038,6 +1043,28 @@ ip -n lr-br1-dut link set dev lr-br up
     }
 
     #[test]
+    fn bridge_link_and_loss_go_on_the_veth_ends_only() {
+        let mut spec = BedSpec::new("b2", Topology::Bridge);
+        spec.link = Some(BitRate::from_mbps(10));
+        spec.loss_pct = Some(0.1);
+        let got = lines(&spec);
+        let tbf: Vec<&String> = got.iter().filter(|l| l.contains(" tbf ")).collect();
+        assert_eq!(tbf.len(), 4, "{tbf:#?}");
+        assert!(tbf.iter().all(|l| !l.contains("dev lr-br ")));
+        assert!(tbf[0].ends_with("rate 10000000bit burst 64000 latency 50ms overhead 24 mpu 84"));
+        let loss: Vec<&String> = got.iter().filter(|l| l.contains("numgen")).collect();
+        assert_eq!(loss.len(), 2);
+        assert!(loss[0].starts_with("ip netns exec lr-b2-a nft"));
+        assert!(loss[0].contains("numgen random mod 1000000 < 1000 counter drop"));
+        assert!(loss[1].starts_with("ip netns exec lr-b2-b nft"));
+        // the bridge device gets no offload or shaping step
+        assert!(got
+            .iter()
+            .filter(|l| l.contains("ethtool"))
+            .all(|l| !l.contains("lr-br ")));
+    }
+
+    #[test]
     fn every_created_name_has_the_prefix() {
         for t in Topology::ALL {
             let mut spec = BedSpec::new("x", t);
@@ -1056,9 +1083,13 @@ ip -n lr-br1-dut link set dev lr-br up
 
     #[test]
     fn burst_and_latency() {
-        assert_eq!(tbf_burst_bytes(BitRate::from_mbps(10)), 64_000);
-        assert_eq!(tbf_burst_bytes(BitRate::from_gbps(1)), 64_000);
-        assert_eq!(tbf_burst_bytes(BitRate::from_gbps(10)), 640_000);
+        assert_eq!(tbf_burst_bytes(BitRate::from_mbps(10), None), 64_000);
+        assert_eq!(tbf_burst_bytes(BitRate::from_gbps(1), Some(9000)), 64_000);
+        assert_eq!(tbf_burst_bytes(BitRate::from_gbps(10), None), 640_000);
+        assert_eq!(
+            tbf_burst_bytes(BitRate::from_mbps(100), Some(65_000)),
+            260_056
+        );
         assert_eq!(tbf_latency_ms(BitRate::from_mbps(10)), 50);
         assert_eq!(tbf_latency_ms(BitRate::from_mbps(100)), 20);
         assert_eq!(tbf_latency_ms(BitRate::from_gbps(1)), 5);

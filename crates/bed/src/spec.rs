@@ -371,6 +371,11 @@ impl BedSpec {
                     "--loss {loss} is not a percentage between 0 and 100"
                 )));
             }
+            if loss > 0.0 && loss < 0.0001 {
+                return Err(BedError::Invalid(format!(
+                    "--loss {loss}: the finest loss is 0.0001 % (one in a million)"
+                )));
+            }
         }
         if let Some(mtu) = self.mtu {
             if !(MIN_MTU..=MAX_MTU).contains(&mtu) {

@@ -8,7 +8,7 @@ use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::path::Path;
 use std::time::Duration;
 
-use linerate_bed::{privileges, run_command, Bed, BedSpec, Topology};
+use linerate_bed::{privileges, run_command, run_dump, Bed, BedSpec, Topology};
 use linerate_core::units::BitRate;
 use linerate_io::netns::spawn_in;
 
@@ -90,7 +90,7 @@ fn assert_gone(spec_name: &str) {
             .exists(),
         "state file left behind"
     );
-    let links = run_command(&["ip".into(), "-o".into(), "link".into()]).unwrap();
+    let links = run_dump(&["ip".into(), "-o".into(), "link".into()]).unwrap();
     assert!(
         !links.contains(&format!("lr-{spec_name}")),
         "root link left behind"

@@ -16,7 +16,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod latency;
 pub mod linerate;
+pub mod procedure;
 pub mod stats;
 pub mod throughput;
 pub mod units;

@@ -9,7 +9,11 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod dut;
+pub mod echo;
 pub mod netns;
+pub mod packet;
 pub mod signal;
+pub mod stamps;
 pub(crate) mod sys;
 pub mod throughput;

@@ -1,11 +1,10 @@
 //! `linerate calc` and `linerate demo`: the line-rate model on the terminal.
 
 use anyhow::Context as _;
-use linerate_core::linerate::{BusCeiling, Encap, Frame, Row};
-use linerate_core::units::BitRate;
-use linerate_report::calc::{frames_sentence, Calc};
+use linerate_core::linerate::{BusCeiling, Frame, Row};
+use linerate_report::calc::Calc;
 
-use crate::flags::{CalcArgs, DemoArgs, SizeList};
+use crate::flags::{CalcArgs, SizeList};
 use crate::output::{print, print_json};
 use crate::Failure;
 
@@ -69,42 +68,4 @@ pub(crate) fn run(args: &CalcArgs) -> Result<(), Failure> {
     } else {
         print(&calc.to_table())
     }
-}
-
-/// `linerate demo`: what linerate can tell without hardware or privileges.
-pub(crate) fn demo(_args: &DemoArgs) -> Result<(), Failure> {
-    let links = [
-        BitRate::from_mbps(100),
-        BitRate::from_gbps(1),
-        BitRate::from_gbps(10),
-    ];
-    let mut rows = Vec::new();
-    for link in links {
-        for size in linerate_core::linerate::RFC2544_FRAME_SIZES {
-            let f = Encap::ETHERNET.frame_of_length(size, false)?;
-            rows.push(Row::new(link, f)?);
-        }
-    }
-    let calc = Calc {
-        rows,
-        frames: None,
-        bus: None,
-    };
-    let mut text = String::from(
-        "linerate demo: the line-rate model, the maximum every linerate result is measured against\n\n",
-    );
-    text.push_str(&calc.to_table());
-    let max = Row::new(
-        BitRate::from_mbps(100),
-        Encap::ETHERNET.frame_of_length(1518, false)?,
-    )?;
-    text.push('\n');
-    text.push_str(&frames_sentence(&max, 50));
-    text.push_str(&format!(
-        ";\nseed 000 (NXP AN11053) sent them in 6.25 ms (its 'ideal' scenario): {:.2} % of the \
-         {} payload maximum.\n",
-        max.share_of_payload_rate(75_000.0 / 6.25e-3) * 100.0,
-        linerate_core::units::format_bytes_per_s(max.payload_bytes_per_s()),
-    ));
-    print(&text)
 }

@@ -33,6 +33,8 @@ pub(crate) enum Command {
     Calc(CalcArgs),
     /// Runs the built-in demonstration: no hardware, no second host, no privileges.
     Demo(DemoArgs),
+    /// Response time dissected into stages with kernel timestamps (UDP, TCP, ICMP echo).
+    Latency(crate::latency::LatencyArgs),
     /// Serves `linerate throughput` clients (several at once, each on its own threads).
     Server(crate::server::ServerArgs),
     /// TCP/UDP throughput against a `linerate server`, from both ends, as % of the line rate.
@@ -49,6 +51,8 @@ pub(crate) enum Command {
     /// NUMA node and IRQs, with the ceilings that follow and warnings for settings that cap
     /// performance. Without IFACE: a brief list.
     Inspect(crate::inspect::InspectArgs),
+    /// RFC 2544 device-under-test suite with raw frames: throughput, latency, frame loss, back-to-back.
+    Rfc2544(crate::rfc2544::Rfc2544Args),
 }
 
 /// Flags of `linerate calc`.

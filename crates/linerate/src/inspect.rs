@@ -18,6 +18,13 @@ pub(crate) struct InspectArgs {
     /// Look inside this network namespace (e.g. lr-mybed-a).
     #[arg(long, value_name = "NS")]
     pub(crate) netns: Option<String>,
+    /// Look at a bed's host instead: its namespace, and its test interface
+    /// unless IFACE is given.
+    #[arg(long, value_name = "NAME", conflicts_with = "netns")]
+    pub(crate) bed: Option<String>,
+    /// The bed's host: a, b or dut.
+    #[arg(long, value_name = "HOST", default_value = "a", requires = "bed")]
+    pub(crate) host: String,
     /// One JSON document (schema linerate.inspect version 1).
     #[arg(long)]
     pub(crate) json: bool,
@@ -41,6 +48,20 @@ const MAIN_OFFLOADS: [(&str, &str); 12] = [
 
 /// Runs `linerate inspect`.
 pub(crate) fn run(args: &InspectArgs) -> Result<(), Failure> {
+    if let Some(name) = &args.bed {
+        let bed = linerate_bed::Bed::open(name)?;
+        let (Some(ns), Some(iface)) = (bed.netns(&args.host), bed.iface(&args.host)) else {
+            return Err(anyhow::anyhow!("bed {} has no host '{}'", bed.name(), args.host).into());
+        };
+        let args = InspectArgs {
+            iface: Some(args.iface.clone().unwrap_or_else(|| iface.to_string())),
+            netns: Some(ns.to_string()),
+            bed: None,
+            host: args.host.clone(),
+            json: args.json,
+        };
+        return run(&args);
+    }
     if let Some(ns) = &args.netns {
         if ns.is_empty() || ns.contains('/') || !linerate_bed::guard::netns_exists(ns) {
             return Err(

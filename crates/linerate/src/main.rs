@@ -6,9 +6,13 @@
 //! 2 usage or setup error.
 
 mod calc;
+mod demo;
 mod flags;
 mod inspect;
+mod latency;
 mod output;
+mod progress;
+mod rfc2544;
 mod server;
 mod testbed;
 mod throughput;
@@ -46,11 +50,13 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Calc(args) => calc::run(&args),
-        Command::Demo(args) => calc::demo(&args),
+        Command::Demo(args) => demo::run(&args),
+        Command::Latency(args) => latency::run(&args),
         Command::Server(args) => server::run(&args),
         Command::Throughput(args) => throughput::run(&args),
         Command::Testbed(args) => testbed::run(&args),
         Command::Inspect(args) => inspect::run(&args),
+        Command::Rfc2544(args) => rfc2544::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -80,7 +80,8 @@ pub(crate) struct UpArgs {
     /// Print the commands (and their read-backs) instead of running them.
     #[arg(long)]
     pub(crate) dry_run: bool,
-    /// One JSON document (schema linerate.testbed version 1).
+    /// One JSON document: the bed's description (schema linerate.bed version 1), or with
+    /// --dry-run the plan (schema linerate.testbed).
     #[arg(long)]
     pub(crate) json: bool,
 }
@@ -218,7 +219,8 @@ fn up(a: &UpArgs) -> Result<(), Failure> {
     };
     let record = bed.keep();
     if a.json {
-        print_json(&json(&record))
+        // The stored description itself (schema linerate.bed).
+        print_json(&record)
     } else {
         print(&describe(&record))
     }
@@ -337,9 +339,9 @@ fn list(a: &ListArgs) -> Result<(), Failure> {
     if a.json {
         #[derive(Serialize)]
         struct Item {
+            name: String,
             status: &'static str,
-            #[serde(flatten)]
-            record: BedRecord,
+            bed: BedRecord,
         }
         #[derive(Serialize)]
         struct List {
@@ -353,8 +355,9 @@ fn list(a: &ListArgs) -> Result<(), Failure> {
         for r in records {
             match r {
                 Ok(record) => l.beds.push(Item {
+                    name: record.name.clone(),
                     status: status(&record),
-                    record,
+                    bed: record,
                 }),
                 Err(e) => l.errors.push(e.to_string()),
             }

@@ -258,3 +258,285 @@ fn broken_pipe_is_a_clean_exit() {
     assert!(status.success(), "exit {status}: {err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+#[test]
+fn latency_in_process_udp_dissects_stages() {
+    let o = linerate(&[
+        "latency",
+        "127.0.0.1",
+        "--in-process",
+        "--count",
+        "300",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
+    assert_eq!(v["schema"], "linerate.latency");
+    assert_eq!(v["clock"], "CLOCK_REALTIME");
+    assert_eq!(v["same_clock"], true);
+    let run = &v["runs"][0];
+    assert_eq!(run["counts"]["sent"], 300);
+    assert_eq!(run["counts"]["received"], 300);
+    let stages: Vec<&str> = run["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["stage"].as_str().unwrap())
+        .collect();
+    for s in [
+        "client_tx",
+        "responder_rx",
+        "responder_app",
+        "responder_tx",
+        "network",
+        "client_rx",
+        "rtt",
+    ] {
+        assert!(stages.contains(&s), "{s} missing from {stages:?}");
+    }
+    let rtt = run["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stage"] == "rtt")
+        .unwrap();
+    assert!(rtt["min_ns"].as_u64().unwrap() <= rtt["p50_ns"].as_u64().unwrap());
+    assert!(rtt["p50_ns"].as_u64().unwrap() <= rtt["max_ns"].as_u64().unwrap());
+}
+
+#[test]
+fn latency_sweep_prints_a_row_per_configuration() {
+    let o = linerate(&[
+        "latency",
+        "127.0.0.1",
+        "--in-process",
+        "--count",
+        "100",
+        "--sweep",
+        "reflector-copy=off,on",
+        "--sweep",
+        "udp-checksum=on,off",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for row in [
+        "reflector-copy=off udp-checksum=on",
+        "reflector-copy=on udp-checksum=off",
+    ] {
+        assert!(out.contains(row), "{row}:\n{out}");
+    }
+    assert!(out.contains("resp app"), "{out}");
+}
+
+#[test]
+fn latency_tcp_one_byte_echo_in_process() {
+    let o = linerate(&[
+        "latency",
+        "127.0.0.1",
+        "--tcp",
+        "--in-process",
+        "--count",
+        "100",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
+    assert_eq!(v["protocol"], "tcp");
+    assert_eq!(v["runs"][0]["size_bytes"], 1);
+    assert_eq!(v["runs"][0]["counts"]["received"], 100);
+}
+
+#[test]
+fn latency_bad_input() {
+    assert_usage_error(
+        &[
+            "latency",
+            "127.0.0.1",
+            "--in-process",
+            "--sweep",
+            "colour=red",
+        ],
+        "unknown key",
+    );
+    assert_usage_error(
+        &[
+            "latency",
+            "127.0.0.1",
+            "--in-process",
+            "--sweep",
+            "reflector-mode=lazy",
+        ],
+        "lazy",
+    );
+    assert_usage_error(
+        &["latency", "127.0.0.1", "--in-process", "--count", "0"],
+        "--count",
+    );
+    assert_usage_error(
+        &["latency", "127.0.0.1", "--in-process", "--size", "8"],
+        "size 8",
+    );
+    assert_usage_error(
+        &["latency", "127.0.0.1", "--in-process", "--rate=-5"],
+        "--rate",
+    );
+    assert_usage_error(
+        &["latency", "127.0.0.1", "--in-process", "--rate", "0"],
+        "--rate",
+    );
+    assert_usage_error(
+        &["latency", "no-such-host.invalid", "--echo"],
+        "cannot resolve",
+    );
+    assert_usage_error(
+        &["latency", "127.0.0.1", "--tcp", "--udp"],
+        "cannot be used with",
+    );
+    assert_usage_error(
+        &["latency", "127.0.0.1", "--icmp", "--in-process"],
+        "kernel",
+    );
+}
+
+#[test]
+fn latency_without_a_responder_fails_as_a_measurement() {
+    // A UDP port nobody listens on: every request is lost.
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = sock.local_addr().unwrap().port().to_string();
+    drop(sock);
+    let o = linerate(&[
+        "latency",
+        "127.0.0.1",
+        "--echo",
+        "--port",
+        &port,
+        "--count",
+        "3",
+        "--timeout",
+        "50ms",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no replies"), "{}", stderr(&o));
+}
+
+/// Kills the child on drop (also when an assertion fails).
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn latency_against_linerate_server() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let _server = Child(
+        Command::new(env!("CARGO_BIN_EXE_linerate"))
+            .args(["server", "--bind", "127.0.0.1", "--port", &port])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut o = linerate(&[
+        "latency",
+        "127.0.0.1",
+        "--port",
+        &port,
+        "--count",
+        "200",
+        "--json",
+    ]);
+    for _ in 0..50 {
+        if o.status.success() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        o = linerate(&[
+            "latency",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "--count",
+            "200",
+            "--json",
+        ]);
+    }
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
+    assert_eq!(v["responder"], "reflector");
+    assert_eq!(v["same_clock"], true);
+    assert_eq!(v["runs"][0]["counts"]["received"], 200);
+    let stages = v["runs"][0]["stages"].as_array().unwrap();
+    assert!(stages.iter().any(|s| s["stage"] == "responder_app"));
+    let o = linerate(&[
+        "latency",
+        "127.0.0.1",
+        "--port",
+        &port,
+        "--tcp",
+        "--count",
+        "50",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn latency_reports_what_it_measured_when_the_server_dies() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let mut server = Child(
+        Command::new(env!("CARGO_BIN_EXE_linerate"))
+            .args(["server", "--bind", "127.0.0.1", "--port", &port])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let client = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args([
+            "latency",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "--time",
+            "2s",
+            "--interval",
+            "1ms",
+            "--timeout",
+            "100ms",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let _ = server.0.kill();
+    let o = client.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).expect("a result despite the dead server");
+    let run = &v["runs"][0];
+    assert!(
+        run["counts"]["received"].as_u64().unwrap() > 0,
+        "measured before the kill"
+    );
+    assert!(
+        run["counts"]["lost"].as_u64().unwrap() > 0,
+        "lost after the kill"
+    );
+    let warnings = v["warnings"].to_string();
+    assert!(warnings.contains("incomplete"), "{warnings}");
+}

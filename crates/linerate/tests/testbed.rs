@@ -200,7 +200,8 @@ fn a_bed_through_the_binary() {
         .find(|b| b["name"] == n.as_str())
         .expect("listed");
     assert_eq!(mine["status"], "up");
-    assert_eq!(mine["spec"]["link_bits_per_s"], 10_000_000);
+    assert_eq!(mine["bed"]["spec"]["link_bits_per_s"], 10_000_000);
+    assert_eq!(mine["bed"]["schema"], "linerate.bed");
     // exec: the command runs in the host's namespace and its exit code is ours
     let o = linerate(&[
         "testbed", "exec", &n, "b", "--", "ip", "-o", "addr", "show", "dev", "lr-b",
@@ -270,7 +271,9 @@ fn sweep_prefix_removes_a_killed_processs_leftovers() {
     if !privileged("sweep_prefix_removes_a_killed_processs_leftovers") {
         return;
     }
-    let n = name("s");
+    // "w": no other test's tag starts with it, so this test's sweep cannot
+    // take another test's objects (and the veth names stay within 15 bytes).
+    let n = name("w");
     // what a SIGKILLed process leaves: a namespace and root links
     Command::new("ip")
         .args(["netns", "add", &format!("lr-{n}-a")])
@@ -330,6 +333,13 @@ fn inspect_a_bed_veth_says_what_it_lacks() {
     let mut spec = linerate_bed::BedSpec::new(n.clone(), linerate_bed::Topology::Pair);
     spec.link = Some("100M".parse().unwrap());
     let bed = linerate_bed::Bed::up(&spec).unwrap();
+    let o = linerate(&["inspect", "--bed", &n, "--host", "b", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["name"], "lr-b");
+    assert_eq!(v["qdisc"], "tbf");
+    assert_eq!(v["timestamping"]["phc_index"], serde_json::Value::Null);
+    assert_exit_2(&["inspect", "--bed", &n, "--host", "dut"], "no host 'dut'");
     let o = linerate(&["inspect", "lr-a", "--netns", bed.netns("a").unwrap()]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = text(&o.stdout);

@@ -9,5 +9,6 @@
 #![warn(missing_docs)]
 
 pub mod calc;
+pub mod latency;
 pub mod table;
 pub mod throughput;

@@ -1,4 +1,9 @@
-//! Statistics that need no clock: sequence accounting and interval series.
+//! Statistics: pure, mergeable, allocation-aware; recording is cheap enough
+//! for a per-packet path, summaries are computed at the end. No clock: time
+//! comes in as an argument.
 
+pub mod histogram;
 pub mod interval;
 pub mod sequence;
+
+pub use histogram::{Histogram, Summary};

@@ -1,8 +1,11 @@
-//! Wire formats: views over byte slices with validated representations.
+//! Wire formats as views over byte slices (smoltcp style).
 //!
-//! Each format has a `Packet<T: AsRef<[u8]>>` view whose `new_checked`
-//! validates the length once (after which no accessor can panic) and a `Repr`
-//! with `parse`/`emit`, smoltcp style. Nothing here reads a socket or a clock.
+//! Contract of every view here: `new_checked` validates the buffer's length
+//! once; after that no accessor can panic, whatever the bytes say. `Repr`s are
+//! the parsed, validated form, with `parse` / `emit` round trips. Nothing that
+//! came from the network is indexed without a check.
 
 pub mod control;
+pub mod echo;
 pub mod probe;
+pub mod testframe;

@@ -4,9 +4,12 @@
 //! `errno`) into `io::Result`. Each `unsafe` block says why it is sound.
 #![allow(unsafe_code)]
 
+pub(crate) mod ifaddrs;
 pub(crate) mod netns;
+pub(crate) mod packet;
 pub(crate) mod signal;
 pub(crate) mod sock;
+pub(crate) mod timestamping;
 
 /// Calls a libc function and maps a -1 return to the thread's `errno`.
 macro_rules! syscall {

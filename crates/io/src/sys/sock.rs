@@ -25,9 +25,18 @@ fn socklen<T>() -> libc::socklen_t {
 /// A new socket of `domain` (AF_INET/AF_INET6) and `ty` (SOCK_STREAM/DGRAM),
 /// close-on-exec.
 pub(crate) fn socket(domain: libc::c_int, ty: libc::c_int) -> io::Result<OwnedFd> {
+    socket_proto(domain, ty, 0)
+}
+
+/// A new socket with an explicit protocol (raw ICMP sockets), close-on-exec.
+pub(crate) fn socket_proto(
+    domain: libc::c_int,
+    ty: libc::c_int,
+    proto: libc::c_int,
+) -> io::Result<OwnedFd> {
     // SAFETY: socket() takes plain integers and returns a new descriptor we
     // own (checked for -1 by syscall!).
-    let fd = syscall!(socket(domain, ty | libc::SOCK_CLOEXEC, 0))?;
+    let fd = syscall!(socket(domain, ty | libc::SOCK_CLOEXEC, proto))?;
     // SAFETY: `fd` was just returned by socket() and is owned by nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
@@ -467,4 +476,47 @@ pub(crate) fn monotonic_ns() -> u64 {
         std::ptr::addr_of_mut!(ts)
     ));
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Waits until `fd` is readable or `timeout` passes; `true` if readable.
+pub(crate) fn poll_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // Round a sub-millisecond wait up so a short timeout does not spin.
+    let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
+    loop {
+        match poll_one(fd, libc::POLLIN, ms) {
+            Ok(revents) => return Ok(revents != 0),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// A raw ICMP (v4) or ICMPv6 socket; needs CAP_NET_RAW.
+pub(crate) fn icmp_raw_socket(v6: bool) -> io::Result<OwnedFd> {
+    if v6 {
+        socket_proto(libc::AF_INET6, libc::SOCK_RAW, libc::IPPROTO_ICMPV6)
+    } else {
+        socket_proto(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_ICMP)
+    }
+}
+
+/// sendto(2) of `buf` to `to` on any datagram or raw socket.
+pub(crate) fn send_to(fd: RawFd, buf: &[u8], to: SocketAddr) -> io::Result<usize> {
+    let (ss, len) = sockaddr(&to);
+    loop {
+        // SAFETY: buf and ss are live for the call and their lengths are given.
+        match syscall!(sendto(
+            fd,
+            buf.as_ptr().cast(),
+            buf.len(),
+            0,
+            std::ptr::addr_of!(ss).cast(),
+            len,
+        )) {
+            Ok(n) => return Ok(n as usize),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
 }

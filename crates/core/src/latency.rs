@@ -1,0 +1,625 @@
+//! Response time dissected into stages, as seeds 001 and 004 do with a scope
+//! on GPIO pins, here from kernel software timestamps.
+//!
+//! ```text
+//!  client app ──send──▶ [client tx stack] ──TX_SND──▶ … wire/network …
+//!     ──▶ RX_SW ─[responder rx]─▶ app ─[responder app]─▶ send ─[responder tx]─▶ TX_SND
+//!     … wire/network … ──▶ RX_SW ─[client rx]─▶ client app
+//! ```
+//!
+//! Every stage is an interval between two stamps of **one** clock: client
+//! stages on the client's, responder stages on the responder's. The
+//! network/wire remainder is the client's kernel round trip (its TX_SND to its
+//! RX_SW) minus the responder's kernel residence (its RX_SW to its TX_SND), a
+//! difference of two single-clock intervals, so the stages add up to the RTT
+//! exactly whatever the offset between the two clocks. Only when both ends
+//! share a clock (one host, namespaces) are one-way delays computed.
+
+use serde::{Deserialize, Serialize};
+
+use crate::stats::{Histogram, Summary};
+use crate::wire::echo::{ReflectorStamps, TxStamps};
+
+/// What the client stamped for one exchange (ns of its clock; CLOCK_REALTIME
+/// for software timestamps).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientStamps {
+    /// Just before the send call.
+    pub app_send_ns: u64,
+    /// SCM_TSTAMP_SCHED of the request.
+    pub tx_sched_ns: Option<u64>,
+    /// SCM_TSTAMP_SND of the request.
+    pub tx_soft_ns: Option<u64>,
+    /// SCM_TSTAMP_ACK (TCP): all bytes of the request acknowledged.
+    pub tx_ack_ns: Option<u64>,
+    /// Kernel software receive stamp of the reply.
+    pub rx_kernel_ns: Option<u64>,
+    /// Just after the receive call returned the reply.
+    pub app_recv_ns: u64,
+}
+
+/// Everything the responder stamped for one exchange (its clock).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResponderStamps {
+    /// Kernel software receive stamp of the request.
+    pub rx_kernel_ns: Option<u64>,
+    /// Application had the request.
+    pub rx_app_ns: u64,
+    /// Application called send for the reply.
+    pub tx_app_ns: u64,
+    /// SCM_TSTAMP_SCHED of the reply.
+    pub tx_sched_ns: Option<u64>,
+    /// SCM_TSTAMP_SND of the reply.
+    pub tx_soft_ns: Option<u64>,
+}
+
+impl ResponderStamps {
+    /// The responder stamps carried in a reply (0 = absent), completed by
+    /// transmit stamps that arrived later.
+    pub fn from_reply(s: &ReflectorStamps, tx: Option<&TxStamps>) -> Self {
+        let nz = |v: u64| (v != 0).then_some(v);
+        Self {
+            rx_kernel_ns: nz(s.rx_kernel_ns),
+            rx_app_ns: s.rx_app_ns,
+            tx_app_ns: s.tx_app_ns,
+            tx_sched_ns: tx.and_then(|t| nz(t.tx_sched_ns)),
+            tx_soft_ns: tx.and_then(|t| nz(t.tx_soft_ns)),
+        }
+    }
+}
+
+/// The stages of a response, in the order a table shows them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// Client send call → its TX_SND stamp (UDP/IP/driver on the way out).
+    ClientTx,
+    /// Responder RX_SW → responder application has the request.
+    ResponderRx,
+    /// Responder application: request in hand → send called.
+    ResponderApp,
+    /// Responder send call → its TX_SND stamp.
+    ResponderTx,
+    /// Client kernel RTT minus responder kernel residence: both wires and
+    /// anything not stamped (switches, DUT, the peer's driver below RX_SW).
+    Network,
+    /// Client RX_SW → client application has the reply.
+    ClientRx,
+    /// Client send call → receive return.
+    Rtt,
+    /// Client TX_SND → responder RX_SW (one clock only).
+    OneWayForward,
+    /// Responder TX_SND → client RX_SW (one clock only).
+    OneWayReturn,
+    /// Client TX_SND → TX_ACK: until the request was acknowledged (TCP).
+    TcpAck,
+}
+
+impl Stage {
+    /// Every stage, in table order.
+    pub const ALL: [Self; 10] = [
+        Self::ClientTx,
+        Self::ResponderRx,
+        Self::ResponderApp,
+        Self::ResponderTx,
+        Self::Network,
+        Self::ClientRx,
+        Self::Rtt,
+        Self::OneWayForward,
+        Self::OneWayReturn,
+        Self::TcpAck,
+    ];
+
+    /// The column title.
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::ClientTx => "client tx",
+            Self::ResponderRx => "resp rx",
+            Self::ResponderApp => "resp app",
+            Self::ResponderTx => "resp tx",
+            Self::Network => "network",
+            Self::ClientRx => "client rx",
+            Self::Rtt => "RTT",
+            Self::OneWayForward => "one-way →",
+            Self::OneWayReturn => "one-way ←",
+            Self::TcpAck => "tcp ack",
+        }
+    }
+
+    /// Which stamps bound it (for reports and METHODOLOGY).
+    pub fn definition(self) -> &'static str {
+        match self {
+            Self::ClientTx => "client send() call to its SCM_TSTAMP_SND",
+            Self::ResponderRx => "responder kernel RX_SOFTWARE stamp to its application",
+            Self::ResponderApp => "responder application: request received to reply send()",
+            Self::ResponderTx => "responder send() call to its SCM_TSTAMP_SND",
+            Self::Network => {
+                "client TX_SND→RX_SW minus responder RX_SW→TX_SND (wire, stack below the stamps)"
+            }
+            Self::ClientRx => "client kernel RX_SOFTWARE stamp to its application",
+            Self::Rtt => "client send() call to receive return",
+            Self::OneWayForward => "client TX_SND to responder RX_SW (shared clock only)",
+            Self::OneWayReturn => "responder TX_SND to client RX_SW (shared clock only)",
+            Self::TcpAck => "client TX_SND to SCM_TSTAMP_ACK: the request acknowledged (TCP)",
+        }
+    }
+}
+
+/// Stage durations of one exchange, ns; `None` where a stamp was missing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stages {
+    values: [Option<i64>; 10],
+}
+
+impl Stages {
+    /// The duration of `stage`, ns (may be negative only if stamps lie).
+    pub fn get(&self, stage: Stage) -> Option<i64> {
+        self.values[stage as usize]
+    }
+
+    fn set(&mut self, stage: Stage, v: Option<i64>) {
+        self.values[stage as usize] = v;
+    }
+}
+
+fn diff(later: Option<u64>, earlier: Option<u64>) -> Option<i64> {
+    Some(later? as i64 - earlier? as i64)
+}
+
+/// Splits one exchange into stages. `same_clock` is true only when client
+/// and responder stamped with the same clock (one host).
+pub fn dissect(
+    client: &ClientStamps,
+    responder: Option<&ResponderStamps>,
+    same_clock: bool,
+) -> Stages {
+    let mut s = Stages::default();
+    let c = client;
+    s.set(Stage::Rtt, diff(Some(c.app_recv_ns), Some(c.app_send_ns)));
+    s.set(Stage::ClientTx, diff(c.tx_soft_ns, Some(c.app_send_ns)));
+    s.set(Stage::ClientRx, diff(Some(c.app_recv_ns), c.rx_kernel_ns));
+    s.set(Stage::TcpAck, diff(c.tx_ack_ns, c.tx_soft_ns));
+    let client_kernel_rtt = diff(c.rx_kernel_ns, c.tx_soft_ns);
+    match responder {
+        Some(r) => {
+            s.set(Stage::ResponderRx, diff(Some(r.rx_app_ns), r.rx_kernel_ns));
+            s.set(
+                Stage::ResponderApp,
+                diff(Some(r.tx_app_ns), Some(r.rx_app_ns)),
+            );
+            s.set(Stage::ResponderTx, diff(r.tx_soft_ns, Some(r.tx_app_ns)));
+            let residence = diff(r.tx_soft_ns, r.rx_kernel_ns);
+            s.set(
+                Stage::Network,
+                client_kernel_rtt.and_then(|k| Some(k - residence?)),
+            );
+            if same_clock {
+                s.set(Stage::OneWayForward, diff(r.rx_kernel_ns, c.tx_soft_ns));
+                s.set(Stage::OneWayReturn, diff(c.rx_kernel_ns, r.tx_soft_ns));
+            }
+        }
+        // Without the responder's stamps its time is part of "network".
+        None => s.set(Stage::Network, client_kernel_rtt),
+    }
+    s
+}
+
+/// Checks the order of one side's stamps: send ≤ SCHED ≤ SND, RX_SW ≤ app.
+pub fn client_stamps_monotonic(c: &ClientStamps) -> bool {
+    let sched = c.tx_sched_ns.unwrap_or(c.app_send_ns);
+    let snd = c.tx_soft_ns.unwrap_or(sched);
+    let rx = c.rx_kernel_ns.unwrap_or(c.app_recv_ns);
+    c.app_send_ns <= sched && sched <= snd && rx <= c.app_recv_ns && c.app_send_ns <= c.app_recv_ns
+}
+
+/// Per-stage histograms over many exchanges.
+#[derive(Debug, Clone, Default)]
+pub struct StageStats {
+    hists: [Histogram; 10],
+    /// Intervals that came out negative (stamps out of order): not recorded.
+    pub negative: u64,
+}
+
+/// One stage's summary as reported.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StageSummary {
+    /// The stage.
+    pub stage: Stage,
+    /// Its statistics.
+    #[serde(flatten)]
+    pub summary: Summary,
+}
+
+impl StageStats {
+    /// Records the stages of one exchange.
+    pub fn record(&mut self, stages: &Stages) {
+        for stage in Stage::ALL {
+            match stages.get(stage) {
+                Some(v) if v >= 0 => self.hists[stage as usize].record(v as u64),
+                Some(_) => self.negative += 1,
+                None => {}
+            }
+        }
+    }
+
+    /// Adds another set of statistics.
+    pub fn merge(&mut self, other: &Self) {
+        for (a, b) in self.hists.iter_mut().zip(&other.hists) {
+            a.merge(b);
+        }
+        self.negative += other.negative;
+    }
+
+    /// The histogram of one stage.
+    pub fn histogram(&self, stage: Stage) -> &Histogram {
+        &self.hists[stage as usize]
+    }
+
+    /// Summaries of the stages that have samples, in table order.
+    pub fn summaries(&self) -> Vec<StageSummary> {
+        Stage::ALL
+            .iter()
+            .filter_map(|&stage| {
+                Some(StageSummary {
+                    stage,
+                    summary: self.hists[stage as usize].summary()?,
+                })
+            })
+            .collect()
+    }
+}
+
+/// How the reflector waits for requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReflectorMode {
+    /// Sleeps in poll/recv until a request arrives (the default; pays the
+    /// scheduler's wake-up).
+    Blocking,
+    /// Spins on non-blocking receives (burns a CPU; no wake-up cost).
+    Busy,
+    /// Sleeps until a request arrives, then takes every queued request
+    /// before answering them in one pass.
+    Batch,
+}
+
+/// The echo protocol of a latency session with linerate's reflector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EchoProtocol {
+    /// UDP echo.
+    Udp,
+    /// TCP echo.
+    Tcp,
+}
+
+/// What a client asks of the server's reflector (control protocol).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LatencyParams {
+    /// UDP or TCP.
+    pub protocol: EchoProtocol,
+    /// Request size in bytes.
+    pub size_bytes: u64,
+    /// How the reflector waits.
+    pub mode: ReflectorMode,
+    /// Copy each request before answering.
+    pub copy: bool,
+    /// SO_NO_CHECK on the reflector's socket.
+    pub no_udp_checksum: bool,
+    /// How long the client means to run, at most (the server may refuse more).
+    pub duration_ns: u64,
+}
+
+/// Largest request of a latency session (bytes).
+pub const MAX_REQUEST_BYTES: u64 = 1 << 20;
+
+/// Why a server refuses latency parameters.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LatencyParamsError {
+    /// A request size outside what the protocol carries.
+    #[error("request size {size} B is outside {min}..={max} B for {protocol}")]
+    Size {
+        /// Asked.
+        size: u64,
+        /// Smallest.
+        min: u64,
+        /// Largest.
+        max: u64,
+        /// `udp` or `tcp`.
+        protocol: &'static str,
+    },
+    /// Longer than the server allows.
+    #[error(
+        "a {asked_s:.0} s session exceeds the server's limit of {limit_s:.0} s (--max-duration)"
+    )]
+    TooLong {
+        /// Asked, s.
+        asked_s: f64,
+        /// Allowed, s.
+        limit_s: f64,
+    },
+}
+
+impl LatencyParams {
+    /// Checks the parameters against the protocol and the server's limit.
+    pub fn validate(&self, max_duration_ns: Option<u64>) -> Result<(), LatencyParamsError> {
+        let (min, max, protocol) = match self.protocol {
+            EchoProtocol::Udp => (crate::wire::echo::HEADER_LEN as u64, 65_507, "udp"),
+            EchoProtocol::Tcp => (1, MAX_REQUEST_BYTES, "tcp"),
+        };
+        if !(min..=max).contains(&self.size_bytes) {
+            return Err(LatencyParamsError::Size {
+                size: self.size_bytes,
+                min,
+                max,
+                protocol,
+            });
+        }
+        if let Some(limit) = max_duration_ns {
+            if self.duration_ns > limit {
+                return Err(LatencyParamsError::TooLong {
+                    asked_s: self.duration_ns as f64 / 1e9,
+                    limit_s: limit as f64 / 1e9,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One answered request, on the reflector's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReflectorRecord {
+    /// Sequence number of the request.
+    pub seq: u64,
+    /// Its stamps.
+    pub stamps: ResponderStamps,
+}
+
+/// What a reflector did in a session.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReflectorReport {
+    /// Replies sent.
+    pub replies: u64,
+    /// Requests dropped because their session was not this one.
+    pub unknown_session: u64,
+    /// Datagrams dropped because they were not valid requests.
+    pub malformed: u64,
+    /// Replies the kernel refused to send.
+    pub send_errors: u64,
+    /// Bytes received in valid requests.
+    pub bytes_in: u64,
+    /// Bytes sent in replies (never more than `bytes_in`).
+    pub bytes_out: u64,
+    /// Per-exchange stamps, up to the record limit.
+    pub records: Vec<ReflectorRecord>,
+    /// Exchanges beyond the record limit.
+    pub records_dropped: u64,
+}
+
+/// Schema name of a latency result document.
+pub const SCHEMA: &str = "linerate.latency";
+/// Its version; bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Who answered the probes, which decides the stages that exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Responder {
+    /// linerate's reflector: it returns its own stamps, every stage exists.
+    Reflector,
+    /// A plain echo server (RFC 862): client-side stages only.
+    PlainEcho,
+    /// The peer's kernel (ICMP echo): client-side stages only.
+    Kernel,
+}
+
+/// Sent, answered and lost probes of one run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeCounts {
+    /// Requests sent.
+    pub sent: u64,
+    /// Replies received in time.
+    pub received: u64,
+    /// Requests without a reply within the timeout.
+    pub lost: u64,
+    /// Replies that matched no request in flight (late, duplicate, foreign).
+    pub unexpected: u64,
+}
+
+/// One configuration's result: a row of the seed-style table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyRun {
+    /// The settings that make this row (`reflector-mode=busy`, …).
+    pub settings: Vec<(String, String)>,
+    /// Request size in bytes (UDP/TCP payload, ICMP data).
+    pub size_bytes: u64,
+    /// Probe counts.
+    pub counts: ProbeCounts,
+    /// Exchanges whose request got no transmit stamp.
+    pub missing_tx_stamps: u64,
+    /// Exchanges whose reply got no receive stamp.
+    pub missing_rx_stamps: u64,
+    /// Intervals that came out negative and were left out.
+    pub negative_intervals: u64,
+    /// Per-stage statistics, in table order.
+    pub stages: Vec<StageSummary>,
+    /// Wall time of the run.
+    pub duration_ns: u64,
+}
+
+impl LatencyRun {
+    /// The summary of one stage, if it has samples.
+    pub fn stage(&self, stage: Stage) -> Option<&Summary> {
+        self.stages
+            .iter()
+            .find(|s| s.stage == stage)
+            .map(|s| &s.summary)
+    }
+
+    /// Label of the row: its settings, or "default".
+    pub fn label(&self) -> String {
+        if self.settings.is_empty() {
+            return "default".into();
+        }
+        self.settings
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// A whole `linerate latency` result document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyReport {
+    /// [`SCHEMA`].
+    pub schema: String,
+    /// [`SCHEMA_VERSION`].
+    pub version: u32,
+    /// The responder's address.
+    pub target: String,
+    /// `udp`, `tcp` or `icmp`.
+    pub protocol: String,
+    /// Who answered.
+    pub responder: Responder,
+    /// Clock of every stamp (`CLOCK_REALTIME`).
+    pub clock: String,
+    /// Where stamps came from (software SO_TIMESTAMPING, …).
+    pub timestamp_source: String,
+    /// What the client's device can stamp in hardware, as probed.
+    pub hardware_timestamps: String,
+    /// Client and responder share a clock (one host): one-way delays valid.
+    pub same_clock: bool,
+    /// One entry per configuration.
+    pub runs: Vec<LatencyRun>,
+    /// Conditions that make the figures less trustworthy.
+    pub warnings: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client() -> ClientStamps {
+        ClientStamps {
+            app_send_ns: 1_000,
+            tx_sched_ns: Some(4_000),
+            tx_soft_ns: Some(5_000),
+            tx_ack_ns: None,
+            rx_kernel_ns: Some(40_000),
+            app_recv_ns: 50_000,
+        }
+    }
+
+    /// Responder on a clock 1 s ahead of the client's.
+    fn responder(offset: u64) -> ResponderStamps {
+        ResponderStamps {
+            rx_kernel_ns: Some(offset + 6_000),
+            rx_app_ns: offset + 16_000,
+            tx_app_ns: offset + 17_000,
+            tx_sched_ns: Some(offset + 20_000),
+            tx_soft_ns: Some(offset + 21_000),
+        }
+    }
+
+    #[test]
+    fn stages_add_up_to_the_rtt_whatever_the_clock_offset() {
+        for offset in [0u64, 1_000_000_000, 7] {
+            let s = dissect(&client(), Some(&responder(offset)), false);
+            let parts = [
+                Stage::ClientTx,
+                Stage::ResponderRx,
+                Stage::ResponderApp,
+                Stage::ResponderTx,
+                Stage::Network,
+                Stage::ClientRx,
+            ];
+            let sum: i64 = parts.iter().map(|&p| s.get(p).unwrap()).sum();
+            assert_eq!(sum, s.get(Stage::Rtt).unwrap(), "offset {offset}");
+            assert_eq!(s.get(Stage::ClientTx), Some(4_000));
+            assert_eq!(s.get(Stage::ResponderRx), Some(10_000));
+            assert_eq!(s.get(Stage::ResponderApp), Some(1_000));
+            assert_eq!(s.get(Stage::ResponderTx), Some(4_000));
+            assert_eq!(s.get(Stage::Network), Some(35_000 - 15_000));
+            assert_eq!(s.get(Stage::ClientRx), Some(10_000));
+            assert_eq!(
+                s.get(Stage::OneWayForward),
+                None,
+                "no one-way across clocks"
+            );
+        }
+    }
+
+    #[test]
+    fn one_way_only_on_a_shared_clock() {
+        let s = dissect(&client(), Some(&responder(0)), true);
+        assert_eq!(s.get(Stage::OneWayForward), Some(1_000));
+        assert_eq!(s.get(Stage::OneWayReturn), Some(19_000));
+        // Forward + return + responder residence = client kernel RTT.
+        let residence = 21_000 - 6_000;
+        assert_eq!(1_000 + 19_000 + residence, 40_000 - 5_000);
+    }
+
+    #[test]
+    fn without_responder_stamps_the_client_side_remains() {
+        let s = dissect(&client(), None, true);
+        assert_eq!(s.get(Stage::Network), Some(35_000));
+        assert_eq!(s.get(Stage::ResponderApp), None);
+        assert_eq!(s.get(Stage::OneWayForward), None);
+        let sum = s.get(Stage::ClientTx).unwrap()
+            + s.get(Stage::Network).unwrap()
+            + s.get(Stage::ClientRx).unwrap();
+        assert_eq!(sum, s.get(Stage::Rtt).unwrap());
+    }
+
+    #[test]
+    fn missing_stamps_leave_stages_empty() {
+        let c = ClientStamps {
+            app_send_ns: 10,
+            app_recv_ns: 30,
+            ..ClientStamps::default()
+        };
+        let s = dissect(&c, None, false);
+        assert_eq!(s.get(Stage::Rtt), Some(20));
+        assert_eq!(s.get(Stage::ClientTx), None);
+        assert_eq!(s.get(Stage::Network), None);
+        assert!(client_stamps_monotonic(&c));
+        let bad = ClientStamps {
+            tx_soft_ns: Some(5),
+            ..c
+        };
+        assert!(!client_stamps_monotonic(&bad));
+    }
+
+    #[test]
+    fn stats_record_and_merge() {
+        let s = dissect(&client(), Some(&responder(0)), true);
+        let mut a = StageStats::default();
+        a.record(&s);
+        let mut b = StageStats::default();
+        b.record(&s);
+        b.merge(&a);
+        assert_eq!(b.histogram(Stage::Rtt).count(), 2);
+        let sums = b.summaries();
+        assert_eq!(sums.len(), 9, "no TCP ACK stamp, no ack stage");
+        assert_eq!(sums[0].stage, Stage::ClientTx);
+        let mut neg = Stages::default();
+        neg.set(Stage::Rtt, Some(-1));
+        b.record(&neg);
+        assert_eq!(b.negative, 1);
+    }
+
+    #[test]
+    fn reply_stamps_convert() {
+        let s = ReflectorStamps {
+            rx_kernel_ns: 0,
+            rx_app_ns: 5,
+            tx_app_ns: 6,
+            prev: None,
+        };
+        let r = ResponderStamps::from_reply(&s, None);
+        assert_eq!(r.rx_kernel_ns, None);
+        assert_eq!(r.tx_app_ns, 6);
+    }
+}

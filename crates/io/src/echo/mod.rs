@@ -1,0 +1,192 @@
+//! Request/response probes for `linerate latency`: linerate's reflector (UDP
+//! and TCP), and the clients for it, for plain RFC 862 echo servers, and for
+//! ICMP echo.
+//!
+//! Clocks: the schedule runs on CLOCK_MONOTONIC (`Instant`); every stamp that
+//! goes into a stage is CLOCK_REALTIME ns, because that is the clock of the
+//! kernel's software timestamps and intervals are only ever taken between
+//! stamps of one host's clock.
+
+mod icmp;
+mod remote;
+mod session;
+mod tcp;
+mod udp;
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use linerate_core::latency::ClientStamps;
+pub use linerate_core::latency::{ReflectorMode, ReflectorRecord, ReflectorReport};
+use linerate_core::procedure::pingpong::{Counts, Schedule};
+use linerate_core::wire::echo::ReflectorStamps;
+
+pub use icmp::run_icmp_client;
+pub use remote::{run_remote, serve, RemoteRun};
+pub use session::{
+    run_client, run_client_in, run_with_local_reflector, summarize, Placement, Proto,
+};
+pub use tcp::{run_tcp_client, TcpReflector};
+pub use udp::{run_udp_client, UdpReflector};
+
+/// Why an echo run could not go on.
+#[derive(Debug, thiserror::Error)]
+pub enum EchoIoError {
+    /// A socket call failed.
+    #[error("{what}: {source}")]
+    Socket {
+        /// Which call, on what.
+        what: String,
+        /// The error.
+        source: io::Error,
+    },
+    /// The peer broke the protocol.
+    #[error("protocol: {0}")]
+    Protocol(String),
+}
+
+pub(crate) fn sock_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> EchoIoError {
+    let what = what.into();
+    move |source| EchoIoError::Socket { what, source }
+}
+
+/// How a reflector serves one session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReflectorConfig {
+    /// The session token the requests must carry.
+    pub session: u32,
+    /// How it waits.
+    pub mode: ReflectorMode,
+    /// Copy each request into a separate buffer before answering (seed 004's
+    /// memcpy row).
+    pub copy: bool,
+    /// SO_NO_CHECK on the reflector's socket (UDP over IPv4).
+    pub no_udp_checksum: bool,
+    /// Per-exchange records kept at most (memory bound); beyond, counted only.
+    pub max_records: usize,
+    /// Longest the session may last.
+    pub max_duration: Duration,
+    /// The session ends after this long without a request.
+    pub idle_timeout: Duration,
+}
+
+impl ReflectorConfig {
+    /// Defaults for a session `session`.
+    pub fn new(session: u32) -> Self {
+        Self {
+            session,
+            mode: ReflectorMode::Blocking,
+            copy: false,
+            no_udp_checksum: false,
+            max_records: 1 << 20,
+            max_duration: Duration::from_secs(3600),
+            idle_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// How the client reaches its responder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientConfig {
+    /// The responder.
+    pub target: SocketAddr,
+    /// Session token (linerate reflector); ignored by plain echo servers.
+    pub session: u32,
+    /// Bytes per request (UDP ≥ 16 for linerate's header; TCP ≥ 1).
+    pub size: usize,
+    /// When to send.
+    pub schedule: Schedule,
+    /// Spin on non-blocking receives instead of sleeping.
+    pub spin: bool,
+    /// SO_NO_CHECK on the client's socket.
+    pub no_udp_checksum: bool,
+    /// The responder is a plain echo server (RFC 862) or the kernel (ICMP):
+    /// replies come back unchanged and carry no responder stamps.
+    pub plain_echo: bool,
+}
+
+/// One exchange seen from the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exchange {
+    /// Sequence number.
+    pub seq: u64,
+    /// The client's stamps.
+    pub client: ClientStamps,
+    /// Responder stamps that came inside the reply.
+    pub inline: Option<ReflectorStamps>,
+}
+
+/// A finished client run.
+#[derive(Debug, Clone, Default)]
+pub struct ClientRun {
+    /// Answered exchanges, in order of arrival.
+    pub exchanges: Vec<Exchange>,
+    /// Sent, received, lost, unexpected.
+    pub counts: Counts,
+    /// Exchanges whose request got no transmit stamp.
+    pub missing_tx_stamps: u64,
+    /// Exchanges whose reply got no receive stamp.
+    pub missing_rx_stamps: u64,
+    /// Wall time of the run.
+    pub duration: Duration,
+}
+
+impl ClientRun {
+    /// Fills in transmit stamps that arrived after the exchange completed.
+    fn apply_tx(&mut self, seq_of: impl Fn(u32) -> Option<u64>, stamps: &[crate::stamps::TxStamp]) {
+        use crate::stamps::TxKind;
+        let mut index = std::collections::HashMap::with_capacity(self.exchanges.len());
+        for (i, x) in self.exchanges.iter().enumerate() {
+            index.insert(x.seq, i);
+        }
+        for s in stamps {
+            let Some(seq) = seq_of(s.id) else { continue };
+            let Some(&i) = index.get(&seq) else { continue };
+            let c = &mut self.exchanges[i].client;
+            let v = (s.software_ns != 0).then_some(s.software_ns);
+            match s.kind {
+                TxKind::Sched => c.tx_sched_ns = c.tx_sched_ns.or(v),
+                TxKind::Snd => c.tx_soft_ns = c.tx_soft_ns.or(v),
+                TxKind::Ack => c.tx_ack_ns = c.tx_ack_ns.or(v),
+            }
+        }
+    }
+
+    /// Closes a run: collects the last transmit stamps from `fd`'s error
+    /// queue, matches every stamp to its exchange and counts what is missing.
+    fn finish(
+        mut self,
+        fd: std::os::fd::RawFd,
+        started: std::time::Instant,
+        counts: Counts,
+        mut stamps: Vec<crate::stamps::TxStamp>,
+        seq_of: impl Fn(u32) -> Option<u64>,
+    ) -> Result<Self, EchoIoError> {
+        self.duration = started.elapsed();
+        // Stamps of the last sends may still be on their way.
+        std::thread::sleep(Duration::from_millis(2));
+        crate::sys::timestamping::read_tx_stamps(fd, &mut stamps)
+            .map_err(sock_err("read error queue"))?;
+        self.apply_tx(seq_of, &stamps);
+        self.counts = counts;
+        self.count_missing();
+        Ok(self)
+    }
+
+    fn count_missing(&mut self) {
+        self.missing_tx_stamps = self
+            .exchanges
+            .iter()
+            .filter(|x| x.client.tx_soft_ns.is_none())
+            .count() as u64;
+        self.missing_rx_stamps = self
+            .exchanges
+            .iter()
+            .filter(|x| x.client.rx_kernel_ns.is_none())
+            .count() as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,193 @@
+//! One latency measurement: the client against a responder (in this process
+//! or elsewhere), and its exchanges turned into per-stage statistics.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+
+use linerate_core::latency::{dissect, LatencyRun, ProbeCounts, ResponderStamps, StageStats};
+
+use crate::netns;
+
+use super::{
+    run_icmp_client, run_tcp_client, run_udp_client, ClientConfig, ClientRun, EchoIoError,
+    ReflectorConfig, ReflectorReport, TcpReflector, UdpReflector,
+};
+
+/// The probe protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proto {
+    /// UDP echo.
+    Udp,
+    /// TCP echo (1 byte by default).
+    Tcp,
+    /// ICMP echo.
+    Icmp,
+}
+
+impl Proto {
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Udp => "udp",
+            Self::Tcp => "tcp",
+            Self::Icmp => "icmp",
+        }
+    }
+}
+
+/// Runs the client against an existing responder.
+pub fn run_client(proto: Proto, cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
+    match proto {
+        Proto::Udp => run_udp_client(cfg),
+        Proto::Tcp => run_tcp_client(cfg),
+        Proto::Icmp => run_icmp_client(cfg),
+    }
+}
+
+/// Where the two ends of an in-process run live: network namespaces by
+/// name (`None`: the caller's namespace).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// Namespace of the reflector's thread.
+    pub reflector_ns: Option<String>,
+    /// Namespace of the client's thread.
+    pub client_ns: Option<String>,
+}
+
+/// Runs a linerate reflector on `bind` (port 0: any) and the client against
+/// it, both in this process, each on a thread in its namespace; both ends
+/// stamp with this host's clock.
+pub fn run_with_local_reflector(
+    proto: Proto,
+    bind: SocketAddr,
+    reflector: ReflectorConfig,
+    client: &ClientConfig,
+    place: &Placement,
+) -> Result<(ClientRun, ReflectorReport), EchoIoError> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (addr_tx, addr_rx) = mpsc::channel::<Result<SocketAddr, EchoIoError>>();
+    let s = stop.clone();
+    let reflector_thread =
+        netns::spawn_in(place.reflector_ns.as_deref(), "lr-reflector", move || {
+            let started = match proto {
+                Proto::Udp => UdpReflector::bind(bind, reflector).and_then(|r| {
+                    let a = r.local_addr().map_err(super::sock_err("getsockname"))?;
+                    Ok((a, Either::Udp(r)))
+                }),
+                Proto::Tcp => TcpReflector::bind(bind, reflector).and_then(|r| {
+                    let a = r.local_addr().map_err(super::sock_err("getsockname"))?;
+                    Ok((a, Either::Tcp(r)))
+                }),
+                Proto::Icmp => Err(EchoIoError::Protocol(
+                    "ICMP is answered by the kernel, not by a reflector".into(),
+                )),
+            };
+            match started {
+                Ok((a, r)) => {
+                    let _ = addr_tx.send(Ok(a));
+                    match r {
+                        Either::Udp(r) => r.run(&s),
+                        Either::Tcp(r) => r.run(&s),
+                    }
+                }
+                Err(e) => {
+                    let _ = addr_tx.send(Err(EchoIoError::Protocol(e.to_string())));
+                    Err(e)
+                }
+            }
+        })
+        .map_err(|e| EchoIoError::Protocol(e.to_string()))?;
+    let join_reflector = |h: std::thread::JoinHandle<
+        Result<Result<ReflectorReport, EchoIoError>, netns::NetnsError>,
+    >| {
+        h.join()
+            .map_err(|_| EchoIoError::Protocol("the reflector thread panicked".into()))?
+            .map_err(|e| EchoIoError::Protocol(e.to_string()))?
+    };
+    let addr = match addr_rx.recv() {
+        Ok(Ok(a)) => a,
+        Ok(Err(e)) => {
+            let _ = join_reflector(reflector_thread);
+            return Err(e);
+        }
+        Err(_) => {
+            // The thread ended before binding: entering the namespace failed.
+            join_reflector(reflector_thread)?;
+            return Err(EchoIoError::Protocol("the reflector did not start".into()));
+        }
+    };
+    let mut cfg = *client;
+    cfg.target = addr;
+    let client_thread = netns::spawn_in(place.client_ns.as_deref(), "lr-echo-client", move || {
+        run_client(proto, &cfg)
+    })
+    .map_err(|e| EchoIoError::Protocol(e.to_string()));
+    let run = client_thread.and_then(|h| {
+        h.join()
+            .map_err(|_| EchoIoError::Protocol("the client thread panicked".into()))?
+            .map_err(|e| EchoIoError::Protocol(e.to_string()))?
+    });
+    stop.store(true, Ordering::Relaxed);
+    let report = join_reflector(reflector_thread)?;
+    Ok((run?, report))
+}
+
+/// Runs the client alone (ICMP, plain echo, a remote reflector) on a thread
+/// in namespace `ns`.
+pub fn run_client_in(
+    proto: Proto,
+    cfg: &ClientConfig,
+    ns: Option<&str>,
+) -> Result<ClientRun, EchoIoError> {
+    let cfg = *cfg;
+    netns::spawn_in(ns, "lr-echo-client", move || run_client(proto, &cfg))
+        .map_err(|e| EchoIoError::Protocol(e.to_string()))?
+        .join()
+        .map_err(|_| EchoIoError::Protocol("the client thread panicked".into()))?
+        .map_err(|e| EchoIoError::Protocol(e.to_string()))?
+}
+
+enum Either {
+    Udp(UdpReflector),
+    Tcp(TcpReflector),
+}
+
+/// Turns a client run and the responder's records into one result row.
+pub fn summarize(
+    settings: Vec<(String, String)>,
+    size_bytes: u64,
+    run: &ClientRun,
+    reflector: Option<&ReflectorReport>,
+    same_clock: bool,
+) -> LatencyRun {
+    let records: HashMap<u64, ResponderStamps> = reflector
+        .map(|r| r.records.iter().map(|x| (x.seq, x.stamps)).collect())
+        .unwrap_or_default();
+    let mut stats = StageStats::default();
+    for x in &run.exchanges {
+        // Prefer the complete record from the end of the run; fall back to
+        // the stamps that came inside the reply.
+        let responder = records
+            .get(&x.seq)
+            .copied()
+            .or_else(|| x.inline.map(|s| ResponderStamps::from_reply(&s, None)));
+        stats.record(&dissect(&x.client, responder.as_ref(), same_clock));
+    }
+    LatencyRun {
+        settings,
+        size_bytes,
+        counts: ProbeCounts {
+            sent: run.counts.sent,
+            received: run.counts.received,
+            lost: run.counts.lost,
+            unexpected: run.counts.unexpected,
+        },
+        missing_tx_stamps: run.missing_tx_stamps,
+        missing_rx_stamps: run.missing_rx_stamps,
+        negative_intervals: stats.negative,
+        stages: stats.summaries(),
+        duration_ns: u64::try_from(run.duration.as_nanos()).unwrap_or(u64::MAX),
+    }
+}

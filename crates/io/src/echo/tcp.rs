@@ -1,0 +1,310 @@
+//! TCP echo (seed 001's 1-byte TCP echo): linerate's reflector and the client.
+//!
+//! The connection opens with a 16-byte hello (an echo request header whose
+//! sequence field carries the request size), so the reflector answers only
+//! sessions opened over the control connection. After it, requests and
+//! replies are `size` raw bytes each (1 byte by default), sent with
+//! TCP_NODELAY; the reflector's stamps come back at the end of the run,
+//! since a 1-byte reply has no room for them.
+
+use std::io::{self, Read as _, Write as _};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use linerate_core::latency::{ClientStamps, ResponderStamps};
+use linerate_core::procedure::pingpong::{Action, PingPong, ReplyVerdict};
+use linerate_core::wire::echo::{self, Kind, Packet};
+
+use super::udp::warm_up_stamps;
+use super::{
+    sock_err, ClientConfig, ClientRun, EchoIoError, Exchange, ReflectorConfig, ReflectorMode,
+    ReflectorRecord, ReflectorReport,
+};
+use crate::stamps::{self, realtime_ns, TxKind, TxStamp, Want};
+use crate::sys::{sock, timestamping};
+
+/// Largest request a TCP session may use.
+const MAX_TCP_REQUEST: usize = 1 << 20;
+
+/// linerate's TCP reflector for one session.
+#[derive(Debug)]
+pub struct TcpReflector {
+    listener: TcpListener,
+    cfg: ReflectorConfig,
+}
+
+impl TcpReflector {
+    /// Binds the reflector's listening socket.
+    pub fn bind(addr: SocketAddr, cfg: ReflectorConfig) -> Result<Self, EchoIoError> {
+        let listener = TcpListener::bind(addr).map_err(sock_err(format!("bind TCP {addr}")))?;
+        Ok(Self { listener, cfg })
+    }
+
+    /// Where the client connects.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Accepts connections until one opens this session, then echoes on it
+    /// until the client closes, `stop` is set, or a time limit passes.
+    pub fn run(self, stop: &AtomicBool) -> Result<ReflectorReport, EchoIoError> {
+        let cfg = self.cfg;
+        let start = Instant::now();
+        let mut report = ReflectorReport::default();
+        let lfd = self.listener.as_raw_fd();
+        let stream = loop {
+            if stop.load(Ordering::Relaxed) || start.elapsed() >= cfg.idle_timeout {
+                return Ok(report);
+            }
+            if !sock::poll_readable(lfd, Duration::from_millis(50)).map_err(sock_err("poll"))? {
+                continue;
+            }
+            let (s, _) = self.listener.accept().map_err(sock_err("accept"))?;
+            s.set_read_timeout(Some(Duration::from_secs(2)))
+                .map_err(sock_err("SO_RCVTIMEO"))?;
+            let mut hello = [0u8; echo::HEADER_LEN];
+            let ok = (&s).read_exact(&mut hello).is_ok();
+            match Packet::new_checked(&hello[..]) {
+                Ok(p) if ok && p.kind() == Ok(Kind::Request) && p.session() == cfg.session => {
+                    let size = usize::try_from(p.seq()).unwrap_or(0);
+                    if (1..=MAX_TCP_REQUEST).contains(&size) {
+                        break (s, size);
+                    }
+                    report.malformed += 1;
+                }
+                Ok(_) if ok => report.unknown_session += 1,
+                _ => report.malformed += 1,
+            }
+        };
+        let (stream, size) = stream;
+        stream.set_nodelay(true).map_err(sock_err("TCP_NODELAY"))?;
+        stream
+            .set_read_timeout(None)
+            .map_err(sock_err("SO_RCVTIMEO"))?;
+        let fd = stream.as_raw_fd();
+        stamps::enable(fd, Want::RxTx).map_err(sock_err("setsockopt SO_TIMESTAMPING"))?;
+        let mut buf = vec![0u8; size];
+        let mut copy_buf = if cfg.copy {
+            vec![0u8; size]
+        } else {
+            Vec::new()
+        };
+        let mut tx: Vec<TxStamp> = Vec::new();
+        let mut seq = 0u64;
+        let mut last = Instant::now();
+        'session: while !stop.load(Ordering::Relaxed)
+            && start.elapsed() < cfg.max_duration
+            && last.elapsed() < cfg.idle_timeout
+        {
+            // Read one whole request; the receive stamp of its last segment
+            // is the one that matters.
+            let mut got = 0;
+            let mut rx_kernel = 0;
+            while got < size {
+                let flags = match cfg.mode {
+                    ReflectorMode::Busy => libc::MSG_DONTWAIT,
+                    ReflectorMode::Blocking | ReflectorMode::Batch => {
+                        if !sock::poll_readable(fd, Duration::from_millis(50))
+                            .map_err(sock_err("poll"))?
+                        {
+                            if stop.load(Ordering::Relaxed) || last.elapsed() >= cfg.idle_timeout {
+                                break 'session;
+                            }
+                            continue;
+                        }
+                        libc::MSG_DONTWAIT
+                    }
+                };
+                match timestamping::recv(fd, &mut buf[got..], flags) {
+                    Ok(m) if m.len == 0 => break 'session,
+                    Ok(m) => {
+                        got += m.len;
+                        if m.software_ns != 0 {
+                            rx_kernel = m.software_ns;
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        if stop.load(Ordering::Relaxed) || last.elapsed() >= cfg.idle_timeout {
+                            break 'session;
+                        }
+                        std::hint::spin_loop();
+                    }
+                    Err(_) => break 'session,
+                }
+            }
+            let rx_app = realtime_ns();
+            last = Instant::now();
+            report.bytes_in += size as u64;
+            let out: &[u8] = if cfg.copy {
+                copy_buf.copy_from_slice(&buf);
+                &copy_buf
+            } else {
+                &buf
+            };
+            let tx_app = realtime_ns();
+            if (&stream).write_all(out).is_err() {
+                report.send_errors += 1;
+                break;
+            }
+            report.replies += 1;
+            report.bytes_out += size as u64;
+            if report.records.len() < cfg.max_records {
+                report.records.push(ReflectorRecord {
+                    seq,
+                    stamps: ResponderStamps {
+                        rx_kernel_ns: (rx_kernel != 0).then_some(rx_kernel),
+                        rx_app_ns: rx_app,
+                        tx_app_ns: tx_app,
+                        tx_sched_ns: None,
+                        tx_soft_ns: None,
+                    },
+                });
+            } else {
+                report.records_dropped += 1;
+            }
+            seq += 1;
+            timestamping::read_tx_stamps(fd, &mut tx).map_err(sock_err("read error queue"))?;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+        timestamping::read_tx_stamps(fd, &mut tx).map_err(sock_err("read error queue"))?;
+        apply_reflector_tx(&mut report.records, &tx, size);
+        Ok(report)
+    }
+}
+
+/// The exchange a TCP OPT_ID (byte offset of the last byte of a write,
+/// counted from when stamping was enabled) belongs to.
+fn exchange_of_byte(id: u32, size: usize) -> Option<u64> {
+    let end = u64::from(id) + 1;
+    let size = size as u64;
+    (end % size == 0).then(|| end / size - 1)
+}
+
+fn apply_reflector_tx(records: &mut [ReflectorRecord], tx: &[TxStamp], size: usize) {
+    for s in tx {
+        let Some(seq) = exchange_of_byte(s.id, size) else {
+            continue;
+        };
+        let Some(r) = usize::try_from(seq).ok().and_then(|i| records.get_mut(i)) else {
+            continue;
+        };
+        let v = (s.software_ns != 0).then_some(s.software_ns);
+        match s.kind {
+            TxKind::Sched => r.stamps.tx_sched_ns = v,
+            TxKind::Snd => r.stamps.tx_soft_ns = v,
+            TxKind::Ack => {}
+        }
+    }
+}
+
+/// Runs the client side of a TCP echo test (linerate reflector, or with
+/// `plain_echo` any RFC 862 TCP echo server).
+pub fn run_tcp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
+    if cfg.size == 0 || cfg.size > MAX_TCP_REQUEST {
+        return Err(EchoIoError::Protocol(format!(
+            "TCP request size {} is outside 1..={MAX_TCP_REQUEST}",
+            cfg.size
+        )));
+    }
+    let stream = TcpStream::connect_timeout(&cfg.target, Duration::from_secs(3))
+        .map_err(sock_err(format!("connect TCP {}", cfg.target)))?;
+    stream.set_nodelay(true).map_err(sock_err("TCP_NODELAY"))?;
+    if !cfg.plain_echo {
+        let mut hello = [0u8; echo::HEADER_LEN];
+        Packet::new_unchecked(&mut hello[..]).emit_request(cfg.session, cfg.size as u64);
+        (&stream)
+            .write_all(&hello)
+            .map_err(sock_err("send hello"))?;
+    }
+    let fd = stream.as_raw_fd();
+    stamps::enable(fd, Want::RxTxAck).map_err(sock_err("setsockopt SO_TIMESTAMPING"))?;
+    warm_up_stamps();
+    let req: Vec<u8> = (0..cfg.size).map(|i| b'a' + (i % 26) as u8).collect();
+    let mut reply = vec![0u8; cfg.size];
+    let mut pp = PingPong::new(cfg.schedule);
+    let mono0 = Instant::now();
+    let now = || u64::try_from(mono0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let mut app_sends: std::collections::VecDeque<(u64, u64)> = Default::default();
+    let mut tx: Vec<TxStamp> = Vec::new();
+    let mut run = ClientRun::default();
+    let mut got = 0usize;
+    let mut rx_kernel = 0u64;
+    loop {
+        match pp.poll(now()) {
+            Action::Send { seq } => {
+                let app_send = realtime_ns();
+                (&stream).write_all(&req).map_err(sock_err("send"))?;
+                pp.on_sent(now(), seq);
+                app_sends.push_back((seq, app_send));
+                timestamping::read_tx_stamps(fd, &mut tx).map_err(sock_err("read error queue"))?;
+            }
+            Action::Done => break,
+            Action::Wait => {
+                let t = now();
+                let wait = Duration::from_nanos(pp.next_wakeup(t).unwrap_or(t).saturating_sub(t));
+                let flags = if cfg.spin {
+                    libc::MSG_DONTWAIT
+                } else {
+                    if !sock::poll_readable(fd, wait).map_err(sock_err("poll"))? {
+                        continue;
+                    }
+                    libc::MSG_DONTWAIT
+                };
+                match timestamping::recv(fd, &mut reply[got..], flags) {
+                    Ok(m) if m.len == 0 => {
+                        return Err(EchoIoError::Protocol(
+                            "the responder closed the connection".into(),
+                        ))
+                    }
+                    Ok(m) => {
+                        got += m.len;
+                        if m.software_ns != 0 {
+                            rx_kernel = m.software_ns;
+                        }
+                        if got == cfg.size {
+                            let app_recv = realtime_ns();
+                            got = 0;
+                            if let Some((seq, app_send)) = app_sends.pop_front() {
+                                if pp.on_reply(now(), seq) == ReplyVerdict::Fresh {
+                                    run.exchanges.push(Exchange {
+                                        seq,
+                                        client: ClientStamps {
+                                            app_send_ns: app_send,
+                                            rx_kernel_ns: (rx_kernel != 0).then_some(rx_kernel),
+                                            app_recv_ns: app_recv,
+                                            ..ClientStamps::default()
+                                        },
+                                        inline: None,
+                                    });
+                                }
+                            }
+                            rx_kernel = 0;
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::hint::spin_loop(),
+                    Err(e) => return Err(sock_err("recvmsg")(e)),
+                }
+            }
+        }
+    }
+    let size = cfg.size;
+    run.finish(fd, mono0, pp.counts(), tx, move |id| {
+        exchange_of_byte(id, size)
+    })
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn tcp_opt_id_maps_to_exchanges() {
+        assert_eq!(exchange_of_byte(0, 1), Some(0));
+        assert_eq!(exchange_of_byte(9, 1), Some(9));
+        assert_eq!(exchange_of_byte(63, 64), Some(0));
+        assert_eq!(exchange_of_byte(127, 64), Some(1));
+        assert_eq!(exchange_of_byte(100, 64), None);
+    }
+}

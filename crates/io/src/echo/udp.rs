@@ -1,0 +1,419 @@
+//! UDP echo: linerate's reflector and the client.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use linerate_core::latency::{ClientStamps, ResponderStamps};
+use linerate_core::procedure::pingpong::{Action, PingPong, ReplyVerdict};
+use linerate_core::wire::echo::{self, Kind, Packet, ReflectorStamps, TxStamps};
+
+use super::{
+    sock_err, ClientConfig, ClientRun, EchoIoError, Exchange, ReflectorConfig, ReflectorMode,
+    ReflectorRecord, ReflectorReport,
+};
+use crate::stamps::{self, realtime_ns, RxMeta, TxKind, TxStamp, Want};
+use crate::sys::{sock, timestamping};
+
+/// Largest UDP payload.
+const MAX_DATAGRAM: usize = 65_536;
+/// Requests taken in one pass in batch mode.
+const BATCH: usize = 64;
+
+/// linerate's UDP reflector for one session.
+#[derive(Debug)]
+pub struct UdpReflector {
+    sock: UdpSocket,
+    cfg: ReflectorConfig,
+}
+
+/// Transmit stamps of replies, matched to their records by OPT_ID.
+#[derive(Debug, Default)]
+struct TxTracker {
+    next_id: u32,
+    pending: VecDeque<(u32, Option<usize>, u64)>,
+    last_complete: Option<TxStamps>,
+    scratch: Vec<TxStamp>,
+}
+
+impl TxTracker {
+    fn sent(&mut self, record: Option<usize>, seq: u64) {
+        self.pending.push_back((self.next_id, record, seq));
+        self.next_id = self.next_id.wrapping_add(1);
+        // Bound memory if the kernel never stamps (e.g. stamping refused).
+        while self.pending.len() > 4096 {
+            self.pending.pop_front();
+        }
+    }
+
+    fn drain(&mut self, fd: i32, records: &mut [ReflectorRecord]) -> io::Result<()> {
+        self.scratch.clear();
+        timestamping::read_tx_stamps(fd, &mut self.scratch)?;
+        for s in &self.scratch {
+            let Some(&(_, rec, seq)) = self.pending.iter().find(|(id, _, _)| *id == s.id) else {
+                continue;
+            };
+            let v = (s.software_ns != 0).then_some(s.software_ns);
+            if let Some(r) = rec.and_then(|i| records.get_mut(i)) {
+                match s.kind {
+                    TxKind::Sched => r.stamps.tx_sched_ns = v,
+                    TxKind::Snd => r.stamps.tx_soft_ns = v,
+                    TxKind::Ack => {}
+                }
+            }
+            if s.kind == TxKind::Snd {
+                let sched = rec
+                    .and_then(|i| records.get(i))
+                    .and_then(|r| r.stamps.tx_sched_ns)
+                    .unwrap_or(0);
+                self.last_complete = Some(TxStamps {
+                    seq,
+                    tx_sched_ns: sched,
+                    tx_soft_ns: s.software_ns,
+                });
+                while self.pending.front().is_some_and(|&(id, _, _)| id != s.id) {
+                    self.pending.pop_front();
+                }
+                self.pending.pop_front();
+            }
+        }
+        Ok(())
+    }
+}
+
+impl UdpReflector {
+    /// Binds the reflector's socket.
+    pub fn bind(addr: SocketAddr, cfg: ReflectorConfig) -> Result<Self, EchoIoError> {
+        let sock = UdpSocket::bind(addr).map_err(sock_err(format!("bind UDP {addr}")))?;
+        stamps::enable(sock.as_raw_fd(), Want::RxTx)
+            .map_err(sock_err("setsockopt SO_TIMESTAMPING"))?;
+        if cfg.no_udp_checksum {
+            timestamping::set_no_check(sock.as_raw_fd(), true)
+                .map_err(sock_err("setsockopt SO_NO_CHECK"))?;
+        }
+        // Blocking receives wake up at least this often to notice `stop`.
+        sock.set_read_timeout(Some(Duration::from_millis(50)))
+            .map_err(sock_err("setsockopt SO_RCVTIMEO"))?;
+        Ok(Self { sock, cfg })
+    }
+
+    /// Where clients send requests.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.sock.local_addr()
+    }
+
+    /// Serves until `stop` is set, the session is idle for its idle timeout,
+    /// or its maximum duration passes.
+    pub fn run(self, stop: &AtomicBool) -> Result<ReflectorReport, EchoIoError> {
+        let fd = self.sock.as_raw_fd();
+        let cfg = self.cfg;
+        let start = Instant::now();
+        let mut last_request = start;
+        let mut report = ReflectorReport::default();
+        let mut tx = TxTracker::default();
+        let mut bufs: Vec<Vec<u8>> = vec![vec![0u8; MAX_DATAGRAM]];
+        if cfg.mode == ReflectorMode::Batch {
+            bufs.resize_with(BATCH, || vec![0u8; MAX_DATAGRAM]);
+        }
+        let mut copy_buf = if cfg.copy {
+            vec![0u8; MAX_DATAGRAM]
+        } else {
+            Vec::new()
+        };
+        let mut batch: Vec<(usize, RxMeta, u64)> = Vec::with_capacity(BATCH);
+        while !stop.load(Ordering::Relaxed)
+            && start.elapsed() < cfg.max_duration
+            && last_request.elapsed() < cfg.idle_timeout
+        {
+            batch.clear();
+            let first = match cfg.mode {
+                ReflectorMode::Busy => {
+                    match timestamping::recv(fd, &mut bufs[0], libc::MSG_DONTWAIT) {
+                        Ok(m) => m,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            tx.drain(fd, &mut report.records)
+                                .map_err(sock_err("read error queue"))?;
+                            std::hint::spin_loop();
+                            continue;
+                        }
+                        Err(e) => return Err(sock_err("recvmsg")(e)),
+                    }
+                }
+                ReflectorMode::Blocking | ReflectorMode::Batch => {
+                    // A blocking receive with a receive timeout (set at bind)
+                    // wakes straight into the request; the error queue is
+                    // drained after the reply, off the critical path.
+                    match timestamping::recv(fd, &mut bufs[0], 0) {
+                        Ok(m) => m,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            tx.drain(fd, &mut report.records)
+                                .map_err(sock_err("read error queue"))?;
+                            continue;
+                        }
+                        Err(e) => return Err(sock_err("recvmsg")(e)),
+                    }
+                }
+            };
+            batch.push((0, first, realtime_ns()));
+            if cfg.mode == ReflectorMode::Batch {
+                while batch.len() < BATCH {
+                    let i = batch.len();
+                    match timestamping::recv(fd, &mut bufs[i], libc::MSG_DONTWAIT) {
+                        Ok(m) => batch.push((i, m, realtime_ns())),
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) => return Err(sock_err("recvmsg")(e)),
+                    }
+                }
+            }
+            for &(i, meta, rx_app) in &batch {
+                let len = meta.len.min(bufs[i].len());
+                if meta.truncated {
+                    report.malformed += 1;
+                    continue;
+                }
+                let seq = match Packet::new_checked(&bufs[i][..len]) {
+                    Ok(p) if p.kind() == Ok(Kind::Request) => {
+                        if p.session() != cfg.session {
+                            report.unknown_session += 1;
+                            continue;
+                        }
+                        p.seq()
+                    }
+                    _ => {
+                        report.malformed += 1;
+                        continue;
+                    }
+                };
+                let Some(from) = meta.from else {
+                    report.malformed += 1;
+                    continue;
+                };
+                last_request = Instant::now();
+                report.bytes_in += len as u64;
+                let out: &mut [u8] = if cfg.copy {
+                    copy_buf[..len].copy_from_slice(&bufs[i][..len]);
+                    &mut copy_buf[..len]
+                } else {
+                    &mut bufs[i][..len]
+                };
+                let tx_app = realtime_ns();
+                let inline = ReflectorStamps {
+                    rx_kernel_ns: meta.software_ns,
+                    rx_app_ns: rx_app,
+                    tx_app_ns: tx_app,
+                    prev: tx.last_complete,
+                };
+                Packet::new_unchecked(&mut *out).make_reply(&inline);
+                // A reply is the request, same length: never more bytes out
+                // than in.
+                match sock::send_to(fd, out, from) {
+                    Ok(n) => {
+                        report.replies += 1;
+                        report.bytes_out += n as u64;
+                        let rec = if report.records.len() < cfg.max_records {
+                            report.records.push(ReflectorRecord {
+                                seq,
+                                stamps: ResponderStamps {
+                                    rx_kernel_ns: (meta.software_ns != 0)
+                                        .then_some(meta.software_ns),
+                                    rx_app_ns: rx_app,
+                                    tx_app_ns: tx_app,
+                                    tx_sched_ns: None,
+                                    tx_soft_ns: None,
+                                },
+                            });
+                            Some(report.records.len() - 1)
+                        } else {
+                            report.records_dropped += 1;
+                            None
+                        };
+                        tx.sent(rec, seq);
+                    }
+                    // A client that went away (ICMP unreachable) or a full
+                    // queue: the request counts as unanswered, the session
+                    // goes on.
+                    Err(_) => report.send_errors += 1,
+                }
+            }
+            tx.drain(fd, &mut report.records)
+                .map_err(sock_err("read error queue"))?;
+        }
+        // Last transmit stamps.
+        std::thread::sleep(Duration::from_millis(2));
+        tx.drain(fd, &mut report.records)
+            .map_err(sock_err("read error queue"))?;
+        Ok(report)
+    }
+}
+
+/// Runs the client side of a UDP echo test against `cfg.target`.
+pub fn run_udp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
+    if cfg.size < echo::HEADER_LEN || cfg.size > MAX_DATAGRAM - 8 {
+        return Err(EchoIoError::Protocol(format!(
+            "UDP request size {} is outside {}..={}",
+            cfg.size,
+            echo::HEADER_LEN,
+            MAX_DATAGRAM - 8
+        )));
+    }
+    let local: SocketAddr = match cfg.target {
+        SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    let sock = UdpSocket::bind(local).map_err(sock_err("bind UDP client"))?;
+    sock.connect(cfg.target)
+        .map_err(sock_err(format!("connect UDP {}", cfg.target)))?;
+    let fd = sock.as_raw_fd();
+    stamps::enable(fd, Want::RxTx).map_err(sock_err("setsockopt SO_TIMESTAMPING"))?;
+    if cfg.no_udp_checksum {
+        timestamping::set_no_check(fd, true).map_err(sock_err("setsockopt SO_NO_CHECK"))?;
+    }
+    warm_up_stamps();
+    let mut req = vec![0u8; cfg.size];
+    for (i, b) in req.iter_mut().enumerate().skip(echo::HEADER_LEN) {
+        *b = (i % 251) as u8;
+    }
+    let mut reply = vec![0u8; MAX_DATAGRAM];
+    let mut pp = PingPong::new(cfg.schedule);
+    let mono0 = Instant::now();
+    let now = || u64::try_from(mono0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let mut sent_at: HashMap<u64, (u64, u32)> = HashMap::new();
+    let mut id_to_seq: HashMap<u32, u64> = HashMap::new();
+    let mut next_id: u32 = 0;
+    let mut tx_stamps: Vec<TxStamp> = Vec::new();
+    let mut run = ClientRun::default();
+    let mut rcv_timeout_ms = 0u128;
+    loop {
+        match pp.poll(now()) {
+            Action::Send { seq } => {
+                // Collect the previous requests' transmit stamps now, between
+                // exchanges, where the syscall delays no measured interval.
+                timestamping::read_tx_stamps(fd, &mut tx_stamps)
+                    .map_err(sock_err("read error queue"))?;
+                Packet::new_unchecked(&mut req[..]).emit_request(cfg.session, seq);
+                let app_send = realtime_ns();
+                match sock.send(&req) {
+                    Ok(_) => {
+                        pp.on_sent(now(), seq);
+                        sent_at.insert(seq, (app_send, next_id));
+                        id_to_seq.insert(next_id, seq);
+                        next_id = next_id.wrapping_add(1);
+                    }
+                    // ECONNREFUSED from an earlier ICMP unreachable: the
+                    // probe is lost, the run goes on.
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                        pp.on_sent(now(), seq);
+                    }
+                    Err(e) => return Err(sock_err("send")(e)),
+                }
+            }
+            Action::Done => break,
+            Action::Wait => {
+                let t = now();
+                let wake = pp.next_wakeup(t).unwrap_or(t);
+                let wait = Duration::from_nanos(wake.saturating_sub(t));
+                // Receive one datagram with `flags`; false when none was there.
+                let mut take = |flags: libc::c_int,
+                                pp: &mut PingPong|
+                 -> Result<bool, EchoIoError> {
+                    match timestamping::recv(fd, &mut reply, flags) {
+                        Ok(meta) => {
+                            let app_recv = realtime_ns();
+                            on_reply(cfg, &reply, meta, app_recv, now(), pp, &sent_at, &mut run);
+                            Ok(true)
+                        }
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                io::ErrorKind::WouldBlock | io::ErrorKind::ConnectionRefused
+                            ) =>
+                        {
+                            Ok(false)
+                        }
+                        Err(e) => Err(sock_err("recvmsg")(e)),
+                    }
+                };
+                if cfg.spin {
+                    let until = Instant::now() + wait;
+                    while !take(libc::MSG_DONTWAIT, &mut pp)? && Instant::now() < until {
+                        std::hint::spin_loop();
+                    }
+                } else if pp.in_flight() == 0 {
+                    // Nothing to wait for but the next send slot.
+                    std::thread::sleep(wait);
+                } else if cfg.schedule.max_in_flight <= 1 {
+                    // Strict ping-pong: sleep in the receive itself, so the
+                    // reply wakes the thread straight into recvmsg (one
+                    // syscall, as a plain blocking client would do). The
+                    // timeout only bounds the wait for a lost reply; it is
+                    // set when it changes by a millisecond or more.
+                    let ms = wait.as_millis().max(1);
+                    if ms != rcv_timeout_ms {
+                        sock.set_read_timeout(Some(Duration::from_millis(ms as u64)))
+                            .map_err(sock_err("setsockopt SO_RCVTIMEO"))?;
+                        rcv_timeout_ms = ms;
+                    }
+                    take(0, &mut pp)?;
+                } else if sock::poll_readable(fd, wait).map_err(sock_err("poll"))? {
+                    while take(libc::MSG_DONTWAIT, &mut pp)? {}
+                }
+            }
+        }
+    }
+    run.finish(fd, mono0, pp.counts(), tx_stamps, |id| {
+        id_to_seq.get(&id).copied()
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn on_reply(
+    cfg: &ClientConfig,
+    buf: &[u8],
+    meta: RxMeta,
+    app_recv: u64,
+    now: u64,
+    pp: &mut PingPong,
+    sent_at: &HashMap<u64, (u64, u32)>,
+    run: &mut ClientRun,
+) {
+    let len = meta.len.min(buf.len());
+    let Ok(p) = Packet::new_checked(&buf[..len]) else {
+        return;
+    };
+    let expected_kind = if cfg.plain_echo {
+        Kind::Request
+    } else {
+        Kind::Reply
+    };
+    if p.kind() != Ok(expected_kind) || p.session() != cfg.session || len != cfg.size {
+        return;
+    }
+    let seq = p.seq();
+    if pp.on_reply(now, seq) != ReplyVerdict::Fresh {
+        return;
+    }
+    let Some(&(app_send, _)) = sent_at.get(&seq) else {
+        return;
+    };
+    run.exchanges.push(Exchange {
+        seq,
+        client: ClientStamps {
+            app_send_ns: app_send,
+            tx_sched_ns: None,
+            tx_soft_ns: None,
+            tx_ack_ns: None,
+            rx_kernel_ns: (meta.software_ns != 0).then_some(meta.software_ns),
+            app_recv_ns: app_recv,
+        },
+        inline: if cfg.plain_echo { None } else { p.stamps() },
+    });
+}
+
+/// Receive stamping is switched on by the kernel through a deferred
+/// static-key update; give it a moment so the first probes are stamped.
+pub(crate) fn warm_up_stamps() {
+    std::thread::sleep(Duration::from_millis(20));
+}

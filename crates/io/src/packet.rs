@@ -1,0 +1,565 @@
+//! Raw-frame generator and receiver on AF_PACKET sockets (packet(7)).
+//!
+//! * [`Generator`]: `sendmmsg` batches of up to 64 test frames on one
+//!   interface, paced to an offered rate by a token bucket on
+//!   `CLOCK_MONOTONIC` (the long-term rate is exact; frames leave in small
+//!   bursts of up to one batch when the thread wakes up late). It counts only
+//!   the frames the kernel **accepted**: a short `sendmmsg` count or ENOBUFS
+//!   (a full qdisc or device queue) means those frames were not sent, and
+//!   they are sent again later with the same sequence numbers; the report
+//!   counts the short batches and errors. The offered rate it reports is
+//!   accepted frames over the time from the first send to the return of the
+//!   last one. By default frames pass the qdisc, so a tc link emulator (tbf)
+//!   shapes them; `PACKET_QDISC_BYPASS` is an option that is **refused on an
+//!   interface with a shaping qdisc** (it would skip the emulated link:
+//!   `../shared/research/linux-probe.md` §4).
+//! * [`Receiver`]: `recvmmsg` batches of IPv4 frames on one interface,
+//!   parsed with the core test-frame view; non-test frames are counted and
+//!   ignored; test frames go to a [`RxTally`] (loss, reorder, duplicates,
+//!   latency per stream).
+//!
+//! Clock: `CLOCK_REALTIME` at both ends. The generator reads it in user space
+//! just before the `sendmmsg` that carries the frame (one stamp per batch);
+//! the receiver takes the kernel's software receive timestamp
+//! (`SO_TIMESTAMPNS`, taken when the frame enters the receiving interface's
+//! stack), and only if a frame lacks one, the time just after `recvmmsg`
+//! returned (counted in [`Receiver::user_stamps`]). One-way latency is
+//! valid because generator and receiver are threads of one process on one
+//! host reading one clock; it includes the sender's syscall and qdisc time.
+//! A step of the realtime clock (NTP) during a trial would show as an
+//! outlier; negative differences are counted, not recorded.
+
+use std::io;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use linerate_core::procedure::rfc2544::rx::RxTally;
+use linerate_core::wire::testframe::{TestFrame, TestFrameRepr};
+
+use std::collections::VecDeque;
+
+use crate::sys::packet::{
+    self as raw, PacketSocket, SlotState, TxRing, MAX_BATCH, PACKET_OUTGOING,
+};
+
+/// Why a raw socket could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PacketError {
+    /// The interface does not exist (in this thread's namespace).
+    #[error("no interface {iface}: {source}")]
+    NoInterface {
+        /// Interface name.
+        iface: String,
+        /// The error.
+        source: io::Error,
+    },
+    /// A socket call failed.
+    #[error("{what} on {iface}: {source}")]
+    Socket {
+        /// Which call.
+        what: &'static str,
+        /// Interface name.
+        iface: String,
+        /// The error.
+        source: io::Error,
+    },
+    /// PACKET_QDISC_BYPASS was asked on an interface with a shaping qdisc.
+    #[error("PACKET_QDISC_BYPASS refused on {iface}: it has a shaping qdisc ({qdisc}), and bypass would skip the emulated link")]
+    BypassOnShapedLink {
+        /// Interface name.
+        iface: String,
+        /// The qdisc kind found.
+        qdisc: String,
+    },
+}
+
+/// The shaping qdisc (tbf, htb) on `iface`, if any, as `tc qdisc show`
+/// reports it in the calling thread's namespace (`None` also when `tc` is
+/// missing: then bypass is allowed with no check).
+pub fn shaping_qdisc(iface: &str) -> Option<String> {
+    let out = Command::new("tc")
+        .args(["qdisc", "show", "dev", iface])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace()
+        .find(|w| matches!(*w, "tbf" | "htb" | "hfsc" | "cake" | "netem"))
+        .map(str::to_string)
+}
+
+/// The MAC address of `iface` in the calling thread's namespace.
+pub fn iface_mac(iface: &str) -> Result<[u8; 6], PacketError> {
+    raw::hwaddr(iface).map_err(|source| PacketError::NoInterface {
+        iface: iface.to_string(),
+        source,
+    })
+}
+
+/// What one generator run did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GenReport {
+    /// Frames asked.
+    pub asked_frames: u64,
+    /// Frames the kernel accepted.
+    pub sent_frames: u64,
+    /// From the first send to the return of the last.
+    pub elapsed: Duration,
+    /// `sent_frames / elapsed`.
+    pub offered_fps: f64,
+    /// `sendmmsg` calls.
+    pub batches: u64,
+    /// Calls that accepted fewer frames than given.
+    pub short_batches: u64,
+    /// Calls that failed with ENOBUFS (queue full).
+    pub enobufs: u64,
+    /// Other failed calls.
+    pub errors: u64,
+    /// The first other error.
+    pub first_error: Option<String>,
+    /// The run stopped at its time limit before sending every frame.
+    pub timed_out: bool,
+    /// Largest backlog of due frames at any send (paced runs): frames the
+    /// pacer had to send back to back to catch up after a late wake-up, so
+    /// the burst the device saw, beyond one frame.
+    pub max_lag_frames: u64,
+}
+
+/// A paced AF_PACKET sender of test frames.
+#[derive(Debug)]
+pub struct Generator {
+    sock: PacketSocket,
+    ring: Option<TxRing>,
+    ring_head: usize,
+    iface: String,
+    mac: [u8; 6],
+    mtu: u32,
+    /// PACKET_QDISC_BYPASS in force.
+    pub qdisc_bypass: bool,
+}
+
+impl Generator {
+    /// A sender on `iface` (in the calling thread's namespace), with
+    /// `sendmmsg` or, with `tx_ring`, a PACKET_TX_RING (TPACKET_V2).
+    pub fn open(iface: &str, qdisc_bypass: bool, tx_ring: bool) -> Result<Self, PacketError> {
+        let sock_err = |what| {
+            let iface = iface.to_string();
+            move |source| PacketError::Socket {
+                what,
+                iface,
+                source,
+            }
+        };
+        let index = raw::ifindex(iface).map_err(|source| PacketError::NoInterface {
+            iface: iface.to_string(),
+            source,
+        })?;
+        let mac = raw::hwaddr(iface).map_err(sock_err("SIOCGIFHWADDR"))?;
+        let sock = PacketSocket::open(index, 0).map_err(sock_err("AF_PACKET socket"))?;
+        let _ = sock.set_sndbuf(4 << 20);
+        if qdisc_bypass {
+            if let Some(qdisc) = shaping_qdisc(iface) {
+                return Err(PacketError::BypassOnShapedLink {
+                    iface: iface.to_string(),
+                    qdisc,
+                });
+            }
+            sock.set_qdisc_bypass(true)
+                .map_err(sock_err("PACKET_QDISC_BYPASS"))?;
+        }
+        let mtu = raw::mtu(iface).map_err(sock_err("SIOCGIFMTU"))?;
+        let ring = if tx_ring {
+            // Slots for the largest frame the MTU allows (14 B Ethernet header).
+            Some(
+                sock.tx_ring(mtu as usize + 14)
+                    .map_err(sock_err("PACKET_TX_RING"))?,
+            )
+        } else {
+            None
+        };
+        Ok(Self {
+            sock,
+            ring,
+            ring_head: 0,
+            iface: iface.to_string(),
+            mac,
+            mtu,
+            qdisc_bypass,
+        })
+    }
+
+    /// The interface's MAC address.
+    pub fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+
+    /// The interface's MTU (largest IP packet).
+    pub fn mtu(&self) -> u32 {
+        self.mtu
+    }
+
+    /// The interface name.
+    pub fn iface(&self) -> &str {
+        &self.iface
+    }
+
+    /// The send path in use.
+    pub fn path(&self) -> &'static str {
+        if self.ring.is_some() {
+            "af_packet_tx_ring_v2"
+        } else {
+            "af_packet_sendmmsg"
+        }
+    }
+
+    /// Sends `frames` copies of `template` (stream `stream`, sequence 0..),
+    /// at `fps` (or as fast as possible with `None`), stopping at
+    /// `max_time` whatever is left.
+    pub fn run(
+        &mut self,
+        template: &TestFrameRepr,
+        stream: u16,
+        frames: u64,
+        fps: Option<f64>,
+        max_time: Duration,
+    ) -> GenReport {
+        if self.ring.is_some() {
+            return self.run_ring(template, stream, frames, fps, max_time);
+        }
+        let frames = frames.min(u64::from(u32::MAX));
+        let mut t = *template;
+        t.stream = stream;
+        let len = t.buffer_len();
+        let mut bufs: Vec<Vec<u8>> = (0..MAX_BATCH)
+            .map(|_| {
+                let mut b = vec![0u8; len];
+                t.emit(&mut b);
+                b
+            })
+            .collect();
+        let mut rep = GenReport {
+            asked_frames: frames,
+            ..GenReport::default()
+        };
+        let start = Instant::now();
+        let mut last_return = start;
+        while rep.sent_frames < frames {
+            let now = Instant::now();
+            let el = now.duration_since(start);
+            if el > max_time {
+                rep.timed_out = true;
+                break;
+            }
+            let due = match fps {
+                None => frames,
+                Some(f) => frames.min((el.as_secs_f64() * f).floor() as u64 + 1),
+            };
+            if due <= rep.sent_frames {
+                if let Some(f) = fps {
+                    let wait = rep.sent_frames as f64 / f - el.as_secs_f64();
+                    if wait > 300e-6 {
+                        std::thread::sleep(Duration::from_secs_f64(wait - 150e-6));
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                }
+                continue;
+            }
+            if fps.is_some() {
+                rep.max_lag_frames = rep.max_lag_frames.max(due - rep.sent_frames);
+            }
+            let n = ((due - rep.sent_frames) as usize).min(MAX_BATCH);
+            let ts = raw::realtime_ns();
+            for (i, b) in bufs.iter_mut().take(n).enumerate() {
+                if let Ok(mut f) = TestFrame::new_checked(&mut b[..]) {
+                    f.set_seq((rep.sent_frames + i as u64) as u32);
+                    f.set_tx_ns(ts);
+                }
+            }
+            let refs: Vec<&[u8]> = bufs.iter().take(n).map(Vec::as_slice).collect();
+            rep.batches += 1;
+            match self.sock.send_batch(&refs) {
+                Ok(k) => {
+                    rep.sent_frames += k as u64;
+                    if k < n {
+                        rep.short_batches += 1;
+                    }
+                    last_return = Instant::now();
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    // A full queue (a shaper's or the device's): back off
+                    // instead of spinning; the frames stay due.
+                    rep.enobufs += 1;
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => {
+                    rep.errors += 1;
+                    if rep.first_error.is_none() {
+                        rep.first_error = Some(e.to_string());
+                    }
+                    if rep.errors > 1000 {
+                        break;
+                    }
+                    std::thread::yield_now();
+                }
+            }
+        }
+        rep.elapsed = last_return.duration_since(start);
+        rep.offered_fps = if rep.elapsed.is_zero() {
+            0.0
+        } else {
+            rep.sent_frames as f64 / rep.elapsed.as_secs_f64()
+        };
+        rep
+    }
+}
+
+impl Generator {
+    /// The TX-ring path: frames are written into ring slots in order and
+    /// the kernel is kicked (`send(NULL, 0, MSG_DONTWAIT)`) after each
+    /// batch. A frame counts as sent when its slot comes back free (the
+    /// kernel released the skb); a slot the kernel marks WRONG_FORMAT counts
+    /// as an error. A frame a full qdisc refused stays queued and is retried
+    /// by the next kick. At the end it waits (up to 1 s) for queued frames.
+    fn run_ring(
+        &mut self,
+        template: &TestFrameRepr,
+        stream: u16,
+        frames: u64,
+        fps: Option<f64>,
+        max_time: Duration,
+    ) -> GenReport {
+        let frames = frames.min(u64::from(u32::MAX));
+        let mut t = *template;
+        t.stream = stream;
+        let len = t.buffer_len();
+        let mut proto = vec![0u8; len];
+        t.emit(&mut proto);
+        let mut rep = GenReport {
+            asked_frames: frames,
+            ..GenReport::default()
+        };
+        let Some(ring) = self.ring.as_mut() else {
+            return rep;
+        };
+        let slots = ring.frames();
+        // The kernel walks the ring in order from where the last run left
+        // it; so do we.
+        let mut head = self.ring_head % slots;
+        let mut inflight: VecDeque<usize> = VecDeque::new();
+        let mut queued = 0u64;
+        let start = Instant::now();
+        let mut last_done = start;
+        let reap = |ring: &TxRing,
+                    inflight: &mut VecDeque<usize>,
+                    rep: &mut GenReport,
+                    last: &mut Instant| {
+            while let Some(&i) = inflight.front() {
+                match ring.state(i) {
+                    SlotState::Busy => break,
+                    SlotState::Free => {
+                        rep.sent_frames += 1;
+                        *last = Instant::now();
+                    }
+                    SlotState::Refused => rep.errors += 1,
+                }
+                inflight.pop_front();
+            }
+        };
+        while queued < frames {
+            let el = start.elapsed();
+            if el > max_time {
+                rep.timed_out = true;
+                break;
+            }
+            reap(ring, &mut inflight, &mut rep, &mut last_done);
+            let due = match fps {
+                None => frames,
+                Some(f) => frames.min((el.as_secs_f64() * f).floor() as u64 + 1),
+            };
+            if due <= queued {
+                if let Some(f) = fps {
+                    let wait = queued as f64 / f - el.as_secs_f64();
+                    if wait > 300e-6 {
+                        std::thread::sleep(Duration::from_secs_f64(wait - 150e-6));
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                }
+                continue;
+            }
+            if fps.is_some() {
+                rep.max_lag_frames = rep.max_lag_frames.max(due - queued);
+            }
+            let want = ((due - queued) as usize).min(MAX_BATCH);
+            let ts = raw::realtime_ns();
+            let mut filled = 0;
+            while filled < want && inflight.len() < slots {
+                let seq = queued as u32;
+                let ok = ring.fill(head, len, |d| {
+                    d.copy_from_slice(&proto);
+                    if let Ok(mut f) = TestFrame::new_checked(d) {
+                        f.set_seq(seq);
+                        f.set_tx_ns(ts);
+                    }
+                });
+                if !ok {
+                    break;
+                }
+                inflight.push_back(head);
+                head = (head + 1) % slots;
+                queued += 1;
+                filled += 1;
+            }
+            rep.batches += 1;
+            match self.sock.kick() {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    rep.enobufs += 1;
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => {
+                    rep.errors += 1;
+                    if rep.first_error.is_none() {
+                        rep.first_error = Some(e.to_string());
+                    }
+                }
+            }
+            if filled == 0 {
+                // Ring full: let the kernel drain it.
+                std::thread::yield_now();
+            }
+        }
+        // Flush what is queued, for at most a second.
+        let flush_end = Instant::now() + Duration::from_secs(1);
+        while !inflight.is_empty() && Instant::now() < flush_end {
+            let _ = self.sock.kick();
+            reap(ring, &mut inflight, &mut rep, &mut last_done);
+            if !inflight.is_empty() {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        self.ring_head = head;
+        if !inflight.is_empty() {
+            rep.timed_out = true;
+        }
+        rep.elapsed = last_done.duration_since(start);
+        rep.offered_fps = if rep.elapsed.is_zero() {
+            0.0
+        } else {
+            rep.sent_frames as f64 / rep.elapsed.as_secs_f64()
+        };
+        rep
+    }
+}
+
+/// An AF_PACKET receiver of IPv4 frames that counts test frames.
+#[derive(Debug)]
+pub struct Receiver {
+    sock: PacketSocket,
+    mac: [u8; 6],
+    mtu: u32,
+    bufs: Vec<Vec<u8>>,
+    lens: Vec<usize>,
+    kinds: Vec<u8>,
+    stamps: Vec<Option<u64>>,
+    /// Frames timestamped in user space because the kernel attached no
+    /// SO_TIMESTAMPNS stamp.
+    pub user_stamps: u64,
+    /// Per-stream counters.
+    pub tally: RxTally,
+    /// Frames received in all (test or not).
+    pub frames_seen: u64,
+}
+
+impl Receiver {
+    /// A receiver on `iface` (in the calling thread's namespace); each
+    /// blocking wait lasts at most `poll`.
+    pub fn open(iface: &str, poll: Duration) -> Result<Self, PacketError> {
+        let sock_err = |what| {
+            let iface = iface.to_string();
+            move |source| PacketError::Socket {
+                what,
+                iface,
+                source,
+            }
+        };
+        let index = raw::ifindex(iface).map_err(|source| PacketError::NoInterface {
+            iface: iface.to_string(),
+            source,
+        })?;
+        let mac = raw::hwaddr(iface).map_err(sock_err("SIOCGIFHWADDR"))?;
+        let mtu = raw::mtu(iface).map_err(sock_err("SIOCGIFMTU"))?;
+        let sock =
+            PacketSocket::open(index, raw::ETH_P_IP).map_err(sock_err("AF_PACKET socket"))?;
+        // Older kernels lack it; outgoing frames are then dropped by pkttype.
+        let _ = sock.set_ignore_outgoing();
+        let _ = sock.set_rcvbuf(32 << 20);
+        // Without it every frame falls back to a user-space stamp (counted).
+        let _ = sock.set_timestampns();
+        sock.set_rcvtimeo(poll.as_micros().clamp(1000, 1_000_000) as i64)
+            .map_err(sock_err("SO_RCVTIMEO"))?;
+        Ok(Self {
+            sock,
+            mac,
+            mtu,
+            bufs: vec![vec![0u8; 16_384 + 64]; MAX_BATCH],
+            lens: vec![0; MAX_BATCH],
+            kinds: vec![0; MAX_BATCH],
+            stamps: vec![None; MAX_BATCH],
+            user_stamps: 0,
+            tally: RxTally::new(),
+            frames_seen: 0,
+        })
+    }
+
+    /// The interface's MAC address.
+    pub fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+
+    /// Frames the socket dropped (receive queue full) since the last call:
+    /// the receiver could not keep up, which is not loss in the device.
+    pub fn take_drops(&mut self) -> u64 {
+        self.sock.stats().map(|(_, d)| u64::from(d)).unwrap_or(0)
+    }
+
+    /// The interface's MTU (largest IP packet).
+    pub fn mtu(&self) -> u32 {
+        self.mtu
+    }
+
+    /// Receives one batch (waiting at most the poll time) and counts it.
+    pub fn poll(&mut self) -> io::Result<usize> {
+        let n = self.sock.recv_batch(
+            &mut self.bufs,
+            &mut self.lens,
+            &mut self.kinds,
+            &mut self.stamps,
+        )?;
+        if n == 0 {
+            return Ok(0);
+        }
+        let user_ns = raw::realtime_ns();
+        for i in 0..n {
+            if self.kinds[i] == PACKET_OUTGOING {
+                continue;
+            }
+            self.frames_seen += 1;
+            let parsed = TestFrame::new_checked(&self.bufs[i][..self.lens[i]])
+                .and_then(|v| TestFrameRepr::parse(&v));
+            match parsed {
+                Ok(r) => {
+                    let rx_ns = self.stamps[i].unwrap_or_else(|| {
+                        self.user_stamps += 1;
+                        user_ns
+                    });
+                    self.tally.record(r.stream, r.seq, r.tx_ns, Some(rx_ns));
+                }
+                Err(_) => self.tally.other_frames += 1,
+            }
+        }
+        Ok(n)
+    }
+}

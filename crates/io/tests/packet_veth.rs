@@ -1,0 +1,236 @@
+//! End-to-end: the AF_PACKET generator and receiver over a veth pair between
+//! two namespaces the test creates (and always removes).
+#![allow(clippy::unwrap_used)] // integration tests: a failed setup is a failed test
+
+use std::process::Command;
+use std::time::Duration;
+
+use linerate_core::procedure::rfc2544::TrialSpec;
+use linerate_io::dut::{Endpoint, Harness, HarnessConfig, HarnessError};
+use linerate_io::packet::PacketError;
+
+fn privileged(what: &str) -> bool {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false);
+    let ip = Command::new("ip").arg("-V").output().is_ok();
+    if root && ip {
+        return true;
+    }
+    if std::env::var("LINERATE_REQUIRE_PRIV").as_deref() == Ok("1") {
+        panic!("{what}: needs root and `ip` (LINERATE_REQUIRE_PRIV=1)");
+    }
+    eprintln!("SKIPPED: {what}: needs root and `ip` (root={root}, ip={ip})");
+    false
+}
+
+fn sh(args: &[&str]) {
+    let st = Command::new(args[0]).args(&args[1..]).status().unwrap();
+    assert!(st.success(), "{args:?}");
+}
+
+/// Two namespaces joined by a veth pair; removed on drop (also on panic).
+struct Pair {
+    a: String,
+    b: String,
+}
+
+impl Pair {
+    fn new(tag: &str) -> Self {
+        let pid = std::process::id();
+        let p = Self {
+            a: format!("lr-t{pid}{tag}a"),
+            b: format!("lr-t{pid}{tag}b"),
+        };
+        sh(&["ip", "netns", "add", &p.a]);
+        sh(&["ip", "netns", "add", &p.b]);
+        sh(&[
+            "ip", "link", "add", "lrva", "netns", &p.a, "type", "veth", "peer", "name", "lrvb",
+            "netns", &p.b,
+        ]);
+        for (ns, dev, addr) in [
+            (&p.a, "lrva", "198.18.0.1/24"),
+            (&p.b, "lrvb", "198.18.0.2/24"),
+        ] {
+            sh(&["ip", "-n", ns, "addr", "add", addr, "dev", dev]);
+            sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+            sh(&["ip", "-n", ns, "link", "set", dev, "up"]);
+        }
+        p
+    }
+
+    fn config(&self, bypass: bool) -> HarnessConfig {
+        HarnessConfig {
+            tx: Endpoint {
+                netns: Some(self.a.clone()),
+                iface: "lrva".into(),
+            },
+            rx: Endpoint {
+                netns: Some(self.b.clone()),
+                iface: "lrvb".into(),
+            },
+            qdisc_bypass: bypass,
+            tx_ring: false,
+            src_ip: [198, 18, 0, 1],
+            dst_ip: [198, 19, 255, 2],
+            dst_mac: None,
+        }
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.a]).status();
+        let _ = Command::new("ip").args(["netns", "del", &self.b]).status();
+    }
+}
+
+#[test]
+fn paced_trials_arrive_complete_with_latency() {
+    if !privileged("paced_trials_arrive_complete_with_latency") {
+        return;
+    }
+    let pair = Pair::new("p");
+    let mut h = Harness::start(pair.config(false)).unwrap();
+    h.warm_up(64, Duration::from_secs(5)).unwrap();
+    for size in [64u32, 1518] {
+        let spec = TrialSpec {
+            frame_bytes: size,
+            fps: 5_000.0,
+            frames: 2_500,
+        };
+        let (o, rep) = h.trial(&spec, Duration::from_millis(200)).unwrap();
+        assert_eq!(rep.sent_frames, 2_500, "{rep:?}");
+        assert_eq!(o.received_frames, 2_500, "{o:?}");
+        assert_eq!(o.duplicates, 0);
+        // Paced at 5 k fps: the offered rate is the asked one within 5 %.
+        assert!(
+            (o.offered_fps / 5_000.0 - 1.0).abs() < 0.05,
+            "{}",
+            o.offered_fps
+        );
+        let lat = o.latency.unwrap();
+        eprintln!(
+            "{size} B: sent {} recv {} offered {:.0} fps, latency (CLOCK_REALTIME, kernel rx stamp) min {:?} p50 {:?} max {:?} ns",
+            rep.sent_frames, o.received_frames, o.offered_fps, lat.min(), lat.quantile(0.5), lat.max()
+        );
+        assert_eq!(lat.count(), 2_500);
+        assert!(lat.min().unwrap() > 0);
+        assert_eq!(h.rx_user_stamps, 0, "every frame has a kernel rx timestamp");
+    }
+    // Jumbo frames do not fit the 1500-byte MTU: an error, not a failed trial.
+    assert_eq!(h.mtu(), 1500);
+    assert!(matches!(
+        h.template(9018),
+        Err(HarnessError::Frame(9018, _))
+    ));
+    // The ceiling run sends as fast as it can and counts what it sent.
+    let c = h.ceiling(64, Duration::from_millis(200)).unwrap();
+    eprintln!("ceiling 64 B: {c:?}");
+    assert!(c.sent_frames > 1_000, "{c:?}");
+    assert!(c.offered_fps > 0.0);
+}
+
+#[test]
+fn shaped_link_limits_arrivals_and_refuses_bypass() {
+    if !privileged("shaped_link_limits_arrivals_and_refuses_bypass") {
+        return;
+    }
+    let pair = Pair::new("s");
+    // 10 Mbit/s with Ethernet overhead: 812.7 frames/s at 1518 B
+    // (research/linux-probe.md §5 recommended tbf settings).
+    sh(&[
+        "ip", "netns", "exec", &pair.a, "tc", "qdisc", "add", "dev", "lrva", "root", "tbf", "rate",
+        "10mbit", "burst", "64000", "latency", "50ms", "overhead", "24", "mpu", "84",
+    ]);
+    match Harness::start(pair.config(true)) {
+        Err(HarnessError::Packet(PacketError::BypassOnShapedLink { qdisc, .. })) => {
+            assert_eq!(qdisc, "tbf")
+        }
+        other => panic!("bypass on a shaped link must be refused: {other:?}"),
+    }
+    let mut h = Harness::start(pair.config(false)).unwrap();
+    // Offer twice the shaped rate for 1 s: the link carries ~813 fps + burst.
+    let spec = TrialSpec {
+        frame_bytes: 1518,
+        fps: 1_625.0,
+        frames: 1_625,
+    };
+    let (o, rep) = h.trial(&spec, Duration::from_millis(300)).unwrap();
+    eprintln!(
+        "shaped 10M, 1518 B at 1625 fps asked: sent {} recv {} offered {:.0} fps enobufs {} short {}",
+        rep.sent_frames, o.received_frames, o.offered_fps, rep.enobufs, rep.short_batches
+    );
+    assert!(o.received_frames < 1_300, "{o:?} {rep:?}");
+    assert!(o.received_frames <= rep.sent_frames);
+}
+
+#[test]
+fn a_path_that_does_not_forward_is_an_error_not_loss() {
+    if !privileged("a_path_that_does_not_forward_is_an_error_not_loss") {
+        return;
+    }
+    let pair = Pair::new("d");
+    sh(&["ip", "-n", &pair.b, "link", "set", "lrvb", "down"]);
+    let mut h = Harness::start(pair.config(false)).unwrap();
+    match h.warm_up(64, Duration::from_millis(300)) {
+        Err(HarnessError::NoPath { tx, rx, .. }) => {
+            assert_eq!((tx.as_str(), rx.as_str()), ("lrva", "lrvb"))
+        }
+        other => panic!("expected NoPath, got {other:?}"),
+    }
+}
+
+#[test]
+fn tx_ring_sends_paced_trials_completely_and_is_shaped() {
+    if !privileged("tx_ring_sends_paced_trials_completely_and_is_shaped") {
+        return;
+    }
+    let pair = Pair::new("r");
+    let mut cfg = pair.config(false);
+    cfg.tx_ring = true;
+    let mut h = Harness::start(cfg.clone()).unwrap();
+    h.warm_up(64, Duration::from_secs(5)).unwrap();
+    for size in [64u32, 1518] {
+        let spec = TrialSpec {
+            frame_bytes: size,
+            fps: 5_000.0,
+            frames: 2_500,
+        };
+        let (o, rep) = h.trial(&spec, Duration::from_millis(200)).unwrap();
+        eprintln!("tx ring {size} B: {rep:?}");
+        assert_eq!(rep.sent_frames, 2_500, "{rep:?}");
+        assert_eq!(o.received_frames, 2_500, "{o:?}");
+        assert!(
+            (o.offered_fps / 5_000.0 - 1.0).abs() < 0.05,
+            "{}",
+            o.offered_fps
+        );
+    }
+    let c = h.ceiling(64, Duration::from_millis(200)).unwrap();
+    eprintln!("tx ring ceiling 64 B: {c:?}");
+    assert!(c.sent_frames > 1_000, "{c:?}");
+    drop(h);
+    // Through a 10 Mbit/s tbf the ring is shaped like sendmmsg.
+    sh(&[
+        "ip", "netns", "exec", &pair.a, "tc", "qdisc", "add", "dev", "lrva", "root", "tbf", "rate",
+        "10mbit", "burst", "64000", "latency", "50ms", "overhead", "24", "mpu", "84",
+    ]);
+    let mut h = Harness::start(cfg).unwrap();
+    let spec = TrialSpec {
+        frame_bytes: 1518,
+        fps: 1_625.0,
+        frames: 1_625,
+    };
+    let (o, rep) = h.trial(&spec, Duration::from_millis(300)).unwrap();
+    eprintln!(
+        "tx ring shaped: sent {} recv {} offered {:.0}",
+        rep.sent_frames, o.received_frames, o.offered_fps
+    );
+    // A full tbf queue makes the kernel retry ring frames rather than lose
+    // them: the shaping shows in the offered rate (~813 fps + burst).
+    assert!(o.offered_fps < 1_100.0, "{o:?} {rep:?}");
+    assert!(o.received_frames <= rep.sent_frames);
+}

@@ -1,0 +1,111 @@
+//! `linerate latency --bed`: UDP, TCP and ICMP echo between two network
+//! namespaces that the test creates and always removes (privileged; skips
+//! loudly without root, fails under LINERATE_REQUIRE_PRIV=1).
+
+use std::process::{Command, Output};
+
+use linerate_bed::{Bed, BedSpec, Topology};
+
+fn linerate(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(args)
+        .output()
+        .expect("the linerate binary runs")
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).expect("valid JSON")
+}
+
+fn stage<'a>(run: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
+    run["stages"]
+        .as_array()?
+        .iter()
+        .find(|s| s["stage"] == name)
+}
+
+#[test]
+fn latency_across_a_veth_pair() {
+    if !linerate_bed::privileges::require("latency_across_a_veth_pair") {
+        return;
+    }
+    let name = format!("l{}", std::process::id());
+    let bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).expect("bed up");
+
+    // UDP through linerate's reflector in host b: every stage, one clock.
+    let v = json(&linerate(&[
+        "latency", "--bed", &name, "--count", "300", "--json",
+    ]));
+    assert_eq!(v["same_clock"], true);
+    assert_eq!(v["responder"], "reflector");
+    let run = &v["runs"][0];
+    assert_eq!(run["counts"]["received"], 300);
+    for s in [
+        "client_tx",
+        "responder_rx",
+        "responder_app",
+        "responder_tx",
+        "network",
+        "client_rx",
+        "rtt",
+        "one_way_forward",
+        "one_way_return",
+    ] {
+        assert!(stage(run, s).is_some(), "stage {s} missing");
+    }
+    // The means add up exactly per exchange, so their sum is the mean RTT
+    // (up to float rounding and stamps left out).
+    let parts = [
+        "client_tx",
+        "responder_rx",
+        "responder_app",
+        "responder_tx",
+        "network",
+        "client_rx",
+    ];
+    let sum: f64 = parts
+        .iter()
+        .map(|s| stage(run, s).unwrap()["mean_ns"].as_f64().unwrap())
+        .sum();
+    let rtt = stage(run, "rtt").unwrap()["mean_ns"].as_f64().unwrap();
+    if run["missing_tx_stamps"] == 0 && run["missing_rx_stamps"] == 0 {
+        assert!(
+            (sum - rtt).abs() < 1.0,
+            "stage means {sum} vs RTT mean {rtt}"
+        );
+    }
+    assert!(
+        v["hardware_timestamps"]
+            .as_str()
+            .unwrap()
+            .contains("none on"),
+        "{}",
+        v["hardware_timestamps"]
+    );
+
+    // TCP 1-byte echo.
+    let v = json(&linerate(&[
+        "latency", "--bed", &name, "--tcp", "--count", "200", "--json",
+    ]));
+    assert_eq!(v["runs"][0]["counts"]["received"], 200);
+    assert!(stage(&v["runs"][0], "responder_app").is_some());
+
+    // ICMP: the kernel of host b answers; client-side stages only.
+    let v = json(&linerate(&[
+        "latency", "--bed", &name, "--icmp", "--count", "100", "--json",
+    ]));
+    assert_eq!(v["responder"], "kernel");
+    let run = &v["runs"][0];
+    assert_eq!(run["counts"]["received"], 100);
+    assert!(stage(run, "client_tx").is_some());
+    assert!(stage(run, "responder_app").is_none());
+    assert!(stage(run, "one_way_forward").is_none());
+
+    // A bed that does not exist: a clear error, exit 2.
+    let o = linerate(&["latency", "--bed", "lr-no-such-bed-x", "--count", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+
+    bed.down().expect("bed down");
+    assert!(!std::path::Path::new(&format!("/run/netns/lr-{name}-a")).exists());
+}
