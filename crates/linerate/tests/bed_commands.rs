@@ -1,5 +1,5 @@
-//! `linerate latency --bed`: UDP, TCP and ICMP echo between two network
-//! namespaces that the test creates and always removes (privileged; skips
+//! Test commands with `--bed`: every end in one process, each in its host's
+//! namespace, on beds the tests create and always remove (privileged; skips
 //! loudly without root, fails under LINERATE_REQUIRE_PRIV=1).
 
 use std::process::{Command, Output};
@@ -108,4 +108,41 @@ fn latency_across_a_veth_pair() {
 
     bed.down().expect("bed down");
     assert!(!std::path::Path::new(&format!("/run/netns/lr-{name}-a")).exists());
+}
+
+#[test]
+fn throughput_on_a_bed_runs_both_ends_and_knows_the_line_rate() {
+    if !linerate_bed::privileges::require(
+        "throughput_on_a_bed_runs_both_ends_and_knows_the_line_rate",
+    ) {
+        return;
+    }
+    let name = format!("t{}", std::process::id());
+    let mut spec = BedSpec::new(name.clone(), Topology::Pair);
+    spec.link = Some(linerate_core::units::BitRate::from_mbps(100));
+    let _bed = Bed::up(&spec).expect("bed up");
+    let v = json(&linerate(&[
+        "throughput",
+        "--bed",
+        &name,
+        "--udp",
+        "--time",
+        "1",
+        "--json",
+    ]));
+    // Both ends reported, and the bed's link is the maximum possible.
+    assert!(
+        v["server_side"].is_object(),
+        "the server end in host b answered"
+    );
+    assert_eq!(v["line_max"]["link_bits_per_s"], 100_000_000);
+    assert_eq!(v["line_max"]["frame_bytes"], 1518);
+    let sent = v["client"]["flows"][0]["bytes"].as_u64().unwrap();
+    let got = v["server_side"]["flows"][0]["bytes"].as_u64().unwrap();
+    assert!(got > 0 && got <= sent, "received {got} of {sent}");
+    // No HOST with --bed, and a bed that does not exist: usage errors.
+    let o = linerate(&["throughput", "198.18.0.2", "--bed", &name]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = linerate(&["throughput", "--bed", "lr-no-such-bed-y", "--time", "1"]);
+    assert_eq!(o.status.code(), Some(2));
 }
