@@ -106,9 +106,18 @@ pub(crate) fn run(_args: &DemoArgs) -> Result<(), Failure> {
         warnings: Vec::new(),
     };
     text.push_str(&linerate_report::latency::to_table(&report));
+    print(&text)?;
+
+    let mut text = String::from(
+        "\n3. TCP throughput over loopback for 1 s, server and client in this process, from both ends\n\n",
+    );
+    let result = crate::throughput::demo_run(1)?;
+    text.push_str(&linerate_report::throughput::render(&result));
     text.push_str(
         "\nNext: `linerate calc --help` for any link, encapsulation or bus; \
-         `linerate latency --help` to dissect a real responder.\n",
+         `linerate latency --help` to dissect a real responder; `sudo linerate testbed up lab \
+         --topo pair --link 100M` and `linerate throughput --bed lab` for a measurement against \
+         an emulated 100 Mbit/s link, as % of the maximum possible.\n",
     );
     print(&text)
 }

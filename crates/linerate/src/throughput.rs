@@ -237,7 +237,7 @@ pub(crate) fn run(args: &ThroughputArgs) -> Result<(), Failure> {
         None => None,
     };
     let addr = match &bed {
-        Some(b) => b.addr,
+        Some(b) => b.server.addr(),
         None => resolve(args.host.as_deref().unwrap_or_default(), args.port)?,
     };
     let ctx = Ctx {
@@ -315,32 +315,20 @@ struct Ctx {
     link: Option<BitRate>,
 }
 
-/// A `linerate server` running on a thread inside a bed's host b, for the
-/// length of one command.
-struct BedServer {
+/// A `linerate server` running on a thread of this process (inside a bed's
+/// host b, or in the caller's namespace), for the length of one command.
+pub(crate) struct LocalServer {
     addr: SocketAddr,
-    client_ns: String,
-    link: Option<BitRate>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<Result<(), linerate_io::netns::NetnsError>>>,
 }
 
-impl BedServer {
-    fn start(name: &str, ipv6: bool) -> Result<Self, Failure> {
-        let bed = linerate_bed::Bed::open(name)
-            .map_err(|e| anyhow!(e).context(format!("testbed '{name}'")))?;
-        let ip: std::net::IpAddr = if ipv6 {
-            bed.ipv6("b").map(Into::into)
-        } else {
-            bed.ipv4("b").map(Into::into)
-        }
-        .ok_or_else(|| anyhow!("testbed '{name}' has no address for host b"))?;
-        let (ns_a, ns_b) = match (bed.netns("a"), bed.netns("b")) {
-            (Some(a), Some(b)) => (a.to_string(), b.to_string()),
-            _ => return Err(anyhow!("testbed '{name}' lacks host a or b").into()),
-        };
+impl LocalServer {
+    /// Starts a server on `ip` (any port) in namespace `ns`.
+    pub(crate) fn start(ns: Option<&str>, ip: std::net::IpAddr) -> Result<Self, Failure> {
+        let where_ = ns.unwrap_or("this namespace").to_string();
         let (tx, rx) = std::sync::mpsc::channel();
-        let thread = linerate_io::netns::spawn_in(Some(&ns_b), "lr-server", move || {
+        let thread = linerate_io::netns::spawn_in(ns, "lr-server", move || {
             let server = linerate_io::throughput::server::Server::bind(
                 linerate_io::throughput::server::ServerConfig {
                     bind: SocketAddr::new(ip, 0),
@@ -366,30 +354,62 @@ impl BedServer {
         match rx.recv() {
             Ok(Ok((addr, stop))) => Ok(Self {
                 addr,
-                client_ns: ns_a,
-                link: bed.link(),
                 stop,
                 thread: Some(thread),
             }),
-            Ok(Err(e)) => Err(anyhow!("server in {ns_b}: {e}").into()),
+            Ok(Err(e)) => Err(anyhow!("server in {where_}: {e}").into()),
             Err(_) => {
                 let why = thread
                     .join()
                     .ok()
                     .and_then(Result::err)
                     .map_or("it ended early".to_string(), |e| e.to_string());
-                Err(anyhow!("cannot start the server in {ns_b}: {why}").into())
+                Err(anyhow!("cannot start the server in {where_}: {why}").into())
             }
         }
     }
+
+    /// Where it listens.
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
 }
 
-impl Drop for BedServer {
+impl Drop for LocalServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// A bed's server (host b) and where its client runs (host a).
+struct BedServer {
+    server: LocalServer,
+    client_ns: String,
+    link: Option<BitRate>,
+}
+
+impl BedServer {
+    fn start(name: &str, ipv6: bool) -> Result<Self, Failure> {
+        let bed = linerate_bed::Bed::open(name)
+            .map_err(|e| anyhow!(e).context(format!("testbed '{name}'")))?;
+        let ip: std::net::IpAddr = if ipv6 {
+            bed.ipv6("b").map(Into::into)
+        } else {
+            bed.ipv4("b").map(Into::into)
+        }
+        .ok_or_else(|| anyhow!("testbed '{name}' has no address for host b"))?;
+        let (ns_a, ns_b) = match (bed.netns("a"), bed.netns("b")) {
+            (Some(a), Some(b)) => (a.to_string(), b.to_string()),
+            _ => return Err(anyhow!("testbed '{name}' lacks host a or b").into()),
+        };
+        Ok(Self {
+            server: LocalServer::start(Some(&ns_b), ip)?,
+            client_ns: ns_a,
+            link: bed.link(),
+        })
     }
 }
 
@@ -612,4 +632,39 @@ fn build(
         complete,
         notes,
     }
+}
+
+/// `linerate demo`'s throughput part: a TCP test of `secs` seconds over
+/// loopback against a server on a thread of this process.
+pub(crate) fn demo_run(secs: u32) -> Result<ThroughputResult, Failure> {
+    #[derive(Debug, clap::Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: ThroughputArgs,
+    }
+    let server = LocalServer::start(None, std::net::Ipv4Addr::LOCALHOST.into())?;
+    let addr = server.addr();
+    let time = secs.to_string();
+    let port = addr.port().to_string();
+    let wrap = <Wrap as clap::Parser>::try_parse_from([
+        "throughput",
+        "127.0.0.1",
+        "--port",
+        &port,
+        "--time",
+        &time,
+    ])
+    .map_err(|e| anyhow!("demo flags: {e}"))?;
+    let ctx = Ctx {
+        client_ns: None,
+        link: None,
+    };
+    let params = wrap.args.params(false)?;
+    run_one(
+        &wrap.args,
+        &ctx,
+        addr,
+        params,
+        &Arc::new(AtomicBool::new(false)),
+    )
 }

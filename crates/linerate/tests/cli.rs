@@ -1,4 +1,5 @@
 //! Integration tests of the `linerate` binary: its output and every error path.
+#![allow(clippy::unwrap_used)]
 
 use std::process::{Command, Output};
 
@@ -429,22 +430,43 @@ impl Drop for Child {
     }
 }
 
+/// A `linerate server` child on a free loopback port, once it listens (the
+/// port is found by binding and releasing it, so another test may take it
+/// first: then a new port is tried). Killed on drop.
+fn server_on_free_port() -> (Child, String) {
+    use std::io::BufRead as _;
+    for _ in 0..10 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+            .to_string();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
+            .args(["server", "--bind", "127.0.0.1", "--port", &port])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        if lines
+            .next()
+            .and_then(Result::ok)
+            .is_some_and(|l| l.contains("listening"))
+        {
+            // Keep draining its log so it never blocks on a full pipe.
+            std::thread::spawn(move || lines.map_while(Result::ok).for_each(drop));
+            return (Child(child), port);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!("no free port for a server in 10 tries");
+}
+
 #[test]
 fn latency_against_linerate_server() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string();
-    let _server = Child(
-        Command::new(env!("CARGO_BIN_EXE_linerate"))
-            .args(["server", "--bind", "127.0.0.1", "--port", &port])
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let mut o = linerate(&[
+    let (_server, port) = server_on_free_port();
+    let o = linerate(&[
         "latency",
         "127.0.0.1",
         "--port",
@@ -453,21 +475,6 @@ fn latency_against_linerate_server() {
         "200",
         "--json",
     ]);
-    for _ in 0..50 {
-        if o.status.success() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        o = linerate(&[
-            "latency",
-            "127.0.0.1",
-            "--port",
-            &port,
-            "--count",
-            "200",
-            "--json",
-        ]);
-    }
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
     assert_eq!(v["responder"], "reflector");
@@ -490,20 +497,7 @@ fn latency_against_linerate_server() {
 
 #[test]
 fn latency_reports_what_it_measured_when_the_server_dies() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string();
-    let mut server = Child(
-        Command::new(env!("CARGO_BIN_EXE_linerate"))
-            .args(["server", "--bind", "127.0.0.1", "--port", &port])
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (mut server, port) = server_on_free_port();
     let client = Command::new(env!("CARGO_BIN_EXE_linerate"))
         .args([
             "latency",

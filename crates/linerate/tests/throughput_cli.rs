@@ -14,29 +14,37 @@ use linerate_io::throughput::client;
 const BIN: &str = env!("CARGO_BIN_EXE_linerate");
 
 /// A server child on an ephemeral-ish port; returns it and its address.
+/// The port is found by binding and releasing it, so another test may take
+/// it first: then the server says so and a new port is tried.
 fn server_child() -> (Child, SocketAddr) {
-    // Find a free port by binding and releasing it.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut child = Command::new(BIN)
-        .args(["server", "--bind", "127.0.0.1", "--port", &port.to_string()])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait for "listening".
-    let err = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(err).lines();
-    let first = lines.next().unwrap().unwrap();
-    assert!(first.contains("listening"), "{first}");
-    std::thread::spawn(move || {
-        for l in lines.map_while(Result::ok) {
-            eprintln!("child: {l}")
+    for _ in 0..10 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = Command::new(BIN)
+            .args(["server", "--bind", "127.0.0.1", "--port", &port.to_string()])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Wait for "listening".
+        let err = child.stderr.take().unwrap();
+        let mut lines = BufReader::new(err).lines();
+        let first = lines.next().and_then(Result::ok).unwrap_or_default();
+        if !first.contains("listening") {
+            let _ = child.kill();
+            let _ = child.wait();
+            continue;
         }
-    });
-    (child, SocketAddr::from(([127, 0, 0, 1], port)))
+        std::thread::spawn(move || {
+            for l in lines.map_while(Result::ok) {
+                eprintln!("child: {l}")
+            }
+        });
+        return (child, SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    panic!("no free port for a server in 10 tries");
 }
 
 fn kill(mut c: Child) {
