@@ -1,6 +1,7 @@
 //! Raw-frame generator and receiver on AF_PACKET sockets (packet(7)).
 //!
-//! * [`Generator`]: `sendmmsg` batches of up to 64 test frames on one
+//! * [`Generator`]: `sendmmsg` batches of up to 64 test frames (or a
+//!   PACKET_TX_RING, TPACKET_V2, see `run_ring`) on one
 //!   interface, paced to an offered rate by a token bucket on
 //!   `CLOCK_MONOTONIC` (the long-term rate is exact; frames leave in small
 //!   bursts of up to one batch when the thread wakes up late). It counts only

@@ -268,7 +268,7 @@ struct Rfc2544Json {
 }
 
 /// What the clock of every latency figure is.
-const LATENCY_CLOCK: &str = "CLOCK_REALTIME on one host: tx stamped in user space before sendmmsg, rx = kernel software receive timestamp (SO_TIMESTAMPNS)";
+const LATENCY_CLOCK: &str = "CLOCK_REALTIME on one host: tx stamped in user space as the frame is handed to the kernel (sendmmsg or TX-ring slot), rx = kernel software receive timestamp (SO_TIMESTAMPNS)";
 
 struct Setup {
     cfg: HarnessConfig,
