@@ -21,6 +21,7 @@ cargo build --release -q -p linerate
 
 cleanup() {
   [ -n "${SP_PID:-}" ] && kill "$SP_PID" 2>/dev/null || true
+  [ -n "${LR_PID:-}" ] && kill "$LR_PID" 2>/dev/null || true
   "$LR" testbed down "$BED" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT INT TERM
@@ -32,8 +33,8 @@ sp_pct() { awk -v p="$2" '$0 ~ "percentile "p" " { print $NF }' "$1"; }
 
 run_sockperf() { # mode: blocking | spin
   local mode=$1 extra=()
-  # Spinning: non-blocking sockets read with recvfrom in a loop on both ends.
-  [ "$mode" = spin ] && extra=(--nonblocked -F r --recv_looping_num -1)
+  # Spinning: non-blocking sockets and a zero epoll timeout (busy polling) on both ends.
+  [ "$mode" = spin ] && extra=(--nonblocked --timeout 0)
   ip netns exec "$NS_B" sockperf sr -i "$B_IP" -p "$PORT" "${extra[@]}" >/dev/null 2>&1 &
   SP_PID=$!
   sleep 0.5
@@ -43,11 +44,15 @@ run_sockperf() { # mode: blocking | spin
   echo "$(sp_pct "/tmp/lr-bench-sp-$mode.txt" 50.000) $(sp_pct "/tmp/lr-bench-sp-$mode.txt" 99.000)"
 }
 
-run_linerate() { # mode: blocking | spin
+run_linerate() { # mode: blocking | spin — server in b, client in a: two processes, as sockperf
   local mode=$1 extra=()
   [ "$mode" = spin ] && extra=(--spin --reflector-mode busy)
-  timeout $((DURATION + 20)) "$LR" latency --bed "$BED" --size 64 --time "${DURATION}s" "${extra[@]}" --json \
-    > "/tmp/lr-bench-lr-$mode.json"
+  ip netns exec "$NS_B" "$LR" server --bind "$B_IP" --port 5300 2>/dev/null &
+  LR_PID=$!
+  sleep 0.5
+  ip netns exec "$NS_A" timeout $((DURATION + 20)) "$LR" latency "$B_IP" --size 64 --time "${DURATION}s" \
+    "${extra[@]}" --json > "/tmp/lr-bench-lr-$mode.json"
+  kill "$LR_PID" 2>/dev/null || true; wait "$LR_PID" 2>/dev/null || true; LR_PID=
   python3 - "/tmp/lr-bench-lr-$mode.json" <<'PY'
 import json, sys
 run = json.load(open(sys.argv[1]))["runs"][0]

@@ -48,11 +48,22 @@ pub fn check() -> Result<(), String> {
     Ok(())
 }
 
-/// For privileged tests: `true` when the test can run. Otherwise prints a
-/// loud `SKIPPED: <test>: <why>` to stderr and returns `false` — or panics
-/// when the environment variable `LINERATE_REQUIRE_PRIV=1` is set (CI).
+/// Tools the end-to-end tests use beside `ip`: tc (link emulation), nft
+/// (loss), ethtool (offloads), sysctl (per-namespace settings).
+pub const TEST_TOOLS: [&str; 4] = ["tc", "nft", "ethtool", "sysctl"];
+
+/// For privileged tests: `true` when the test can run (root, `ip` and
+/// [`TEST_TOOLS`]). Otherwise prints a loud `SKIPPED: <test>: <why>` to
+/// stderr and returns `false` — or panics when the environment variable
+/// `LINERATE_REQUIRE_PRIV=1` is set (CI).
 pub fn require(test_name: &str) -> bool {
-    match check() {
+    let tools = || match TEST_TOOLS.iter().find(|t| find_tool(t).is_none()) {
+        Some(t) => Err(format!(
+            "`{t}` is not installed (apt-get install iproute2 nftables ethtool procps)"
+        )),
+        None => Ok(()),
+    };
+    match check().and_then(|()| tools()) {
         Ok(()) => true,
         Err(why) => {
             if std::env::var("LINERATE_REQUIRE_PRIV").as_deref() == Ok("1") {

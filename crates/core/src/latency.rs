@@ -91,11 +91,13 @@ pub enum Stage {
     OneWayForward,
     /// Responder TX_SND → client RX_SW (one clock only).
     OneWayReturn,
+    /// Client TX_SND → TX_ACK: until the request was acknowledged (TCP).
+    TcpAck,
 }
 
 impl Stage {
     /// Every stage, in table order.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::ClientTx,
         Self::ResponderRx,
         Self::ResponderApp,
@@ -105,6 +107,7 @@ impl Stage {
         Self::Rtt,
         Self::OneWayForward,
         Self::OneWayReturn,
+        Self::TcpAck,
     ];
 
     /// The column title.
@@ -119,6 +122,7 @@ impl Stage {
             Self::Rtt => "RTT",
             Self::OneWayForward => "one-way →",
             Self::OneWayReturn => "one-way ←",
+            Self::TcpAck => "tcp ack",
         }
     }
 
@@ -136,6 +140,7 @@ impl Stage {
             Self::Rtt => "client send() call to receive return",
             Self::OneWayForward => "client TX_SND to responder RX_SW (shared clock only)",
             Self::OneWayReturn => "responder TX_SND to client RX_SW (shared clock only)",
+            Self::TcpAck => "client TX_SND to SCM_TSTAMP_ACK: the request acknowledged (TCP)",
         }
     }
 }
@@ -143,7 +148,7 @@ impl Stage {
 /// Stage durations of one exchange, ns; `None` where a stamp was missing.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stages {
-    values: [Option<i64>; 9],
+    values: [Option<i64>; 10],
 }
 
 impl Stages {
@@ -173,6 +178,7 @@ pub fn dissect(
     s.set(Stage::Rtt, diff(Some(c.app_recv_ns), Some(c.app_send_ns)));
     s.set(Stage::ClientTx, diff(c.tx_soft_ns, Some(c.app_send_ns)));
     s.set(Stage::ClientRx, diff(Some(c.app_recv_ns), c.rx_kernel_ns));
+    s.set(Stage::TcpAck, diff(c.tx_ack_ns, c.tx_soft_ns));
     let client_kernel_rtt = diff(c.rx_kernel_ns, c.tx_soft_ns);
     match responder {
         Some(r) => {
@@ -209,7 +215,7 @@ pub fn client_stamps_monotonic(c: &ClientStamps) -> bool {
 /// Per-stage histograms over many exchanges.
 #[derive(Debug, Clone, Default)]
 pub struct StageStats {
-    hists: [Histogram; 9],
+    hists: [Histogram; 10],
     /// Intervals that came out negative (stamps out of order): not recorded.
     pub negative: u64,
 }
@@ -260,6 +266,104 @@ impl StageStats {
                 })
             })
             .collect()
+    }
+}
+
+/// How the reflector waits for requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReflectorMode {
+    /// Sleeps in poll/recv until a request arrives (the default; pays the
+    /// scheduler's wake-up).
+    Blocking,
+    /// Spins on non-blocking receives (burns a CPU; no wake-up cost).
+    Busy,
+    /// Sleeps until a request arrives, then takes every queued request
+    /// before answering them in one pass.
+    Batch,
+}
+
+/// The echo protocol of a latency session with linerate's reflector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EchoProtocol {
+    /// UDP echo.
+    Udp,
+    /// TCP echo.
+    Tcp,
+}
+
+/// What a client asks of the server's reflector (control protocol).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LatencyParams {
+    /// UDP or TCP.
+    pub protocol: EchoProtocol,
+    /// Request size in bytes.
+    pub size_bytes: u64,
+    /// How the reflector waits.
+    pub mode: ReflectorMode,
+    /// Copy each request before answering.
+    pub copy: bool,
+    /// SO_NO_CHECK on the reflector's socket.
+    pub no_udp_checksum: bool,
+    /// How long the client means to run, at most (the server may refuse more).
+    pub duration_ns: u64,
+}
+
+/// Largest request of a latency session (bytes).
+pub const MAX_REQUEST_BYTES: u64 = 1 << 20;
+
+/// Why a server refuses latency parameters.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LatencyParamsError {
+    /// A request size outside what the protocol carries.
+    #[error("request size {size} B is outside {min}..={max} B for {protocol}")]
+    Size {
+        /// Asked.
+        size: u64,
+        /// Smallest.
+        min: u64,
+        /// Largest.
+        max: u64,
+        /// `udp` or `tcp`.
+        protocol: &'static str,
+    },
+    /// Longer than the server allows.
+    #[error(
+        "a {asked_s:.0} s session exceeds the server's limit of {limit_s:.0} s (--max-duration)"
+    )]
+    TooLong {
+        /// Asked, s.
+        asked_s: f64,
+        /// Allowed, s.
+        limit_s: f64,
+    },
+}
+
+impl LatencyParams {
+    /// Checks the parameters against the protocol and the server's limit.
+    pub fn validate(&self, max_duration_ns: Option<u64>) -> Result<(), LatencyParamsError> {
+        let (min, max, protocol) = match self.protocol {
+            EchoProtocol::Udp => (crate::wire::echo::HEADER_LEN as u64, 65_507, "udp"),
+            EchoProtocol::Tcp => (1, MAX_REQUEST_BYTES, "tcp"),
+        };
+        if !(min..=max).contains(&self.size_bytes) {
+            return Err(LatencyParamsError::Size {
+                size: self.size_bytes,
+                min,
+                max,
+                protocol,
+            });
+        }
+        if let Some(limit) = max_duration_ns {
+            if self.duration_ns > limit {
+                return Err(LatencyParamsError::TooLong {
+                    asked_s: self.duration_ns as f64 / 1e9,
+                    limit_s: limit as f64 / 1e9,
+                });
+            }
+        }
+        Ok(())
     }
 }
 
@@ -498,7 +602,7 @@ mod tests {
         b.merge(&a);
         assert_eq!(b.histogram(Stage::Rtt).count(), 2);
         let sums = b.summaries();
-        assert_eq!(sums.len(), 9);
+        assert_eq!(sums.len(), 9, "no TCP ACK stamp, no ack stage");
         assert_eq!(sums[0].stage, Stage::ClientTx);
         let mut neg = Stages::default();
         neg.set(Stage::Rtt, Some(-1));

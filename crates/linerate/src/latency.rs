@@ -5,17 +5,22 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _};
 use clap::{Args, ValueEnum};
-use linerate_core::latency::{LatencyReport, LatencyRun, Responder, SCHEMA, SCHEMA_VERSION};
+use linerate_core::latency::{
+    EchoProtocol, LatencyParams, LatencyReport, LatencyRun, Responder, SCHEMA, SCHEMA_VERSION,
+};
 use linerate_core::procedure::pingpong::{Schedule, Until};
 use linerate_core::units::{parse_duration, ByteCount};
 use linerate_io::echo::{
-    run_client_in, run_with_local_reflector, summarize, ClientConfig, Placement, Proto,
+    run_client_in, run_remote, run_with_local_reflector, summarize, ClientConfig, Placement, Proto,
     ReflectorConfig, ReflectorMode,
 };
 use linerate_io::stamps;
 
 use crate::output::{print, print_json};
 use crate::Failure;
+
+/// `linerate server`'s default control port.
+const SERVER_PORT: u16 = 5300;
 
 /// Flags of `linerate latency`.
 #[derive(Debug, Args)]
@@ -224,6 +229,9 @@ pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
         )
         .into());
     }
+    if args.no_udp_checksum && proto != Proto::Udp {
+        return Err(anyhow!("--no-udp-checksum applies to UDP only").into());
+    }
     let default_size = match proto {
         Proto::Udp => 64,
         Proto::Tcp => 1,
@@ -233,14 +241,17 @@ pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
         Some(b) => usize::try_from(b.get()).map_err(|_| anyhow!("--size too large"))?,
         None => default_size,
     };
-    let port = args.port.unwrap_or(if args.echo { 7 } else { 0 });
-    if args.bed.is_none() && !args.in_process && !args.echo && proto != Proto::Icmp {
-        return Err(anyhow!(
-            "latency sessions with `linerate server` are not available yet: use --in-process \
-             (reflector in this process), --bed NAME, --echo (any RFC 862 echo server) or --icmp"
-        )
-        .into());
-    }
+    // Against `linerate server` HOST:PORT is its control port; with --echo
+    // the echo service (RFC 862: port 7); in-process and on a bed the
+    // reflector takes any free port.
+    let remote = args.bed.is_none() && !args.in_process && !args.echo && proto != Proto::Icmp;
+    let port = args.port.unwrap_or(if args.echo {
+        7
+    } else if remote {
+        SERVER_PORT
+    } else {
+        0
+    });
     // With a bed: the client in host a, the responder in host b.
     let (target, place, bed_name) = match &args.bed {
         Some(name) => {
@@ -291,6 +302,7 @@ pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
         size,
     };
     let configs = expand(base, &args.sweep)?;
+    let mut warnings = Vec::new();
     let responder = if proto == Proto::Icmp {
         Responder::Kernel
     } else if args.echo {
@@ -309,16 +321,26 @@ pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
         .and_then(Result::ok)
         .unwrap_or_else(|| "unknown (could not probe the client's namespace)".into())
     };
+    if target.is_ipv6() && configs.iter().any(|(c, _)| c.no_check) {
+        warnings.push(
+            "SO_NO_CHECK has no effect over IPv6: UDP checksums are mandatory there (RFC 8200 §8.1)"
+                .into(),
+        );
+    }
+    let mut same_clock = args.in_process || bed_name.is_some() || remote;
     let mut runs: Vec<LatencyRun> = Vec::new();
-    let mut warnings = Vec::new();
     for (i, (c, settings)) in configs.iter().enumerate() {
-        if crate::progress::enabled() {
-            eprint!(
-                "\rlinerate latency: configuration {}/{}…",
+        let _ticker = crate::progress::Ticker::start(
+            format!(
+                "linerate latency: configuration {}/{}",
                 i + 1,
                 configs.len()
-            );
-        }
+            ),
+            match until {
+                Until::Time(t) => Some(t),
+                Until::Count(_) => None,
+            },
+        );
         let client = ClientConfig {
             target,
             session: session_token(),
@@ -341,6 +363,32 @@ pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
             let (run, report) = run_with_local_reflector(proto, target, rc, &client, &place)
                 .map_err(|e| anyhow!(e).context("latency run"))?;
             summarize(settings.clone(), c.size as u64, &run, Some(&report), true)
+        } else if remote {
+            let params = LatencyParams {
+                protocol: if proto == Proto::Tcp {
+                    EchoProtocol::Tcp
+                } else {
+                    EchoProtocol::Udp
+                },
+                size_bytes: c.size as u64,
+                mode: c.mode,
+                copy: c.copy,
+                no_udp_checksum: c.no_check,
+                duration_ns: expected_duration_ns(until, interval),
+            };
+            let r = run_remote(target, &params, &client)
+                .map_err(|e| anyhow!(e).context("latency session with linerate server"))?;
+            same_clock &= r.same_clock;
+            if let Some(why) = &r.incomplete {
+                warnings.push(format!("incomplete: {why}"));
+            }
+            summarize(
+                settings.clone(),
+                c.size as u64,
+                &r.client,
+                r.reflector.as_ref(),
+                r.same_clock,
+            )
         } else {
             let run = run_client_in(proto, &client, place.client_ns.as_deref())
                 .map_err(|e| anyhow!(e).context("latency run"))?;
@@ -354,9 +402,6 @@ pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
         };
         check(&run, &mut warnings);
         runs.push(run);
-    }
-    if crate::progress::enabled() {
-        eprint!("\r\x1b[K");
     }
     let report = LatencyReport {
         schema: SCHEMA.into(),
@@ -373,7 +418,7 @@ pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
         timestamp_source:
             "software (SO_TIMESTAMPING: RX_SOFTWARE, TX_SCHED, TX_SOFTWARE; TX_ACK on TCP)".into(),
         hardware_timestamps: hardware,
-        same_clock: args.in_process || bed_name.is_some(),
+        same_clock,
         runs,
         warnings,
     };
@@ -381,6 +426,11 @@ pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
         print_json(&report)?;
     } else {
         print(&linerate_report::latency::to_table(&report))?;
+    }
+    if report.warnings.iter().any(|w| w.starts_with("incomplete")) {
+        return Err(Failure::Measurement(anyhow!(
+            "the result is incomplete (see the warnings)"
+        )));
     }
     if report.runs.iter().any(|r| r.counts.received == 0) {
         return Err(Failure::Measurement(anyhow!(
@@ -433,6 +483,22 @@ fn check(run: &LatencyRun, warnings: &mut Vec<String>) {
             run.negative_intervals
         ));
     }
+}
+
+/// How long a run means to take, for the server to bound its reflector by
+/// (it adds a grace period and refuses more than its --max-duration). A
+/// count is estimated at 10 ms per exchange (or the interval, if longer):
+/// generous for any LAN; a slower run is cut short and its last requests
+/// are reported lost.
+fn expected_duration_ns(until: Until, interval: Duration) -> u64 {
+    let d = match until {
+        Until::Time(t) => t,
+        Until::Count(n) => interval
+            .max(Duration::from_millis(10))
+            .checked_mul(u32::try_from(n).unwrap_or(u32::MAX))
+            .unwrap_or(Duration::MAX),
+    };
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// A session token that a stray or old client will not guess by accident.

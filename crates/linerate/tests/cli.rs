@@ -418,3 +418,125 @@ fn latency_without_a_responder_fails_as_a_measurement() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("no replies"), "{}", stderr(&o));
 }
+
+/// Kills the child on drop (also when an assertion fails).
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn latency_against_linerate_server() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let _server = Child(
+        Command::new(env!("CARGO_BIN_EXE_linerate"))
+            .args(["server", "--bind", "127.0.0.1", "--port", &port])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut o = linerate(&[
+        "latency",
+        "127.0.0.1",
+        "--port",
+        &port,
+        "--count",
+        "200",
+        "--json",
+    ]);
+    for _ in 0..50 {
+        if o.status.success() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        o = linerate(&[
+            "latency",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "--count",
+            "200",
+            "--json",
+        ]);
+    }
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
+    assert_eq!(v["responder"], "reflector");
+    assert_eq!(v["same_clock"], true);
+    assert_eq!(v["runs"][0]["counts"]["received"], 200);
+    let stages = v["runs"][0]["stages"].as_array().unwrap();
+    assert!(stages.iter().any(|s| s["stage"] == "responder_app"));
+    let o = linerate(&[
+        "latency",
+        "127.0.0.1",
+        "--port",
+        &port,
+        "--tcp",
+        "--count",
+        "50",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn latency_reports_what_it_measured_when_the_server_dies() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let mut server = Child(
+        Command::new(env!("CARGO_BIN_EXE_linerate"))
+            .args(["server", "--bind", "127.0.0.1", "--port", &port])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let client = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args([
+            "latency",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "--time",
+            "2s",
+            "--interval",
+            "1ms",
+            "--timeout",
+            "100ms",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let _ = server.0.kill();
+    let o = client.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).expect("a result despite the dead server");
+    let run = &v["runs"][0];
+    assert!(
+        run["counts"]["received"].as_u64().unwrap() > 0,
+        "measured before the kill"
+    );
+    assert!(
+        run["counts"]["lost"].as_u64().unwrap() > 0,
+        "lost after the kill"
+    );
+    let warnings = v["warnings"].to_string();
+    assert!(warnings.contains("incomplete"), "{warnings}");
+}

@@ -16,12 +16,16 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::latency::{LatencyParams, ReflectorRecord, ReflectorReport};
 use crate::throughput::model::{SideReport, ThroughputParams};
 
 /// Names the protocol in every Hello.
 pub const CONTROL_MAGIC: &str = "linerate-control";
 /// The protocol version this build speaks.
 pub const CONTROL_VERSION: u32 = 1;
+/// Reflector records per `ReflectorRecords` frame: one record encodes to
+/// at most ~260 bytes of JSON, so a full chunk stays far below the frame limit.
+pub const MAX_RECORDS_PER_FRAME: usize = 2_000;
 /// The largest frame either end accepts, bytes (length prefix excluded).
 pub const MAX_FRAME_BYTES: usize = 1 << 20;
 /// The length prefix, bytes.
@@ -33,6 +37,8 @@ pub const LEN_BYTES: usize = 4;
 pub enum SessionKind {
     /// `linerate throughput`.
     Throughput(ThroughputParams),
+    /// `linerate latency`: the server runs a reflector for this session.
+    Latency(LatencyParams),
 }
 
 /// Bytes and packets one flow sent, told to the receiving end when sending
@@ -112,6 +118,28 @@ pub enum Message {
         /// The server's measurements.
         side: SideReport,
     },
+    /// Server → client (latency): the reflector listens on `port` of the
+    /// control connection's address and answers this session's token
+    /// (its session id); `boot_id` lets the client tell whether both ends
+    /// share a clock (same host).
+    ReflectorReady {
+        /// UDP or TCP port of the reflector.
+        port: u16,
+        /// The server host's boot id (`/proc/sys/kernel/random/boot_id`).
+        boot_id: String,
+    },
+    /// Server → client (latency), after the client's `SendDone`: one chunk
+    /// of the reflector's per-exchange stamps (a frame holds at most
+    /// [`MAX_RECORDS_PER_FRAME`]).
+    ReflectorRecords {
+        /// Records, in order.
+        records: Vec<ReflectorRecord>,
+    },
+    /// Server → client (latency): the reflector's counters; ends the session.
+    ReflectorDone {
+        /// Counters (records were sent before, in chunks).
+        report: ReflectorReport,
+    },
     /// Either way: the session failed, with the reason.
     Error {
         /// Why, for a person.
@@ -142,6 +170,9 @@ impl Message {
             Self::Running => "running",
             Self::SendDone { .. } => "send_done",
             Self::Report { .. } => "report",
+            Self::ReflectorReady { .. } => "reflector_ready",
+            Self::ReflectorRecords { .. } => "reflector_records",
+            Self::ReflectorDone { .. } => "reflector_done",
             Self::Error { .. } => "error",
         }
     }

@@ -8,6 +8,7 @@
 //! stamps of one host's clock.
 
 mod icmp;
+mod remote;
 mod session;
 mod tcp;
 mod udp;
@@ -17,12 +18,12 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use linerate_core::latency::ClientStamps;
-pub use linerate_core::latency::{ReflectorRecord, ReflectorReport};
+pub use linerate_core::latency::{ReflectorMode, ReflectorRecord, ReflectorReport};
 use linerate_core::procedure::pingpong::{Counts, Schedule};
 use linerate_core::wire::echo::ReflectorStamps;
-use serde::{Deserialize, Serialize};
 
 pub use icmp::run_icmp_client;
+pub use remote::{run_remote, serve, RemoteRun};
 pub use session::{
     run_client, run_client_in, run_with_local_reflector, summarize, Placement, Proto,
 };
@@ -48,20 +49,6 @@ pub enum EchoIoError {
 pub(crate) fn sock_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> EchoIoError {
     let what = what.into();
     move |source| EchoIoError::Socket { what, source }
-}
-
-/// How the reflector waits for requests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ReflectorMode {
-    /// Sleeps in poll/recv until a request arrives (the default; pays the
-    /// scheduler's wake-up).
-    Blocking,
-    /// Spins on non-blocking receives (burns a CPU; no wake-up cost).
-    Busy,
-    /// Sleeps until a request arrives, then takes every queued request
-    /// before answering them in one pass.
-    Batch,
 }
 
 /// How a reflector serves one session.

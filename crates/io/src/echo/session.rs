@@ -169,11 +169,10 @@ pub fn summarize(
     for x in &run.exchanges {
         // Prefer the complete record from the end of the run; fall back to
         // the stamps that came inside the reply.
-        let responder = records.get(&x.seq).copied().or_else(|| {
-            x.inline
-                .map(|s| ResponderStamps::from_reply(&s, None))
-                .filter(|_| reflector.is_some())
-        });
+        let responder = records
+            .get(&x.seq)
+            .copied()
+            .or_else(|| x.inline.map(|s| ResponderStamps::from_reply(&s, None)));
         stats.record(&dissect(&x.client, responder.as_ref(), same_clock));
     }
     LatencyRun {

@@ -258,3 +258,135 @@ fn icmp_echo_to_loopback() {
             >= 18
     );
 }
+
+fn start_server(
+    max_duration: Option<Duration>,
+) -> (SocketAddr, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+    use crate::throughput::server::{Server, ServerConfig};
+    let server = Server::bind(ServerConfig {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        once: false,
+        max_clients: 4,
+        max_duration,
+        log: Arc::new(|_| {}),
+    })
+    .unwrap();
+    let addr = server.local_addr().unwrap();
+    let stop = server.stop_flag();
+    let h = std::thread::spawn(move || server.run().unwrap());
+    (addr, stop, h)
+}
+
+fn params(
+    protocol: linerate_core::latency::EchoProtocol,
+    size: u64,
+) -> linerate_core::latency::LatencyParams {
+    linerate_core::latency::LatencyParams {
+        protocol,
+        size_bytes: size,
+        mode: ReflectorMode::Blocking,
+        copy: false,
+        no_udp_checksum: false,
+        duration_ns: 5_000_000_000,
+    }
+}
+
+#[test]
+fn latency_session_through_linerate_server() {
+    use linerate_core::latency::EchoProtocol;
+    let (addr, stop, h) = start_server(Some(Duration::from_secs(60)));
+    for (proto, size) in [
+        (EchoProtocol::Udp, 64),
+        (EchoProtocol::Udp, 16),
+        (EchoProtocol::Tcp, 1),
+    ] {
+        let r = run_remote(
+            addr,
+            &params(proto, size),
+            &client(addr, 0, size as usize, 150),
+        )
+        .unwrap();
+        assert_eq!(r.client.counts.received, 150, "{proto:?}");
+        assert!(r.incomplete.is_none());
+        let reflector = r.reflector.expect("the server's records");
+        assert_eq!(reflector.replies, 150);
+        assert_eq!(
+            reflector.records.len(),
+            150,
+            "records come back over control"
+        );
+        assert!(r.same_clock, "same host, same boot id");
+        assert!(reflector.bytes_out <= reflector.bytes_in);
+        check_stages(&r.client, &reflector);
+    }
+    // Parameters the server refuses: a clear error, and the server goes on.
+    let err = run_remote(addr, &params(EchoProtocol::Udp, 8), &client(addr, 0, 8, 1)).unwrap_err();
+    assert!(err.to_string().contains("request size 8"), "{err}");
+    let mut long = params(EchoProtocol::Udp, 64);
+    long.duration_ns = 3_600_000_000_000;
+    let err = run_remote(addr, &long, &client(addr, 0, 64, 1)).unwrap_err();
+    assert!(err.to_string().contains("--max-duration"), "{err}");
+    let r = run_remote(
+        addr,
+        &params(EchoProtocol::Udp, 64),
+        &client(addr, 0, 64, 10),
+    )
+    .unwrap();
+    assert_eq!(r.client.counts.received, 10, "the server still serves");
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+}
+
+#[test]
+fn the_servers_reflector_answers_only_its_session() {
+    use crate::throughput::control::Control;
+    use linerate_core::latency::EchoProtocol;
+    use linerate_core::wire::control::{Message, SessionKind};
+    let (addr, stop, h) = start_server(None);
+    let mut ctrl = Control::new(std::net::TcpStream::connect(addr).unwrap());
+    let t = Duration::from_secs(5);
+    ctrl.send(&Message::hello("test")).unwrap();
+    let Message::Welcome { session_id, .. } = ctrl.recv(t).unwrap() else {
+        panic!("no welcome")
+    };
+    ctrl.send(&Message::Start {
+        session: SessionKind::Latency(params(EchoProtocol::Udp, 64)),
+        udp_ports: vec![],
+    })
+    .unwrap();
+    let Message::ReflectorReady { port, .. } = ctrl.recv(t).unwrap() else {
+        panic!("no reflector_ready")
+    };
+    ctrl.send(&Message::Go).unwrap();
+    assert!(matches!(ctrl.recv(t).unwrap(), Message::Running));
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let to: SocketAddr = (addr.ip(), port).into();
+    let mut probe = [0u8; 64];
+    let mut buf = [0u8; 128];
+    // A token the server never gave out: no reply.
+    Packet::new_unchecked(&mut probe[..]).emit_request(session_id ^ 1, 1);
+    s.send_to(&probe, to).unwrap();
+    assert!(
+        s.recv_from(&mut buf).is_err(),
+        "a forged session got a reply"
+    );
+    // This session's token: a reply of the same length.
+    Packet::new_unchecked(&mut probe[..]).emit_request(session_id, 2);
+    s.send_to(&probe, to).unwrap();
+    let (n, _) = s.recv_from(&mut buf).unwrap();
+    assert_eq!(n, 64);
+    ctrl.send(&Message::SendDone { flows: vec![] }).unwrap();
+    let mut records = 0;
+    let report = loop {
+        match ctrl.recv(t).unwrap() {
+            Message::ReflectorRecords { records: r } => records += r.len(),
+            Message::ReflectorDone { report } => break report,
+            other => panic!("unexpected {}", other.name()),
+        }
+    };
+    assert_eq!((records, report.replies, report.unknown_session), (1, 1, 1));
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+}

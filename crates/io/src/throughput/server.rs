@@ -228,7 +228,8 @@ impl ConnCtx {
                 let software: String = software.chars().take(80).collect();
                 self.log(&format!("{peer}: session opened by {software:?}"));
                 match self.session(&mut ctrl, peer) {
-                    Ok(side) => self.log(&format!("{peer}: {}", summary(&side))),
+                    Ok(Some(side)) => self.log(&format!("{peer}: {}", summary(&side))),
+                    Ok(None) => {}
                     Err(e) => {
                         let _ = ctrl.send(&Message::Error { reason: e.clone() });
                         self.log(&format!("{peer}: session failed: {e}"));
@@ -266,7 +267,9 @@ impl ConnCtx {
         }
     }
 
-    fn session(&self, ctrl: &mut Control, peer: SocketAddr) -> Result<SideReport, String> {
+    /// Runs one session; `None` for sessions that are not throughput tests
+    /// (they log for themselves).
+    fn session(&self, ctrl: &mut Control, peer: SocketAddr) -> Result<Option<SideReport>, String> {
         let session_id = session::random_u64() as u32;
         let cookie = session::random_u64();
         let (tx, rx) = mpsc::channel();
@@ -286,6 +289,18 @@ impl ConnCtx {
                 session: SessionKind::Throughput(p),
                 udp_ports,
             }) => (p, udp_ports),
+            Ok(Message::Start {
+                session: SessionKind::Latency(p),
+                ..
+            }) => {
+                let r =
+                    crate::echo::serve(ctrl, session_id, &p, self.cfg.max_duration, &self.stop)?;
+                self.log(&format!(
+                    "{peer}: latency session: {} replies, {} requests of other sessions dropped, {} malformed",
+                    r.replies, r.unknown_session, r.malformed
+                ));
+                return Ok(None);
+            }
             Ok(other) => return Err(format!("expected 'start', got '{}'", other.name())),
             Err(e) => return Err(e.to_string()),
         };
@@ -333,7 +348,7 @@ impl ConnCtx {
         let outcome = session::drive(ctrl, flows, End::Server, limit, None, &self.stop);
         // Wait (bounded) for the client to close, so it reads the report.
         let _ = ctrl.recv(Duration::from_secs(2));
-        Ok(outcome.side)
+        Ok(Some(outcome.side))
     }
 }
 
