@@ -7,6 +7,7 @@
 //! residual frames (section 23 step C says 2 s), then closes the stream and
 //! turns its counters into a [`TrialOutcome`] for the core procedure.
 
+use std::net::IpAddr;
 use std::sync::mpsc::{self, Receiver as Rx, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -39,10 +40,10 @@ pub struct HarnessConfig {
     pub qdisc_bypass: bool,
     /// Send through a PACKET_TX_RING (TPACKET_V2) instead of `sendmmsg`.
     pub tx_ring: bool,
-    /// IPv4 source of the frames (198.18.0.0/15).
-    pub src_ip: [u8; 4],
-    /// IPv4 destination of the frames (198.18.0.0/15).
-    pub dst_ip: [u8; 4],
+    /// Source of the frames (198.18.0.0/15 or 2001:2::/48).
+    pub src_ip: IpAddr,
+    /// Destination of the frames (same family as the source).
+    pub dst_ip: IpAddr,
     /// Destination MAC of the frames: the receiving interface's own
     /// (`None`, for a bridge or a cable) or a router's (see [`mac_in`]).
     pub dst_mac: Option<[u8; 6]>,

@@ -14,7 +14,7 @@
 //!   shapes them; `PACKET_QDISC_BYPASS` is an option that is **refused on an
 //!   interface with a shaping qdisc** (it would skip the emulated link:
 //!   `../shared/research/linux-probe.md` §4).
-//! * [`Receiver`]: `recvmmsg` batches of IPv4 frames on one interface,
+//! * [`Receiver`]: `recvmmsg` batches of frames on one interface,
 //!   parsed with the core test-frame view; non-test frames are counted and
 //!   ignored; test frames go to a [`RxTally`] (loss, reorder, duplicates,
 //!   latency per stream).
@@ -35,7 +35,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use linerate_core::procedure::rfc2544::rx::RxTally;
-use linerate_core::wire::testframe::{TestFrame, TestFrameRepr};
+use linerate_core::wire::testframe::{TestFrame, TestFrameRepr, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 
 use std::collections::VecDeque;
 
@@ -230,6 +230,11 @@ impl Generator {
         let mut t = *template;
         t.stream = stream;
         let len = t.buffer_len();
+        self.sock.set_tx_protocol(if t.src_ip.is_ipv6() {
+            ETHERTYPE_IPV6
+        } else {
+            ETHERTYPE_IPV4
+        });
         let mut bufs: Vec<Vec<u8>> = (0..MAX_BATCH)
             .map(|_| {
                 let mut b = vec![0u8; len];
@@ -274,6 +279,7 @@ impl Generator {
                 if let Ok(mut f) = TestFrame::new_checked(&mut b[..]) {
                     f.set_seq((rep.sent_frames + i as u64) as u32);
                     f.set_tx_ns(ts);
+                    f.fill_udp_checksum();
                 }
             }
             let refs: Vec<&[u8]> = bufs.iter().take(n).map(Vec::as_slice).collect();
@@ -402,6 +408,7 @@ impl Generator {
                     if let Ok(mut f) = TestFrame::new_checked(d) {
                         f.set_seq(seq);
                         f.set_tx_ns(ts);
+                        f.fill_udp_checksum();
                     }
                 });
                 if !ok {
@@ -455,7 +462,7 @@ impl Generator {
     }
 }
 
-/// An AF_PACKET receiver of IPv4 frames that counts test frames.
+/// An AF_PACKET receiver that counts test frames (IPv4 and IPv6).
 #[derive(Debug)]
 pub struct Receiver {
     sock: PacketSocket,
@@ -492,8 +499,9 @@ impl Receiver {
         })?;
         let mac = raw::hwaddr(iface).map_err(sock_err("SIOCGIFHWADDR"))?;
         let mtu = raw::mtu(iface).map_err(sock_err("SIOCGIFMTU"))?;
+        // Every protocol: IPv4 and IPv6 test frames (others count as other).
         let sock =
-            PacketSocket::open(index, raw::ETH_P_IP).map_err(sock_err("AF_PACKET socket"))?;
+            PacketSocket::open(index, raw::ETH_P_ALL).map_err(sock_err("AF_PACKET socket"))?;
         // Older kernels lack it; outgoing frames are then dropped by pkttype.
         let _ = sock.set_ignore_outgoing();
         let _ = sock.set_rcvbuf(32 << 20);

@@ -73,8 +73,8 @@ impl Pair {
             },
             qdisc_bypass: bypass,
             tx_ring: false,
-            src_ip: [198, 18, 0, 1],
-            dst_ip: [198, 19, 255, 2],
+            src_ip: [198, 18, 0, 1].into(),
+            dst_ip: [198, 19, 255, 2].into(),
             dst_mac: None,
         }
     }
@@ -233,4 +233,33 @@ fn tx_ring_sends_paced_trials_completely_and_is_shaped() {
     // them: the shaping shows in the offered rate (~813 fps + burst).
     assert!(o.offered_fps < 1_100.0, "{o:?} {rep:?}");
     assert!(o.received_frames <= rep.sent_frames);
+}
+
+#[test]
+fn ipv6_test_frames_arrive_complete_on_both_send_paths() {
+    if !privileged("ipv6_test_frames_arrive_complete_on_both_send_paths") {
+        return;
+    }
+    let pair = Pair::new("6");
+    for ring in [false, true] {
+        let mut cfg = pair.config(false);
+        cfg.src_ip = "2001:2::f9".parse().unwrap();
+        cfg.dst_ip = "2001:2::fa".parse().unwrap();
+        cfg.tx_ring = ring;
+        let mut h = Harness::start(cfg).unwrap();
+        h.warm_up(84, Duration::from_secs(5)).unwrap();
+        // 64-byte frames cannot carry IPv6 + UDP + the test header.
+        assert!(h.template(64).is_err());
+        for size in [84u32, 1518] {
+            let spec = TrialSpec {
+                frame_bytes: size,
+                fps: 5_000.0,
+                frames: 1_000,
+            };
+            let (o, rep) = h.trial(&spec, Duration::from_millis(200)).unwrap();
+            assert_eq!(rep.sent_frames, 1_000, "ring {ring}: {rep:?}");
+            assert_eq!(o.received_frames, 1_000, "ring {ring} {size} B: {o:?}");
+            assert_eq!(o.duplicates, 0);
+        }
+    }
 }

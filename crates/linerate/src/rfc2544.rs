@@ -3,6 +3,7 @@
 //! by the sans-IO procedures of `linerate-core` through the harness of
 //! `linerate-io`.
 
+use std::net::{IpAddr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context as _};
@@ -135,6 +136,11 @@ pub(crate) struct Rfc2544Args {
     #[arg(long, value_name = "MAC", value_parser = parse_mac, requires = "tx")]
     pub(crate) dst_mac: Option<[u8; 6]>,
 
+    /// IPv6 test frames (2001:2::/48, UDP checksum filled per frame; the
+    /// smallest IPv6 test frame is 84 bytes, so `rfc2544` sizes start there).
+    #[arg(long)]
+    pub(crate) ipv6: bool,
+
     /// Tests to run, in this order.
     #[arg(
         long,
@@ -262,6 +268,7 @@ struct Rfc2544Json {
     resolution_pct: f64,
     loss_tolerance_pct: f64,
     latency_clock: &'static str,
+    ip_version: u8,
     /// Frames whose receive time fell back to a user-space stamp.
     rx_user_space_stamps: u64,
     sizes: Vec<SizeReport>,
@@ -269,6 +276,23 @@ struct Rfc2544Json {
 
 /// What the clock of every latency figure is.
 const LATENCY_CLOCK: &str = "CLOCK_REALTIME on one host: tx stamped in user space as the frame is handed to the kernel (sendmmsg or TX-ring slot), rx = kernel software receive timestamp (SO_TIMESTAMPNS)";
+
+/// Addresses for frames that no host owns (so none answers them): in the
+/// bed's subnet, or in a subnet of their own for --tx/--rx.
+fn addrs(ipv6: bool, own_subnet: bool) -> (IpAddr, IpAddr) {
+    match (ipv6, own_subnet) {
+        (false, false) => ([198, 18, 0, 249].into(), [198, 18, 0, 250].into()),
+        (false, true) => ([198, 18, 0, 249].into(), [198, 19, 255, 250].into()),
+        (true, false) => (
+            Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 0xf9).into(),
+            Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 0xfa).into(),
+        ),
+        (true, true) => (
+            Ipv6Addr::new(0x2001, 2, 0, 0xffff, 0, 0, 0, 0xf9).into(),
+            Ipv6Addr::new(0x2001, 2, 0, 0xffff, 0, 0, 0, 0xfa).into(),
+        ),
+    }
+}
 
 struct Setup {
     cfg: HarnessConfig,
@@ -304,11 +328,13 @@ fn setup(args: &Rfc2544Args) -> Result<Setup, Failure> {
             // Frames go to the router's port on a's side, addressed from a's
             // address to b's, so that the router forwards them (and
             // decrements the TTL, rewriting the checksum the receiver checks).
-            let ip = |role: &str| -> anyhow::Result<[u8; 4]> {
-                Ok(bed
-                    .ipv4(role)
-                    .ok_or_else(|| anyhow!("bed '{name}' has no IPv4 address on {role}"))?
-                    .octets())
+            let ip = |role: &str| -> anyhow::Result<IpAddr> {
+                let v = if args.ipv6 {
+                    bed.ipv6(role).map(IpAddr::V6)
+                } else {
+                    bed.ipv4(role).map(IpAddr::V4)
+                };
+                v.ok_or_else(|| anyhow!("bed '{name}' has no address on {role}"))
             };
             let port = end("dut")?;
             let mac = mac_in(port.netns.as_deref(), &port.iface).map_err(anyhow::Error::from)?;
@@ -321,31 +347,28 @@ fn setup(args: &Rfc2544Args) -> Result<Setup, Failure> {
                 Some(mac),
             )
         } else {
-            (
-                end("a")?,
-                end("b")?,
-                bed.link(),
-                [198, 18, 0, 249],
-                [198, 18, 0, 250],
-                None,
-            )
+            let (src, dst) = addrs(args.ipv6, false);
+            (end("a")?, end("b")?, bed.link(), src, dst, None)
         }
     } else {
         match (&args.tx, &args.rx) {
-            (Some(tx), Some(rx)) => (
-                Endpoint {
-                    netns: args.tx_netns.clone(),
-                    iface: tx.clone(),
-                },
-                Endpoint {
-                    netns: args.rx_netns.clone(),
-                    iface: rx.clone(),
-                },
-                None,
-                [198, 18, 0, 249],
-                [198, 19, 255, 250],
-                args.dst_mac,
-            ),
+            (Some(tx), Some(rx)) => {
+                let (src, dst) = addrs(args.ipv6, true);
+                (
+                    Endpoint {
+                        netns: args.tx_netns.clone(),
+                        iface: tx.clone(),
+                    },
+                    Endpoint {
+                        netns: args.rx_netns.clone(),
+                        iface: rx.clone(),
+                    },
+                    None,
+                    src,
+                    dst,
+                    args.dst_mac,
+                )
+            }
             _ => usage!("give --bed NAME, or --tx IFACE and --rx IFACE"),
         }
     };
@@ -711,7 +734,14 @@ fn render(link: BitRate, sizes: &[SizeReport]) -> String {
 /// Runs `linerate rfc2544`.
 pub(crate) fn run(args: &Rfc2544Args) -> Result<(), Failure> {
     let setup = setup(args)?;
-    let sizes = args.frames.sizes();
+    let mut sizes = args.frames.sizes();
+    if args.ipv6 && args.frames == SizeList::Rfc2544 {
+        // RFC 5180 section 5: 64-byte frames cannot carry IPv6 + UDP + a
+        // test header.
+        sizes.retain(|&s| s != 64);
+        sizes.insert(0, 84);
+        eprintln!("IPv6: 84-byte frames replace 64-byte ones (RFC 5180 section 5)");
+    }
     for &s in &sizes {
         Encap::ETHERNET
             .frame_of_length(s, s > 1518)
@@ -773,6 +803,7 @@ pub(crate) fn run(args: &Rfc2544Args) -> Result<(), Failure> {
             resolution_pct: args.resolution,
             loss_tolerance_pct: args.loss_tolerance,
             latency_clock: LATENCY_CLOCK,
+            ip_version: if args.ipv6 { 6 } else { 4 },
             rx_user_space_stamps: user_stamps,
             sizes: reports,
         })
