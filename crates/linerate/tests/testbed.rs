@@ -271,9 +271,9 @@ fn sweep_prefix_removes_a_killed_processs_leftovers() {
     if !privileged("sweep_prefix_removes_a_killed_processs_leftovers") {
         return;
     }
-    // "sweep": no other test's name starts with it, so this test's sweep
-    // cannot take another test's objects.
-    let n = name("sweep");
+    // "w": no other test's tag starts with it, so this test's sweep cannot
+    // take another test's objects (and the veth names stay within 15 bytes).
+    let n = name("w");
     // what a SIGKILLed process leaves: a namespace and root links
     Command::new("ip")
         .args(["netns", "add", &format!("lr-{n}-a")])
