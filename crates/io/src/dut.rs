@@ -18,7 +18,7 @@ use linerate_core::procedure::rfc2544::{TrialOutcome, TrialSpec};
 use linerate_core::wire::testframe::TestFrameRepr;
 
 use crate::netns::{spawn_in, NetnsError};
-use crate::packet::{GenReport, Generator, PacketError, Receiver};
+use crate::packet::{GenReport, Generator, PacketError, Receiver, SendPath};
 
 /// One end: an interface, in a namespace or in the caller's.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,8 +38,8 @@ pub struct HarnessConfig {
     pub rx: Endpoint,
     /// Use PACKET_QDISC_BYPASS (refused on shaped interfaces).
     pub qdisc_bypass: bool,
-    /// Send through a PACKET_TX_RING (TPACKET_V2) instead of `sendmmsg`.
-    pub tx_ring: bool,
+    /// How frames are handed to the kernel.
+    pub path: SendPath,
     /// Source of the frames (198.18.0.0/15 or 2001:2::/48).
     pub src_ip: IpAddr,
     /// Destination of the frames (same family as the source).
@@ -141,10 +141,10 @@ impl Harness {
         let (ready_tx, ready_rx) = mpsc::channel::<Result<([u8; 6], u32), PacketError>>();
         let iface = cfg.tx.iface.clone();
         let bypass = cfg.qdisc_bypass;
-        let tx_ring = cfg.tx_ring;
+        let path = cfg.path;
         let ready = ready_tx.clone();
         let gen_thread = spawn_in(cfg.tx.netns.as_deref(), "lr-gen", move || {
-            let mut g = match Generator::open(&iface, bypass, tx_ring) {
+            let mut g = match Generator::open(&iface, bypass, path) {
                 Ok(g) => g,
                 Err(e) => {
                     let _ = ready.send(Err(e));

@@ -42,6 +42,7 @@ use std::collections::VecDeque;
 use crate::sys::packet::{
     self as raw, PacketSocket, SlotState, TxRing, MAX_BATCH, PACKET_OUTGOING,
 };
+use crate::sys::xdp::XdpTx;
 
 /// Why a raw socket could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +64,14 @@ pub enum PacketError {
         iface: String,
         /// The error.
         source: io::Error,
+    },
+    /// AF_XDP was asked on an interface with a shaping qdisc.
+    #[error("AF_XDP refused on {iface}: it has a shaping qdisc ({qdisc}), and AF_XDP frames skip the qdisc, so the emulated link")]
+    XdpOnShapedLink {
+        /// Interface name.
+        iface: String,
+        /// The qdisc kind found.
+        qdisc: String,
     },
     /// PACKET_QDISC_BYPASS was asked on an interface with a shaping qdisc.
     #[error("PACKET_QDISC_BYPASS refused on {iface}: it has a shaping qdisc ({qdisc}), and bypass would skip the emulated link")]
@@ -94,6 +103,30 @@ pub fn iface_mac(iface: &str) -> Result<[u8; 6], PacketError> {
         iface: iface.to_string(),
         source,
     })
+}
+
+/// How the generator hands frames to the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SendPath {
+    /// AF_PACKET `sendmmsg`, batches of 64 (through the qdisc unless bypassed).
+    #[default]
+    Sendmmsg,
+    /// AF_PACKET PACKET_TX_RING, TPACKET_V2 (through the qdisc unless bypassed).
+    TxRing,
+    /// AF_XDP in copy mode, queue 0: bypasses the qdisc, so it is refused on
+    /// a shaped interface.
+    AfXdp,
+}
+
+impl SendPath {
+    /// The name results carry.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sendmmsg => "af_packet_sendmmsg",
+            Self::TxRing => "af_packet_tx_ring_v2",
+            Self::AfXdp => "af_xdp_copy",
+        }
+    }
 }
 
 /// What one generator run did.
@@ -131,6 +164,7 @@ pub struct Generator {
     sock: PacketSocket,
     ring: Option<TxRing>,
     ring_head: usize,
+    xdp: Option<XdpTx>,
     iface: String,
     mac: [u8; 6],
     mtu: u32,
@@ -139,9 +173,8 @@ pub struct Generator {
 }
 
 impl Generator {
-    /// A sender on `iface` (in the calling thread's namespace), with
-    /// `sendmmsg` or, with `tx_ring`, a PACKET_TX_RING (TPACKET_V2).
-    pub fn open(iface: &str, qdisc_bypass: bool, tx_ring: bool) -> Result<Self, PacketError> {
+    /// A sender on `iface` (in the calling thread's namespace) using `path`.
+    pub fn open(iface: &str, qdisc_bypass: bool, path: SendPath) -> Result<Self, PacketError> {
         let sock_err = |what| {
             let iface = iface.to_string();
             move |source| PacketError::Socket {
@@ -168,7 +201,18 @@ impl Generator {
                 .map_err(sock_err("PACKET_QDISC_BYPASS"))?;
         }
         let mtu = raw::mtu(iface).map_err(sock_err("SIOCGIFMTU"))?;
-        let ring = if tx_ring {
+        let xdp = if path == SendPath::AfXdp {
+            if let Some(qdisc) = shaping_qdisc(iface) {
+                return Err(PacketError::XdpOnShapedLink {
+                    iface: iface.to_string(),
+                    qdisc,
+                });
+            }
+            Some(XdpTx::open(index, 4096, 4096).map_err(sock_err("AF_XDP socket (copy mode)"))?)
+        } else {
+            None
+        };
+        let ring = if path == SendPath::TxRing {
             // Slots for the largest frame the MTU allows (14 B Ethernet header).
             Some(
                 sock.tx_ring(mtu as usize + 14)
@@ -181,6 +225,7 @@ impl Generator {
             sock,
             ring,
             ring_head: 0,
+            xdp,
             iface: iface.to_string(),
             mac,
             mtu,
@@ -204,11 +249,13 @@ impl Generator {
     }
 
     /// The send path in use.
-    pub fn path(&self) -> &'static str {
+    pub fn path(&self) -> SendPath {
         if self.ring.is_some() {
-            "af_packet_tx_ring_v2"
+            SendPath::TxRing
+        } else if self.xdp.is_some() {
+            SendPath::AfXdp
         } else {
-            "af_packet_sendmmsg"
+            SendPath::Sendmmsg
         }
     }
 
@@ -225,6 +272,9 @@ impl Generator {
     ) -> GenReport {
         if self.ring.is_some() {
             return self.run_ring(template, stream, frames, fps, max_time);
+        }
+        if self.xdp.is_some() {
+            return self.run_xdp(template, stream, frames, fps, max_time);
         }
         let frames = frames.min(u64::from(u32::MAX));
         let mut t = *template;
@@ -450,6 +500,126 @@ impl Generator {
         }
         self.ring_head = head;
         if !inflight.is_empty() {
+            rep.timed_out = true;
+        }
+        rep.elapsed = last_done.duration_since(start);
+        rep.offered_fps = if rep.elapsed.is_zero() {
+            0.0
+        } else {
+            rep.sent_frames as f64 / rep.elapsed.as_secs_f64()
+        };
+        rep
+    }
+}
+
+impl Generator {
+    /// The AF_XDP path: frames are written into free UMEM chunks and put on
+    /// the TX ring, published and kicked after each batch; a frame counts as
+    /// sent when its chunk comes back on the completion ring. At the end it
+    /// waits (up to 1 s) for the rest.
+    fn run_xdp(
+        &mut self,
+        template: &TestFrameRepr,
+        stream: u16,
+        frames: u64,
+        fps: Option<f64>,
+        max_time: Duration,
+    ) -> GenReport {
+        let frames = frames.min(u64::from(u32::MAX));
+        let mut t = *template;
+        t.stream = stream;
+        let len = t.buffer_len();
+        let mut proto = vec![0u8; len];
+        t.emit(&mut proto);
+        let mut rep = GenReport {
+            asked_frames: frames,
+            ..GenReport::default()
+        };
+        let Some(x) = self.xdp.as_mut() else {
+            return rep;
+        };
+        if len > x.max_frame() {
+            rep.errors += 1;
+            rep.first_error = Some(format!("{len}-byte frame exceeds the AF_XDP chunk"));
+            return rep;
+        }
+        let mut queued = 0u64;
+        let start = Instant::now();
+        let mut last_done = start;
+        while queued < frames {
+            let el = start.elapsed();
+            if el > max_time {
+                rep.timed_out = true;
+                break;
+            }
+            let done = x.reap();
+            if done > 0 {
+                rep.sent_frames += u64::from(done);
+                last_done = Instant::now();
+            }
+            let due = match fps {
+                None => frames,
+                Some(f) => frames.min((el.as_secs_f64() * f).floor() as u64 + 1),
+            };
+            if due <= queued {
+                if let Some(f) = fps {
+                    let wait = queued as f64 / f - el.as_secs_f64();
+                    if wait > 300e-6 {
+                        std::thread::sleep(Duration::from_secs_f64(wait - 150e-6));
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                }
+                continue;
+            }
+            if fps.is_some() {
+                rep.max_lag_frames = rep.max_lag_frames.max(due - queued);
+            }
+            let want = ((due - queued) as usize).min(MAX_BATCH);
+            let ts = raw::realtime_ns();
+            let mut filled = 0;
+            while filled < want {
+                let seq = queued as u32;
+                let ok = x.push(len, |d| {
+                    d.copy_from_slice(&proto);
+                    if let Ok(mut f) = TestFrame::new_checked(d) {
+                        f.set_seq(seq);
+                        f.set_tx_ns(ts);
+                        f.fill_udp_checksum();
+                    }
+                });
+                if !ok {
+                    break;
+                }
+                queued += 1;
+                filled += 1;
+            }
+            rep.batches += 1;
+            if let Err(e) = x.publish() {
+                rep.errors += 1;
+                if rep.first_error.is_none() {
+                    rep.first_error = Some(e.to_string());
+                }
+                if rep.errors > 1000 {
+                    break;
+                }
+            }
+            if filled == 0 {
+                std::thread::yield_now();
+            }
+        }
+        let flush_end = Instant::now() + Duration::from_secs(1);
+        while (x.free_chunks() as u32) < x.chunks() && Instant::now() < flush_end {
+            let _ = x.publish();
+            let done = x.reap();
+            if done > 0 {
+                rep.sent_frames += u64::from(done);
+                last_done = Instant::now();
+            } else {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        if (x.free_chunks() as u32) < x.chunks() {
             rep.timed_out = true;
         }
         rep.elapsed = last_done.duration_since(start);

@@ -21,6 +21,7 @@ use linerate_core::procedure::rfc2544::{
 };
 use linerate_core::units::{format_bits_per_s, group_thousands, parse_duration, BitRate};
 use linerate_io::dut::{mac_in, Endpoint, Harness, HarnessConfig};
+use linerate_io::packet::SendPath;
 use linerate_report::table::{Align, Table};
 use serde::Serialize;
 
@@ -61,8 +62,9 @@ pub(crate) enum GeneratorKind {
     Packet,
     /// AF_PACKET with a PACKET_TX_RING (TPACKET_V2).
     PacketRing,
-    /// AF_XDP (not built yet).
-    Xdp,
+    /// AF_XDP in copy mode (skips the qdisc: refused on shaped links).
+    #[value(name = "xdp")]
+    AfXdp,
     /// XDP live frames (not built yet).
     XdpLive,
 }
@@ -301,8 +303,11 @@ struct Setup {
 
 fn setup(args: &Rfc2544Args) -> Result<Setup, Failure> {
     match args.generator {
-        GeneratorKind::Auto | GeneratorKind::Packet | GeneratorKind::PacketRing => {}
-        GeneratorKind::Xdp | GeneratorKind::XdpLive => {
+        GeneratorKind::Auto
+        | GeneratorKind::Packet
+        | GeneratorKind::PacketRing
+        | GeneratorKind::AfXdp => {}
+        GeneratorKind::XdpLive => {
             return Err(Failure::Usage(anyhow!(
                 "--generator {:?} is not built yet; use --generator packet (AF_PACKET)",
                 args.generator
@@ -383,7 +388,11 @@ fn setup(args: &Rfc2544Args) -> Result<Setup, Failure> {
             tx,
             rx,
             qdisc_bypass: args.qdisc_bypass,
-            tx_ring: args.generator == GeneratorKind::PacketRing,
+            path: match args.generator {
+                GeneratorKind::PacketRing => SendPath::TxRing,
+                GeneratorKind::AfXdp => SendPath::AfXdp,
+                _ => SendPath::Sendmmsg,
+            },
             src_ip,
             dst_ip,
             dst_mac,
@@ -581,7 +590,7 @@ fn us(ns: u64) -> String {
     format!("{:.1}", ns as f64 / 1000.0)
 }
 
-fn render(link: BitRate, sizes: &[SizeReport]) -> String {
+fn render(link: BitRate, path_note: &str, sizes: &[SizeReport]) -> String {
     let mut out = String::new();
     out.push_str(&format!(
         "RFC 2544 on a {} link (line rate counts 20 B preamble+IFG per frame)\n",
@@ -608,7 +617,7 @@ fn render(link: BitRate, sizes: &[SizeReport]) -> String {
                 "generator ceiling".into(),
                 format!("{} fps", group_thousands(c.round() as u64)),
                 format!(
-                    "{:.1} % of line rate (AF_PACKET, through the egress qdisc unless bypassed)",
+                    "{:.1} % of line rate ({path_note})",
                     100.0 * c / s.line_rate_frames_per_s
                 ),
             ]);
@@ -755,16 +764,12 @@ pub(crate) fn run(args: &Rfc2544Args) -> Result<(), Failure> {
         harness.template(s).map_err(anyhow::Error::from)?;
     }
     eprintln!(
-        "linerate rfc2544: {} ({}) → {} ({}), generator AF_PACKET {}{}",
+        "linerate rfc2544: {} ({}) → {} ({}), generator {}{}",
         setup.cfg.tx.iface,
         setup.cfg.tx.netns.as_deref().unwrap_or("this namespace"),
         setup.cfg.rx.iface,
         setup.cfg.rx.netns.as_deref().unwrap_or("this namespace"),
-        if setup.cfg.tx_ring {
-            "TX ring (TPACKET_V2)"
-        } else {
-            "sendmmsg"
-        },
+        setup.cfg.path.name(),
         if args.qdisc_bypass {
             " + PACKET_QDISC_BYPASS"
         } else {
@@ -793,11 +798,7 @@ pub(crate) fn run(args: &Rfc2544Args) -> Result<(), Failure> {
             schema: "linerate.rfc2544",
             version: 1,
             link_bits_per_s: setup.link.bps(),
-            generator: if args.generator == GeneratorKind::PacketRing {
-                "af_packet_tx_ring_v2"
-            } else {
-                "af_packet_sendmmsg"
-            },
+            generator: setup.cfg.path.name(),
             qdisc_bypass: args.qdisc_bypass,
             trial_s: args.trial.as_secs_f64(),
             resolution_pct: args.resolution,
@@ -808,6 +809,13 @@ pub(crate) fn run(args: &Rfc2544Args) -> Result<(), Failure> {
             sizes: reports,
         })
     } else {
-        print(&render(setup.link, &reports))
+        let path_note = match (setup.cfg.path, args.qdisc_bypass) {
+            (SendPath::AfXdp, _) => "AF_XDP copy mode, no qdisc",
+            (SendPath::TxRing, false) => "AF_PACKET TX ring, through the egress qdisc",
+            (SendPath::TxRing, true) => "AF_PACKET TX ring, qdisc bypassed",
+            (SendPath::Sendmmsg, false) => "AF_PACKET sendmmsg, through the egress qdisc",
+            (SendPath::Sendmmsg, true) => "AF_PACKET sendmmsg, qdisc bypassed",
+        };
+        print(&render(setup.link, path_note, &reports))
     }
 }

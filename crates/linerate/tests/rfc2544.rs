@@ -45,7 +45,7 @@ fn bad_input_is_a_usage_error() {
             "--link",
             "1G",
             "--generator",
-            "xdp",
+            "xdp-live",
         ],
         "not built yet",
     );
