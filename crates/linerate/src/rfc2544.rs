@@ -56,7 +56,7 @@ pub(crate) enum TestKind {
 /// Frame generators.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum GeneratorKind {
-    /// The fastest that works (today: packet).
+    /// The fastest that works: AF_XDP, else AF_PACKET sendmmsg (shaped links).
     Auto,
     /// AF_PACKET with sendmmsg.
     Packet,
@@ -271,6 +271,8 @@ struct Rfc2544Json {
     loss_tolerance_pct: f64,
     latency_clock: &'static str,
     ip_version: u8,
+    /// With `--generator auto`: why AF_XDP was not used.
+    generator_fallback: Option<String>,
     /// Frames whose receive time fell back to a user-space stamp.
     rx_user_space_stamps: u64,
     sizes: Vec<SizeReport>,
@@ -390,7 +392,7 @@ fn setup(args: &Rfc2544Args) -> Result<Setup, Failure> {
             qdisc_bypass: args.qdisc_bypass,
             path: match args.generator {
                 GeneratorKind::PacketRing => SendPath::TxRing,
-                GeneratorKind::AfXdp => SendPath::AfXdp,
+                GeneratorKind::AfXdp | GeneratorKind::Auto => SendPath::AfXdp,
                 _ => SendPath::Sendmmsg,
             },
             src_ip,
@@ -759,7 +761,21 @@ pub(crate) fn run(args: &Rfc2544Args) -> Result<(), Failure> {
             usage!("--frames {s}: test frames are at least 64 bytes");
         }
     }
-    let mut harness = Harness::start(setup.cfg.clone()).map_err(anyhow::Error::from)?;
+    // `auto`: AF_XDP (the fastest path built) where it works, else AF_PACKET
+    // sendmmsg; the fallback and its reason are reported.
+    let mut setup = setup;
+    let mut fallback = None;
+    let mut harness = match Harness::start(setup.cfg.clone()) {
+        Ok(h) => h,
+        Err(e) if args.generator == GeneratorKind::Auto => {
+            let why = e.to_string();
+            eprintln!("generator auto: AF_XDP not used ({why}); using AF_PACKET sendmmsg");
+            fallback = Some(why);
+            setup.cfg.path = SendPath::Sendmmsg;
+            Harness::start(setup.cfg.clone()).map_err(anyhow::Error::from)?
+        }
+        Err(e) => return Err(anyhow::Error::from(e).into()),
+    };
     for &s in &sizes {
         harness.template(s).map_err(anyhow::Error::from)?;
     }
@@ -805,6 +821,7 @@ pub(crate) fn run(args: &Rfc2544Args) -> Result<(), Failure> {
             loss_tolerance_pct: args.loss_tolerance,
             latency_clock: LATENCY_CLOCK,
             ip_version: if args.ipv6 { 6 } else { 4 },
+            generator_fallback: fallback,
             rx_user_space_stamps: user_stamps,
             sizes: reports,
         })
