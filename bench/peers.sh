@@ -7,7 +7,8 @@
 #
 # Builds two namespaces lr-pb<pid>a / lr-pb<pid>b joined by a veth pair
 # (198.18.77.1/24 ↔ 198.18.77.2/24), runs each tool back to back for T
-# seconds (default 5; about a minute in all), removes everything on exit.
+# seconds (default 3), ROUNDS times interleaved (default 3; about 80 s in
+# all), prints medians with their spread, removes everything on exit.
 # Needs root, ip, iperf3, sockperf (apt-get install iperf3 sockperf), python3.
 #
 # What is compared:
@@ -23,7 +24,8 @@
 # (research/linux-probe.md §0); compare within one run only.
 set -euo pipefail
 
-T=${T:-5}
+T=${T:-3}
+ROUNDS=${ROUNDS:-3}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${LINERATE:-$HERE/target/release/linerate}
 A=lr-pb$$a
@@ -64,45 +66,53 @@ stop_bg() { kill "${PIDS[-1]}" 2>/dev/null || true; wait "${PIDS[-1]}" 2>/dev/nu
 
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
-echo "linerate vs peers over veth ($A ↔ $B), ${T} s per run, $(date -u +%FT%TZ)"
+echo "linerate vs peers over veth ($A ↔ $B), ${T} s per run, $ROUNDS rounds, $(date -u +%FT%TZ)"
 echo "kernel $(uname -r), $(nproc) CPUs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# --- TCP single stream -------------------------------------------------
-bg_B "$BIN" server --bind $IP_B --port 5300
-lr_tcp=$(inA "$BIN" throughput $IP_B --port 5300 --time "$T" --json | json \
-  "sum(f['bytes'] for f in d['server_side']['flows'])*8/max(f['elapsed_ns'] for f in d['server_side']['flows'])*1e9")
-stop_bg
-bg_B iperf3 -s -B $IP_B -p 5201
-ip_tcp=$(inA iperf3 -c $IP_B -p 5201 -t "$T" -J | json "d['end']['sum_received']['bits_per_second']")
-stop_bg
+lr_tcp=(); ip_tcp=(); lr_rx=(); lr_tx=(); lr_gso=(); ip_udp=(); sp_udp=()
+for round in $(seq 1 "$ROUNDS"); do
+    echo "round $round/$ROUNDS …" >&2
+    # --- TCP single stream ---------------------------------------------
+    bg_B "$BIN" server --bind $IP_B --port 5300
+    lr_tcp+=("$(inA "$BIN" throughput $IP_B --port 5300 --time "$T" --json | json \
+      "sum(f['bytes'] for f in d['server_side']['flows'])*8/max(f['elapsed_ns'] for f in d['server_side']['flows'])*1e9")")
+    # --- UDP, 18-byte payloads (64-byte frames) --------------------------
+    read -r rx tx < <(inA "$BIN" throughput $IP_B --port 5300 --udp --size 18 \
+      --path mmsg --recv-path mmsg --time "$T" --json | json \
+      "'%f %f' % (sum(f['packets'] for f in d['server_side']['flows'])/max(f['elapsed_ns'] for f in d['server_side']['flows'])*1e9, sum(f['packets'] for f in d['client']['flows'])/max(f['elapsed_ns'] for f in d['client']['flows'])*1e9)")
+    lr_rx+=("$rx"); lr_tx+=("$tx")
+    lr_gso+=("$(inA "$BIN" throughput $IP_B --port 5300 --udp --size 18 \
+      --path gso --recv-path mmsg --time "$T" --json | json \
+      "sum(f['packets'] for f in d['server_side']['flows'])/max(f['elapsed_ns'] for f in d['server_side']['flows'])*1e9")")
+    stop_bg
+    bg_B iperf3 -s -B $IP_B -p 5201
+    ip_tcp+=("$(inA iperf3 -c $IP_B -p 5201 -t "$T" -J | json "d['end']['sum_received']['bits_per_second']")")
+    ip_udp+=("$(inA iperf3 -c $IP_B -p 5201 -u -l 18 -b 0 -t "$T" -J | json \
+      "(d['end']['sum']['packets']-d['end']['sum']['lost_packets'])/d['end']['sum']['seconds']")")
+    stop_bg
+    bg_B sockperf server -i $IP_B -p 11111
+    sp_udp+=("$(inA sockperf throughput -i $IP_B -p 11111 -m 18 -t "$T" 2>&1 | \
+      sed -n 's/.*Message Rate is \([0-9]*\) \[msg\/sec\].*/\1/p' | tail -1)")
+    stop_bg
+done
 
-# --- UDP, 18-byte payloads (64-byte frames) ------------------------------
-bg_B "$BIN" server --bind $IP_B --port 5300
-read -r lr_udp_rx lr_udp_tx < <(inA "$BIN" throughput $IP_B --port 5300 --udp --size 18 \
-  --path mmsg --recv-path mmsg --time "$T" --json | json \
-  "'%f %f' % (sum(f['packets'] for f in d['server_side']['flows'])/max(f['elapsed_ns'] for f in d['server_side']['flows'])*1e9, sum(f['packets'] for f in d['client']['flows'])/max(f['elapsed_ns'] for f in d['client']['flows'])*1e9)")
-lr_gso_rx=$(inA "$BIN" throughput $IP_B --port 5300 --udp --size 18 \
-  --path gso --recv-path mmsg --time "$T" --json | json \
-  "sum(f['packets'] for f in d['server_side']['flows'])/max(f['elapsed_ns'] for f in d['server_side']['flows'])*1e9")
-stop_bg
-bg_B iperf3 -s -B $IP_B -p 5201
-ip_udp=$(inA iperf3 -c $IP_B -p 5201 -u -l 18 -b 0 -t "$T" -J | json \
-  "(d['end']['sum']['packets']-d['end']['sum']['lost_packets'])/d['end']['sum']['seconds']")
-stop_bg
-bg_B sockperf server -i $IP_B -p 11111
-sp_udp=$(inA sockperf throughput -i $IP_B -p 11111 -m 18 -t "$T" 2>&1 | \
-  sed -n 's/.*Message Rate is \([0-9]*\) \[msg\/sec\].*/\1/p' | tail -1)
-stop_bg
-
-python3 - "$lr_tcp" "$ip_tcp" "$lr_udp_rx" "$lr_udp_tx" "$ip_udp" "${sp_udp:-0}" "$lr_gso_rx" <<'PY'
-import sys
-lr_tcp, ip_tcp, lr_rx, lr_tx, ip_udp, sp, gso = map(float, sys.argv[1:])
-def r(a, b): return a / b if b else float('nan')
+python3 - "${lr_tcp[*]}" "${ip_tcp[*]}" "${lr_rx[*]}" "${lr_tx[*]}" "${ip_udp[*]}" "${sp_udp[*]:-0}" "${lr_gso[*]}" <<'PY'
+import statistics, sys
+cols = [[float(x) for x in a.split()] or [0.0] for a in sys.argv[1:]]
+lr_tcp, ip_tcp, lr_rx, lr_tx, ip_udp, sp, gso = cols
+med = statistics.median
+def r(a, b): return med(a) / med(b) if med(b) else float('nan')
+def spread(v, scale=1.0, fmt="{:.0f}"):
+    return "median " + fmt.format(med(v) / scale) + " (" + fmt.format(min(v) / scale) + "–" + fmt.format(max(v) / scale) + ")"
 print()
-print(f"TCP single stream   linerate {lr_tcp/1e9:7.3f} Gbit/s   iperf3 {ip_tcp/1e9:7.3f} Gbit/s   ratio {r(lr_tcp, ip_tcp):5.2f}x  (target >= 1.0x)")
-print(f"UDP 18 B received   linerate {lr_rx:10.0f} pkt/s  iperf3 {ip_udp:10.0f} pkt/s  ratio {r(lr_rx, ip_udp):5.2f}x  (target >= 3.0x)")
-print(f"UDP 18 B sent       linerate {lr_tx:10.0f} pkt/s  sockperf {sp:8.0f} msg/s  ratio {r(lr_tx, sp):5.2f}x  (target >= 1.0x)")
+print(f"{len(lr_tcp)} rounds; median (min–max)")
+print(f"TCP single stream, Gbit/s:   linerate {spread(lr_tcp, 1e9, '{:.2f}')}   iperf3 {spread(ip_tcp, 1e9, '{:.2f}')}")
+print(f"  ratio of medians {r(lr_tcp, ip_tcp):.2f}x  (target >= 1.0x)")
+print(f"UDP 18 B received, pkt/s:    linerate {spread(lr_rx)}   iperf3 {spread(ip_udp)}")
+print(f"  ratio of medians {r(lr_rx, ip_udp):.2f}x  (target >= 3.0x)")
+print(f"UDP 18 B sent, pkt/s:        linerate {spread(lr_tx)}   sockperf {spread(sp)}")
+print(f"  ratio of medians {r(lr_tx, sp):.2f}x  (target >= 1.0x)")
 print("  (linerate UDP: --path mmsg --recv-path mmsg, one datagram per skb on the veth)")
-print(f"UDP 18 B received, linerate --path gso: {gso:10.0f} pkt/s = {r(gso, ip_udp):5.2f}x iperf3, {r(gso, sp):5.2f}x sockperf's send rate")
+print(f"UDP 18 B received with --path gso, pkt/s: {spread(gso)} = {r(gso, ip_udp):.2f}x iperf3, {r(gso, sp):.2f}x sockperf's send rate")
 print("  (gso: 64 datagrams cross the veth as ONE super-skb, split at the receiving socket; not per-frame work on the link)")
 PY

@@ -353,3 +353,62 @@ fn ipv6_loopback_tcp_and_udp() {
         check(&o, &p);
     }
 }
+
+#[test]
+fn discard_sinks_tcp_and_udp_one_sided() {
+    use std::io::Read as _;
+    use std::sync::atomic::AtomicBool;
+    // TCP discard sink (RFC 863 behaviour: read and drop).
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let sink = thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut total = 0u64;
+        while let Ok(n) = s.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+        }
+        total
+    });
+    let p = params(Protocol::Tcp, Direction::Forward, 1);
+    let o = client::run_discard(addr, &p, None, &AtomicBool::new(false)).unwrap();
+    let got = sink.join().unwrap();
+    assert!(o.server.is_none());
+    assert!(o.client.notes.iter().any(|n| n.contains("one-sided")));
+    assert_eq!(o.client.flows[0].bytes, got);
+    // UDP: a socket nobody reads from is enough.
+    let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let p = params(Protocol::Udp, Direction::Forward, 2);
+    let o =
+        client::run_discard(u.local_addr().unwrap(), &p, None, &AtomicBool::new(false)).unwrap();
+    assert!(o.client.flows.iter().all(|f| f.packets > 0));
+    // Reverse needs a server.
+    let p = params(Protocol::Udp, Direction::Reverse, 1);
+    assert!(
+        client::run_discard(u.local_addr().unwrap(), &p, None, &AtomicBool::new(false)).is_err()
+    );
+}
+
+#[test]
+fn socket_options_apply_and_mss_reads_back() {
+    let (addr, _stop) = server(2);
+    let cc = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string));
+    let mut p = params(Protocol::Tcp, Direction::Bidir, 1);
+    p.window_bytes = Some(1 << 20);
+    p.nodelay = true;
+    p.mss_bytes = Some(1000);
+    p.congestion = cc;
+    let o = run(addr, &p);
+    check(&o, &p);
+    let mss = o.client.flows[0].mss_bytes.unwrap();
+    assert!(mss <= 1000, "TCP_MAXSEG read back {mss}");
+    // An unknown congestion control is refused with the option named.
+    p.congestion = Some("nosuchcc".into());
+    let err = client::run(addr, &p, None).unwrap_err().to_string();
+    assert!(err.contains("TCP_CONGESTION=nosuchcc"), "{err}");
+}

@@ -11,8 +11,8 @@ use anyhow::anyhow;
 use clap::Args;
 use linerate_core::linerate::{Encap, NetLayer, TransportLayer};
 use linerate_core::throughput::model::{
-    Direction, FlowRole, LineMax, Protocol, RecvPath, SendPath, ThroughputParams, ThroughputResult,
-    SCHEMA, VERSION,
+    Direction, FlowDir, FlowRole, LineMax, Protocol, RecvPath, SendPath, ThroughputParams,
+    ThroughputResult, SCHEMA, VERSION,
 };
 use linerate_core::units::{format_bits_per_s, parse_duration, BitRate, ByteCount};
 use linerate_io::throughput::client;
@@ -66,8 +66,15 @@ pub(crate) struct ThroughputArgs {
     pub(crate) rate: Option<BitRate>,
 
     /// Send path: ideal, typical, zerocopy, sendfile (TCP), mmsg (UDP), gso (UDP).
-    #[arg(long, value_name = "PATH", default_value = "ideal")]
-    pub(crate) path: SendPath,
+    /// Several, comma-separated (e.g. ideal,typical,zerocopy), run one after
+    /// the other and end with one table comparing them, as seed 000's scenarios.
+    #[arg(
+        long,
+        value_name = "PATH[,PATH…]",
+        value_delimiter = ',',
+        default_value = "ideal"
+    )]
+    pub(crate) path: Vec<SendPath>,
 
     /// Receive path: copy, trunc, mmsg (UDP), gro (UDP).
     #[arg(long, value_name = "PATH", default_value = "copy")]
@@ -148,7 +155,7 @@ impl ThroughputArgs {
             duration_ns: nanos(self.time),
             size_bytes: size,
             rate_bits_per_s: self.rate.map(BitRate::bps),
-            send_path: self.path,
+            send_path: self.path.first().copied().unwrap_or(SendPath::Ideal),
             recv_path: self.recv_path,
             window_bytes: window,
             nodelay: self.nodelay,
@@ -211,36 +218,90 @@ fn interrupt_flag() -> Arc<AtomicBool> {
     flag
 }
 
-/// Runs `linerate throughput`.
+/// Runs `linerate throughput`: one test per send path given.
 pub(crate) fn run(args: &ThroughputArgs) -> Result<(), Failure> {
     let interrupt = interrupt_flag();
     let addr = resolve(&args.host, args.port)?;
-    let params = args.params(addr.is_ipv6())?;
+    let base = args.params(addr.is_ipv6())?;
+    // Check every path before running any.
+    let mut all = Vec::new();
+    for &path in &args.path {
+        let p = ThroughputParams {
+            send_path: path,
+            ..base.clone()
+        };
+        p.validate(None).map_err(|e| Failure::Usage(e.into()))?;
+        all.push(p);
+    }
+    if all.len() == 1 {
+        let result = run_one(args, addr, base, &interrupt)?;
+        if args.json {
+            print_json(&result)?;
+        } else {
+            print(&linerate_report::throughput::render(&result))?;
+        }
+        return verdict(std::slice::from_ref(&result));
+    }
+    let mut results = Vec::new();
+    for p in all {
+        if interrupt.load(Ordering::Relaxed) {
+            break;
+        }
+        let r = run_one(args, addr, p, &interrupt)?;
+        if !args.json {
+            print(&linerate_report::throughput::render(&r))?;
+            print("\n")?;
+        }
+        results.push(r);
+    }
+    if args.json {
+        print_json(&Scenarios {
+            schema: "linerate.throughput.scenarios",
+            version: 1,
+            runs: &results,
+        })?;
+    } else {
+        print(&linerate_report::throughput::render_scenarios(&results))?;
+    }
+    verdict(&results)
+}
+
+/// Several runs, one per send path (JSON with `--path A,B,…`).
+#[derive(Debug, serde::Serialize)]
+struct Scenarios<'a> {
+    schema: &'static str,
+    version: u32,
+    runs: &'a [ThroughputResult],
+}
+
+fn verdict(results: &[ThroughputResult]) -> Result<(), Failure> {
+    match results.iter().find(|r| !r.complete) {
+        None => Ok(()),
+        Some(r) => Err(Failure::Measurement(anyhow!(
+            "the result is incomplete or flagged: {}",
+            r.notes.first().cloned().unwrap_or_default()
+        ))),
+    }
+}
+
+fn run_one(
+    args: &ThroughputArgs,
+    addr: SocketAddr,
+    params: ThroughputParams,
+    interrupt: &AtomicBool,
+) -> Result<ThroughputResult, Failure> {
     let mut printer = progress_printer();
     let progress = printer.as_mut().map(|p| p as &mut dyn FnMut(f64, u64, u64));
     let outcome = if args.discard {
-        client::run_discard(addr, &params, progress, &interrupt)
+        client::run_discard(addr, &params, progress, interrupt)
     } else {
-        client::run_until(addr, &params, progress, &interrupt)
+        client::run_until(addr, &params, progress, interrupt)
     };
     if printer.is_some() {
         eprint!("\r{:70}\r", "");
     }
     let outcome = outcome.map_err(|e| Failure::Usage(e.into()))?;
-    let result = build(args, addr, params, outcome);
-    if args.json {
-        print_json(&result)?;
-    } else {
-        print(&linerate_report::throughput::render(&result))?;
-    }
-    if result.complete {
-        Ok(())
-    } else {
-        Err(Failure::Measurement(anyhow!(
-            "the result is incomplete or flagged: {}",
-            result.notes.first().cloned().unwrap_or_default()
-        )))
-    }
+    Ok(build(args, addr, params, outcome))
 }
 
 fn build(
@@ -289,6 +350,12 @@ fn build(
                         z.zerocopy_sends - z.completed_sends
                     ));
                 }
+            }
+            if let Some(n) = f.retransmits.filter(|&n| n > 0) {
+                notes.push(format!(
+                    "flow {}: {n} TCP segments retransmitted (TCP_INFO tcpi_total_retrans)",
+                    f.flow
+                ));
             }
             if let Some(p) = f.pacing {
                 if p.fell_behind {
@@ -365,6 +432,47 @@ fn build(
             }
         }
     });
+    if let Some(m) = &line_max {
+        let sides = std::iter::once(&o.client).chain(o.server.iter());
+        for side in sides {
+            for dir in [FlowDir::Forward, FlowDir::Reverse] {
+                if let Some(sum) = side.sum(dir, FlowRole::Receiver) {
+                    let pct = m.percent_of(sum.bytes_per_s);
+                    if pct > 100.5 {
+                        notes.push(format!(
+                            "{dir:?} received at {pct:.2} % of the model's maximum: the link is faster than --link, or its emulation is inexact (tbf charges its per-frame overhead once per GSO/TSO super-packet)"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    let steal_pct = o.steal_share.map(|s| s * 100.0);
+    if let Some(st) = steal_pct {
+        if st >= 5.0 {
+            notes.push(format!(
+                "the hypervisor stole {st:.1} % of this host's CPU time during the test (/proc/stat): figures are lower than the stack alone would give"
+            ));
+        }
+    }
+    let sides = std::iter::once(&o.client).chain(o.server.iter());
+    for side in sides {
+        for f in &side.flows {
+            let busy = (f.cpu_user_ns + f.cpu_sys_ns) as f64 / f.elapsed_ns.max(1) as f64;
+            if busy >= 0.95 && f.elapsed_ns >= 100_000_000 {
+                notes.push(format!(
+                    "flow {} ({} side, {}): its thread was CPU-bound ({:.0} % busy): this end's CPU, not the network, set the rate",
+                    f.flow,
+                    match side.end {
+                        linerate_core::throughput::model::End::Client => "client",
+                        linerate_core::throughput::model::End::Server => "server",
+                    },
+                    if f.role == FlowRole::Sender { "sender" } else { "receiver" },
+                    busy * 100.0
+                ));
+            }
+        }
+    }
     if args.discard {
         notes.push("one-sided: --discard reports what was sent, not what arrived".into());
     }
@@ -377,6 +485,7 @@ fn build(
         client: o.client,
         server_side: o.server,
         line_max,
+        steal_pct,
         complete,
         notes,
     }

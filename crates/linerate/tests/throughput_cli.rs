@@ -233,3 +233,99 @@ fn ctrl_c_prints_what_was_measured_marked_incomplete() {
     assert!(out.contains("interrupted"), "{out}");
     assert!(out.contains("INCOMPLETE"), "{out}");
 }
+
+#[test]
+fn several_paths_run_as_seed_000_scenarios() {
+    let (srv, addr) = server_child();
+    let port = addr.port().to_string();
+    let base = [
+        "throughput",
+        "127.0.0.1",
+        "--port",
+        &port,
+        "--time",
+        "0.3",
+        "--path",
+        "ideal,typical",
+    ];
+    let o = Command::new(BIN).args(base).arg("--json").output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["schema"], "linerate.throughput.scenarios");
+    assert_eq!(v["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(v["runs"][1]["params"]["send_path"], "typical");
+    let o = Command::new(BIN).args(base).output().unwrap();
+    kill(srv);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("Scenario 1: ideal") && out.contains("Scenario 2: typical"),
+        "{out}"
+    );
+    // A path the protocol cannot take is refused before anything runs.
+    let o = Command::new(BIN)
+        .args([
+            "throughput",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "--path",
+            "ideal,gso",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn server_once_exits_after_one_session() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = Command::new(BIN)
+        .args([
+            "server",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--once",
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let p = ThroughputParams {
+        duration_ns: 200_000_000,
+        ..ThroughputParams::default()
+    };
+    let mut outcome = None;
+    for _ in 0..50 {
+        match client::run(addr, &p, None) {
+            Ok(o) => {
+                outcome = Some(o);
+                break;
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+    assert!(outcome.unwrap().client.complete);
+    let t0 = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            assert!(st.success());
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "server --once still running"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

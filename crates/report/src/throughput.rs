@@ -34,6 +34,14 @@ fn per_byte(f: &FlowReport) -> String {
     f.cpu_ns_per_byte().map_or_else(|| "–".into(), sig4)
 }
 
+/// "datagrams/s" or "blocks/s".
+fn unit_rate(r: &ThroughputResult) -> &'static str {
+    match r.params.protocol {
+        Protocol::Tcp => "blocks/s",
+        Protocol::Udp => "datagrams/s",
+    }
+}
+
 /// The header lines: what ran, against what, on which clock.
 fn header(r: &ThroughputResult) -> String {
     let p = &r.params;
@@ -67,6 +75,12 @@ fn header(r: &ThroughputResult) -> String {
             .unwrap_or_default()
     );
     let _ = writeln!(s, "clock: {}", r.clock);
+    if let Some(st) = r.steal_pct {
+        let _ = writeln!(
+            s,
+            "client host: {st:.1} % of CPU time stolen by the hypervisor during the test (/proc/stat)"
+        );
+    }
     s
 }
 
@@ -112,7 +126,7 @@ fn intervals(r: &ThroughputResult) -> String {
             ("interval (s)", Align::Left),
             ("bytes", Align::Right),
             ("throughput", Align::Right),
-            ("packets/s", Align::Right),
+            (unit_rate(r), Align::Right),
         ]);
         for i in 0..n {
             let (mut bytes, mut packets, mut start, mut end_ns) = (0u64, 0u64, u64::MAX, 0u64);
@@ -153,13 +167,20 @@ fn flows_table(r: &ThroughputResult) -> String {
         ("bytes", Align::Right),
         ("time (s)", Align::Right),
         ("throughput", Align::Right),
-        ("packets/s", Align::Right),
+        (unit_rate(r), Align::Right),
         ("lost", Align::Right),
         ("reord", Align::Right),
         ("dup", Align::Right),
         ("corrupt", Align::Right),
         ("CPU ns/B", Align::Right),
-        ("CPU µs/pkt", Align::Right),
+        (
+            if r.params.protocol == Protocol::Tcp {
+                "CPU µs/block"
+            } else {
+                "CPU µs/pkt"
+            },
+            Align::Right,
+        ),
     ]);
     for (side, f) in all_flows(r) {
         let (lost, reord, dup, corrupt) = match (&f.recv, f.verification) {
@@ -335,5 +356,95 @@ pub fn render(r: &ThroughputResult) -> String {
             "INCOMPLETE or flagged (see notes)"
         }
     );
+    s
+}
+
+/// Seed 000's Table 1 across runs that differ only in the send path
+/// (`--path ideal,typical,zerocopy`): one row per scenario, first direction
+/// that ran (forward if any), sender's packets and data, receiver's rate.
+pub fn render_scenarios(runs: &[ThroughputResult]) -> String {
+    let mut t = Table::new([
+        ("", Align::Left),
+        ("Packets sent", Align::Right),
+        ("Payload/packet (B)", Align::Right),
+        ("Total data (B)", Align::Right),
+        ("Time (ms)", Align::Right),
+        ("Throughput (MB/s)", Align::Right),
+        ("% of max possible", Align::Right),
+        ("Sender CPU ns/B", Align::Right),
+    ]);
+    let lm = runs.iter().find_map(|r| r.line_max);
+    if let Some(m) = lm {
+        t.row(vec![
+            format!(
+                "Max possible ({}, {})",
+                BitRate::from_bps(m.link_bits_per_s),
+                m.encap
+            ),
+            group_thousands(m.frames_per_s as u64) + "/s",
+            group_thousands(u64::from(m.payload_bytes)),
+            String::new(),
+            String::new(),
+            sig4(m.payload_bytes_per_s / 1e6),
+            "100.0%".into(),
+            String::new(),
+        ]);
+    }
+    for (i, r) in runs.iter().enumerate() {
+        let dir = if r.params.direction == Direction::Reverse {
+            FlowDir::Reverse
+        } else {
+            FlowDir::Forward
+        };
+        let sides: Vec<&SideReport> = std::iter::once(&r.client)
+            .chain(r.server_side.iter())
+            .collect();
+        let tx = sides.iter().find_map(|s| s.sum(dir, FlowRole::Sender));
+        let rx = sides.iter().find_map(|s| s.sum(dir, FlowRole::Receiver));
+        let tcp = r.params.protocol == Protocol::Tcp;
+        let mss = sides
+            .iter()
+            .flat_map(|s| s.flows.iter())
+            .find_map(|f| f.mss_bytes);
+        let per_packet = if tcp { mss } else { Some(r.params.size_bytes) };
+        let Some(tx) = tx else { continue };
+        // What arrived, when the receiver's figures are known; else what was sent.
+        let (rate, time_ns, label) = match rx {
+            Some(rx) => (rx.bytes_per_s, rx.elapsed_ns, ""),
+            None => (tx.bytes_per_s, tx.elapsed_ns, " (sent)"),
+        };
+        t.row(vec![
+            format!("Scenario {}: {}{label}", i + 1, r.params.send_path),
+            match (tcp, per_packet) {
+                (true, Some(m)) if m > 0 => {
+                    format!("~{}", group_thousands(tx.bytes.div_ceil(u64::from(m))))
+                }
+                (true, _) => "?".into(),
+                (false, _) => group_thousands(tx.packets),
+            },
+            per_packet.map_or_else(|| "?".into(), |p| group_thousands(u64::from(p))),
+            group_thousands(tx.bytes),
+            format!("{:.2}", time_ns as f64 / 1e6),
+            sig4(rate / 1e6),
+            lm.map_or_else(|| "–".into(), |m| format!("{:.2}%", m.percent_of(rate))),
+            if tx.bytes > 0 {
+                sig4(tx.cpu_ns as f64 / tx.bytes as f64)
+            } else {
+                "–".into()
+            },
+        ]);
+    }
+    let mut s = String::from(
+        "Table 1 across scenarios (as in AN11053): the same test with each send path\n",
+    );
+    s.push_str(&t.render(2));
+    s.push_str(
+        "  Throughput and time: measured by the receiver (what arrived); packets and data: sent.\n",
+    );
+    if lm.is_none() {
+        s.push_str(
+            "  % of max possible: no line rate known (loopback and veth have none); give --link SPEED.\n",
+        );
+    }
     s
 }

@@ -73,6 +73,17 @@ impl IntervalSeries {
         }
     }
 
+    /// Notes that nothing happened up to `now_ns`: intervals whose end
+    /// passed are closed at their exact boundary (idle ones with zero
+    /// counts, so a stall shows as such).
+    pub fn idle(&mut self, now_ns: u64, bytes: u64, packets: u64) {
+        while now_ns >= self.next_end_ns {
+            let end = self.next_end_ns;
+            self.close(end, bytes, packets);
+            self.next_end_ns += self.period_ns;
+        }
+    }
+
     fn close(&mut self, now_ns: u64, bytes: u64, packets: u64) {
         let iv = Interval {
             start_ns: self.last.end_ns,
@@ -94,7 +105,21 @@ impl IntervalSeries {
     /// Closes the last (possibly short) interval and returns them all.
     /// A last interval shorter than a tenth of the period is folded into
     /// the one before, so a few stray microseconds do not show as a rate.
+    ///
+    /// `now_ns` is the flow's end (its last byte): intervals that idle
+    /// ticks closed after it are dropped, and the one holding it ends there.
     pub fn finish(mut self, now_ns: u64, bytes: u64, packets: u64) -> Vec<Interval> {
+        while self.done.last().is_some_and(|l| l.start_ns >= now_ns) {
+            self.done.pop();
+        }
+        if let Some(l) = self.done.last_mut() {
+            if l.end_ns > now_ns {
+                l.end_ns = now_ns;
+            }
+        }
+        if self.last.end_ns > now_ns {
+            self.last.end_ns = now_ns;
+        }
         self.close(now_ns, bytes, packets);
         if self.done.len() >= 2 {
             let n = self.done.len();
@@ -114,6 +139,33 @@ impl IntervalSeries {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn idle_time_closes_at_the_boundary() {
+        let mut s = IntervalSeries::new(1_000_000_000);
+        s.sample(900_000_000, 1000, 10);
+        s.idle(2_500_000_000, 1000, 10);
+        let v = s.finish(2_600_000_000, 1000, 10);
+        assert_eq!(
+            v[0],
+            Interval {
+                start_ns: 0,
+                end_ns: 1_000_000_000,
+                bytes: 1000,
+                packets: 10
+            }
+        );
+        assert_eq!(
+            v[1],
+            Interval {
+                start_ns: 1_000_000_000,
+                end_ns: 2_000_000_000,
+                bytes: 0,
+                packets: 0
+            }
+        );
+        assert_eq!(v.len(), 3);
+    }
 
     #[test]
     fn intervals_partition_the_total() {

@@ -5,3 +5,4 @@
 pub mod model;
 pub mod pacer;
 pub mod receiver;
+pub mod session;

@@ -549,6 +549,9 @@ pub struct ThroughputResult {
     pub server_side: Option<SideReport>,
     /// The line-rate model for `--link` (None: no link speed known).
     pub line_max: Option<LineMax>,
+    /// Share of the client host's CPU time stolen by a hypervisor during
+    /// the test, percent (`/proc/stat`; None when unreadable).
+    pub steal_pct: Option<f64>,
     /// Both ends complete and every precondition held.
     pub complete: bool,
     /// Flags and remarks (fallbacks, pacing shortfalls, one-sided results).

@@ -9,6 +9,7 @@ use linerate_core::throughput::model::{End, FlowDir, Protocol, SideReport, Throu
 use linerate_core::wire::control::{Message, SessionKind};
 
 use super::control::{Control, CtrlError};
+use super::host;
 use super::net::{self, DataSock, NetError};
 use super::server::{jobs, GRACE, STEP_TIMEOUT};
 use super::session::{self, Progress};
@@ -53,6 +54,9 @@ pub struct Outcome {
     pub client: SideReport,
     /// The server's side (None with `--discard`, or if the server never sent it).
     pub server: Option<SideReport>,
+    /// Share of this host's CPU time the hypervisor stole during the test
+    /// (`/proc/stat`), 0‥1, when readable.
+    pub steal_share: Option<f64>,
 }
 
 /// Runs one session against the server at `addr`.
@@ -154,9 +158,9 @@ pub fn run_until(
                 })
                 .map_err(cerr)?;
                 let s = c.into_stream();
-                if !params.nodelay {
-                    let _ = s.set_nodelay(false);
-                }
+                // Control::new turned TCP_NODELAY on for the hello frame.
+                s.set_nodelay(params.nodelay)
+                    .map_err(|e| NetError::call("TCP_NODELAY", e))?;
                 socks.push(DataSock::Tcp(s));
             }
         }
@@ -172,6 +176,7 @@ pub fn run_until(
             }))
         }
     }
+    let cpu0 = host::cpu_jiffies();
     let flows =
         session::spawn(jobs(session_id, params, socks, End::Client)).map_err(ClientError::Spawn)?;
     let limit = Duration::from_nanos(params.duration_ns) + GRACE;
@@ -180,6 +185,9 @@ pub fn run_until(
         session_id,
         client: outcome.side,
         server: outcome.peer,
+        steal_share: cpu0
+            .zip(host::cpu_jiffies())
+            .and_then(|(a, b)| host::steal_share(a, b)),
     })
 }
 
@@ -221,6 +229,7 @@ pub fn run_discard(
             }
         }
     }
+    let cpu0 = host::cpu_jiffies();
     let flows =
         session::spawn(jobs(session_id, params, socks, End::Client)).map_err(ClientError::Spawn)?;
     let mut side = session::join_all(flows, progress.take(), interrupt);
@@ -230,5 +239,8 @@ pub fn run_discard(
         session_id,
         client: side,
         server: None,
+        steal_share: cpu0
+            .zip(host::cpu_jiffies())
+            .and_then(|(a, b)| host::steal_share(a, b)),
     })
 }

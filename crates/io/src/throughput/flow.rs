@@ -133,8 +133,9 @@ impl Meter {
         self.series.sample(now, self.bytes, self.packets);
     }
 
+    /// Nothing sent or received since the last `add`.
     fn tick(&mut self, now: u64) {
-        self.series.sample(now, self.bytes, self.packets);
+        self.series.idle(now, self.bytes, self.packets);
     }
 
     fn finish(self, job: &FlowJob, path: String) -> FlowReport {
@@ -233,42 +234,51 @@ impl SendState<'_> {
     }
 }
 
+/// What became of one send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    /// All of it went.
+    Yes,
+    /// UDP: the kernel dropped it locally (full qdisc, ENOBUFS) or refused
+    /// it (ICMP port unreachable from a receiver not yet reading): not
+    /// counted as sent, its sequence number is reused.
+    Dropped,
+    /// The flow must end now.
+    Stop,
+}
+
 /// Writes all of `buf` on a TCP socket (or one UDP datagram), retrying on
-/// timeouts while the flow may run. Returns false when the flow must end.
-fn send_all(st: &mut SendState<'_>, buf: &[u8], flags: i32) -> io::Result<bool> {
+/// timeouts while the flow may run.
+fn send_all(st: &mut SendState<'_>, buf: &[u8], flags: i32) -> io::Result<Sent> {
     let fd = st.job.sock.fd();
+    let tcp = st.job.sock.is_tcp();
     let mut off = 0;
     while off < buf.len() {
         match sock::send(fd, &buf[off..], flags) {
             Ok(n) => {
                 off += n;
-                if !st.job.sock.is_tcp() {
+                if !tcp {
                     break;
                 }
             }
             Err(e) if transient(&e) => {
                 if st.job.shared.stop.load(Ordering::Relaxed) {
-                    return Ok(false);
+                    return Ok(Sent::Stop);
                 }
                 // Past the deadline, a TCP block is still finished so the
                 // receiver sees whole blocks; give up only on stop.
             }
             Err(e)
-                if e.raw_os_error() == Some(libc::ENOBUFS)
-                    || e.raw_os_error() == Some(libc::ECONNREFUSED) =>
+                if !tcp
+                    && (e.raw_os_error() == Some(libc::ENOBUFS)
+                        || e.raw_os_error() == Some(libc::ECONNREFUSED)) =>
             {
-                // UDP: a full qdisc or an ICMP port unreachable from a
-                // receiver not yet reading; the datagram is lost, counted by
-                // the receiver's sequence accounting.
-                if !st.job.sock.is_tcp() {
-                    return Ok(true);
-                }
-                return Err(e);
+                return Ok(Sent::Dropped);
             }
             Err(e) => return Err(e),
         }
     }
-    Ok(true)
+    Ok(Sent::Yes)
 }
 
 fn run_sender(job: &FlowJob) -> FlowReport {
@@ -342,8 +352,10 @@ fn send_ideal(st: &mut SendState<'_>, pattern: &Pattern) -> Result<(), NetError>
         let seq = st.seq;
         let h = st.header(seq);
         let _ = h.emit(&mut buf);
-        if !send_all(st, &buf, 0).map_err(io_err("send"))? {
-            break;
+        match send_all(st, &buf, 0).map_err(io_err("send"))? {
+            Sent::Yes => {}
+            Sent::Dropped => continue,
+            Sent::Stop => break,
         }
         st.seq += 1;
         st.sent(buf.len(), 1);
@@ -366,8 +378,10 @@ fn send_typical(st: &mut SendState<'_>, pattern: &Pattern) -> Result<(), NetErro
         slot = (slot + 1) % slots;
         let h = st.header(st.seq);
         let _ = h.emit(&mut buf);
-        if !send_all(st, &buf, 0).map_err(io_err("send"))? {
-            break;
+        match send_all(st, &buf, 0).map_err(io_err("send"))? {
+            Sent::Yes => {}
+            Sent::Dropped => continue,
+            Sent::Stop => break,
         }
         st.seq += 1;
         st.sent(buf.len(), 1);
@@ -383,7 +397,7 @@ fn send_sendfile(st: &mut SendState<'_>, pattern: &Pattern) -> Result<(), NetErr
     'outer: while st.ready() {
         let h = st.header(st.seq);
         let _ = h.emit(&mut head);
-        if !send_all(st, &head, libc::MSG_MORE).map_err(io_err("send"))? {
+        if send_all(st, &head, libc::MSG_MORE).map_err(io_err("send"))? != Sent::Yes {
             break;
         }
         let mut off = 0;
@@ -590,6 +604,10 @@ fn send_zerocopy(
                 }
                 Err(e) => return Err(NetError::call("send(MSG_ZEROCOPY)", e)),
             }
+        }
+        if off < size {
+            // UDP datagram not sent: not counted, its number reused.
+            continue;
         }
         st.seq += 1;
         st.sent(size, 1);

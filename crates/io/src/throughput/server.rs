@@ -379,6 +379,10 @@ fn collect_tcp(
         if let Ok((flow, s)) = rx.recv_timeout(left) {
             match got.get_mut(usize::from(flow)) {
                 Some(slot @ None) => {
+                    // The first frame was read as control (TCP_NODELAY on):
+                    // back to what the test asked for.
+                    s.set_nodelay(params.nodelay)
+                        .map_err(|e| format!("TCP_NODELAY: {e}"))?;
                     net::apply_tcp(&s, params, false).map_err(|e| e.to_string())?;
                     *slot = Some(s);
                 }

@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use linerate_core::throughput::model::{End, FlowReport, FlowRole, SideReport};
+use linerate_core::throughput::session::{Action, Event, SessionMachine};
 use linerate_core::wire::control::{FlowSent, Message};
 
 use super::control::{Control, CtrlError};
@@ -81,9 +82,10 @@ pub(crate) struct Outcome {
 /// bytes received) by this end.
 pub type Progress<'a> = &'a mut dyn FnMut(f64, u64, u64);
 
-/// Drives the running flows to their end over the control connection.
-/// `end` says which side this is: the server sends its report when done,
-/// the client waits for the server's report.
+/// Drives the running flows to their end over the control connection: the
+/// I/O half of `linerate_core::throughput::session::SessionMachine`, which
+/// decides; this loop only observes flows and the control connection and
+/// carries out the machine's actions.
 pub(crate) fn drive(
     ctrl: &mut Control,
     mut flows: Vec<RunningFlow>,
@@ -92,15 +94,13 @@ pub(crate) fn drive(
     mut progress: Option<Progress<'_>>,
     interrupt: &AtomicBool,
 ) -> Outcome {
-    let start = Instant::now();
-    let mut notes = Vec::new();
-    let mut complete = true;
-    let mut sent_done = false;
-    let mut peer_done = false;
+    let clock = Instant::now();
+    let now = || u64::try_from(clock.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let limit_ns = u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX);
+    let mut m = SessionMachine::new(end, now(), limit_ns);
     let mut peer_report = None;
-    let mut report_sent = false;
     let mut last_progress = Instant::now();
-    loop {
+    while !m.is_done() {
         if let Some(p) = progress.as_mut() {
             if last_progress.elapsed() >= Duration::from_millis(200) {
                 last_progress = Instant::now();
@@ -112,77 +112,32 @@ pub(crate) fn drive(
                         FlowRole::Receiver => rx += b,
                     }
                 }
-                p(start.elapsed().as_secs_f64(), tx, rx);
+                p(clock.elapsed().as_secs_f64(), tx, rx);
             }
         }
-        if !sent_done
-            && flows
-                .iter()
-                .filter(|f| f.role == FlowRole::Sender)
-                .all(RunningFlow::finished)
-        {
-            let mut sent = Vec::new();
-            for f in flows.iter_mut().filter(|f| f.role == FlowRole::Sender) {
-                f.join();
-                if let Some(r) = &f.report {
-                    sent.push(FlowSent {
-                        flow: f.flow,
-                        packets: r.packets,
-                        bytes: r.bytes,
-                    });
-                }
-            }
-            sent_done = true;
-            if let Err(e) = ctrl.send(&Message::SendDone { flows: sent }) {
-                notes.push(format!("could not tell the peer that sending ended: {e}"));
-                complete = false;
-                break;
-            }
-        }
-        let all_done = flows.iter().all(RunningFlow::finished);
-        if all_done && sent_done && peer_done {
-            match end {
-                End::Server if !report_sent => {
-                    for f in &mut flows {
-                        f.join();
-                    }
-                    let side = side_report(end, &flows, complete, notes.clone());
-                    if let Err(e) = ctrl.send(&Message::Report { side }) {
-                        notes.push(format!("could not send the server's report: {e}"));
-                    }
-                    report_sent = true;
-                    break;
-                }
-                End::Client if peer_report.is_some() => break,
-                _ => {}
-            }
-        }
+        let mut events = vec![Event::Tick];
         if interrupt.load(Ordering::Relaxed) {
-            notes.push("interrupted: the test was stopped before its end".to_string());
-            complete = false;
-            let _ = ctrl.send(&Message::Error {
-                reason: format!(
-                    "the {} was interrupted",
-                    if end == End::Client {
-                        "client"
-                    } else {
-                        "server"
-                    }
-                ),
-            });
+            events.push(Event::Interrupted);
+        }
+        if flows
+            .iter()
+            .filter(|f| f.role == FlowRole::Sender)
+            .all(RunningFlow::finished)
+        {
+            events.push(Event::OwnSendersFinished);
+        }
+        if flows.iter().all(RunningFlow::finished) {
+            events.push(Event::AllFlowsFinished);
+        }
+        for ev in events {
+            let actions = m.handle(now(), ev);
+            act(ctrl, &mut flows, &mut m, end, actions);
+        }
+        if m.is_done() {
             break;
         }
-        if start.elapsed() > limit {
-            notes.push(format!(
-                "the session exceeded its limit of {:.1} s and was stopped",
-                limit.as_secs_f64()
-            ));
-            complete = false;
-            break;
-        }
-        match ctrl.recv(Duration::from_millis(100)) {
+        let ev = match ctrl.recv(Duration::from_millis(100)) {
             Ok(Message::SendDone { flows: sent }) => {
-                peer_done = true;
                 for s in sent {
                     for f in flows
                         .iter()
@@ -191,39 +146,24 @@ pub(crate) fn drive(
                         f.shared.peer_sent.store(s.packets, Ordering::Relaxed);
                     }
                 }
-                for f in flows.iter().filter(|f| f.role == FlowRole::Receiver) {
-                    f.shared.drain.store(true, Ordering::Relaxed);
-                }
+                Event::PeerSendDone
             }
-            Ok(Message::Report { side }) if end == End::Client => peer_report = Some(side),
-            Ok(Message::Error { reason }) => {
-                notes.push(format!("the peer reported an error: {reason}"));
-                complete = false;
-                break;
+            Ok(Message::Report { side }) => {
+                peer_report = Some(side);
+                Event::PeerReport
             }
-            Ok(other) => {
-                notes.push(format!(
-                    "unexpected control message '{}' during the test",
-                    other.name()
-                ));
-                complete = false;
-                break;
-            }
-            Err(CtrlError::Timeout(_)) => {}
-            Err(e) => {
-                notes.push(format!("{e}; the test ended early"));
-                complete = false;
-                break;
-            }
-        }
-    }
-    for f in &flows {
-        if !complete {
-            f.shared.stop.store(true, Ordering::Relaxed);
-        }
-        f.shared.drain.store(true, Ordering::Relaxed);
+            Ok(Message::Error { reason }) => Event::PeerError(reason),
+            Ok(other) => Event::Unexpected(other.name()),
+            Err(CtrlError::Timeout(_)) => continue,
+            Err(e) => Event::ControlLost(e.to_string()),
+        };
+        let actions = m.handle(now(), ev);
+        act(ctrl, &mut flows, &mut m, end, actions);
     }
     // Receivers end after a quiet poll period; give them a bounded time.
+    for f in &flows {
+        f.shared.drain.store(true, Ordering::Relaxed);
+    }
     let until = Instant::now() + Duration::from_secs(2);
     while Instant::now() < until && !flows.iter().all(RunningFlow::finished) {
         std::thread::sleep(Duration::from_millis(10));
@@ -234,13 +174,72 @@ pub(crate) fn drive(
     for f in &mut flows {
         f.join();
     }
-    if end == End::Server && !report_sent && complete {
-        let side = side_report(end, &flows, complete, notes.clone());
-        let _ = ctrl.send(&Message::Report { side });
-    }
     Outcome {
-        side: side_report(end, &flows, complete, notes),
+        side: side_report(end, &flows, m.complete(), m.notes().to_vec()),
         peer: peer_report,
+    }
+}
+
+/// Carries out the machine's actions.
+fn act(
+    ctrl: &mut Control,
+    flows: &mut [RunningFlow],
+    m: &mut SessionMachine,
+    end: End,
+    actions: Vec<Action>,
+) {
+    for a in actions {
+        match a {
+            Action::SendSendDone => {
+                let mut sent = Vec::new();
+                for f in flows.iter_mut().filter(|f| f.role == FlowRole::Sender) {
+                    f.join();
+                    if let Some(r) = &f.report {
+                        sent.push(FlowSent {
+                            flow: f.flow,
+                            packets: r.packets,
+                            bytes: r.bytes,
+                        });
+                    }
+                }
+                if let Err(e) = ctrl.send(&Message::SendDone { flows: sent }) {
+                    // The machine ends the session (StopFlows, Done); the
+                    // flows are stopped right here.
+                    let _ = m.handle(
+                        0,
+                        Event::ControlLost(format!(
+                            "could not tell the peer that sending ended: {e}"
+                        )),
+                    );
+                    for f in flows.iter() {
+                        f.shared.stop.store(true, Ordering::Relaxed);
+                    }
+                }
+            }
+            Action::DrainReceivers => {
+                for f in flows.iter().filter(|f| f.role == FlowRole::Receiver) {
+                    f.shared.drain.store(true, Ordering::Relaxed);
+                }
+            }
+            Action::SendReport => {
+                for f in flows.iter_mut() {
+                    f.join();
+                }
+                let side = side_report(end, flows, m.complete(), m.notes().to_vec());
+                if let Err(e) = ctrl.send(&Message::Report { side }) {
+                    m.note(format!("could not send the server's report: {e}"));
+                }
+            }
+            Action::SendError(reason) => {
+                let _ = ctrl.send(&Message::Error { reason });
+            }
+            Action::StopFlows => {
+                for f in flows.iter() {
+                    f.shared.stop.store(true, Ordering::Relaxed);
+                }
+            }
+            Action::Done => {}
+        }
     }
 }
 
