@@ -592,12 +592,17 @@ fn us(ns: u64) -> String {
     format!("{:.1}", ns as f64 / 1000.0)
 }
 
-fn render(link: BitRate, path_note: &str, sizes: &[SizeReport]) -> String {
+fn render(link: BitRate, path_note: &str, fallback: Option<&str>, sizes: &[SizeReport]) -> String {
     let mut out = String::new();
     out.push_str(&format!(
         "RFC 2544 on a {} link (line rate counts 20 B preamble+IFG per frame)\n",
         format_bits_per_s(link.bps_f64())
     ));
+    out.push_str(&format!("generator: {path_note}"));
+    if let Some(why) = fallback {
+        out.push_str(&format!(" (auto: AF_XDP not used: {why})"));
+    }
+    out.push('\n');
     out.push_str(&format!("latency clock: {LATENCY_CLOCK}\n"));
     for s in sizes {
         out.push_str(&format!("\n{}-byte frames\n", s.frame_bytes));
@@ -833,6 +838,11 @@ pub(crate) fn run(args: &Rfc2544Args) -> Result<(), Failure> {
             (SendPath::Sendmmsg, false) => "AF_PACKET sendmmsg, through the egress qdisc",
             (SendPath::Sendmmsg, true) => "AF_PACKET sendmmsg, qdisc bypassed",
         };
-        print(&render(setup.link, path_note, &reports))
+        print(&render(
+            setup.link,
+            path_note,
+            fallback.as_deref(),
+            &reports,
+        ))
     }
 }
