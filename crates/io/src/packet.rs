@@ -1,26 +1,27 @@
-//! Raw-frame generator and receiver on AF_PACKET sockets (packet(7)).
+//! Raw-frame generator and receiver (packet(7), AF_XDP).
 //!
-//! * [`Generator`]: `sendmmsg` batches of up to 64 test frames (or a
-//!   PACKET_TX_RING, TPACKET_V2, see `run_ring`) on one
-//!   interface, paced to an offered rate by a token bucket on
-//!   `CLOCK_MONOTONIC` (the long-term rate is exact; frames leave in small
-//!   bursts of up to one batch when the thread wakes up late). It counts only
-//!   the frames the kernel **accepted**: a short `sendmmsg` count or ENOBUFS
-//!   (a full qdisc or device queue) means those frames were not sent, and
-//!   they are sent again later with the same sequence numbers; the report
-//!   counts the short batches and errors. The offered rate it reports is
-//!   accepted frames over the time from the first send to the return of the
-//!   last one. By default frames pass the qdisc, so a tc link emulator (tbf)
-//!   shapes them; `PACKET_QDISC_BYPASS` is an option that is **refused on an
-//!   interface with a shaping qdisc** (it would skip the emulated link:
-//!   `../shared/research/linux-probe.md` §4).
+//! * [`Generator`]: test frames on one interface through one of three
+//!   [`SendPath`]s — AF_PACKET `sendmmsg` batches of up to 64, an AF_PACKET
+//!   PACKET_TX_RING (TPACKET_V2), or an AF_XDP socket in copy mode — paced
+//!   to an offered rate by a token bucket on the clock (the long-term rate is
+//!   exact; frames leave in bursts of up to one batch when the thread wakes
+//!   up late, and the largest such backlog is reported). It counts only the
+//!   frames the kernel **accepted**: `sendmmsg`'s count (a short count or
+//!   ENOBUFS from a full qdisc or device queue means those frames were not
+//!   sent; they are sent again with the same sequence numbers), TX-ring
+//!   slots handed back, AF_XDP chunks back on the completion ring. The
+//!   offered rate it reports is accepted frames over the time from the first
+//!   send to the last acceptance. AF_PACKET frames pass the qdisc, so a tc
+//!   link emulator (tbf) shapes them; `PACKET_QDISC_BYPASS` and AF_XDP skip
+//!   it and are **refused on an interface with a shaping qdisc**
+//!   (`../shared/research/linux-probe.md` §4).
 //! * [`Receiver`]: `recvmmsg` batches of frames on one interface,
 //!   parsed with the core test-frame view; non-test frames are counted and
 //!   ignored; test frames go to a [`RxTally`] (loss, reorder, duplicates,
 //!   latency per stream).
 //!
 //! Clock: `CLOCK_REALTIME` at both ends. The generator reads it in user space
-//! just before the `sendmmsg` that carries the frame (one stamp per batch);
+//! just before it hands a batch to the kernel (one stamp per batch);
 //! the receiver takes the kernel's software receive timestamp
 //! (`SO_TIMESTAMPNS`, taken when the frame enters the receiving interface's
 //! stack), and only if a frame lacks one, the time just after `recvmmsg`
@@ -30,14 +31,13 @@
 //! A step of the realtime clock (NTP) during a trial would show as an
 //! outlier; negative differences are counted, not recorded.
 
+use std::collections::VecDeque;
 use std::io;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use linerate_core::procedure::rfc2544::rx::RxTally;
 use linerate_core::wire::testframe::{TestFrame, TestFrameRepr, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
-
-use std::collections::VecDeque;
 
 use crate::sys::packet::{
     self as raw, PacketSocket, SlotState, TxRing, MAX_BATCH, PACKET_OUTGOING,
