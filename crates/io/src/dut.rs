@@ -7,6 +7,7 @@
 //! residual frames (section 23 step C says 2 s), then closes the stream and
 //! turns its counters into a [`TrialOutcome`] for the core procedure.
 
+use std::net::IpAddr;
 use std::sync::mpsc::{self, Receiver as Rx, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -17,7 +18,7 @@ use linerate_core::procedure::rfc2544::{TrialOutcome, TrialSpec};
 use linerate_core::wire::testframe::TestFrameRepr;
 
 use crate::netns::{spawn_in, NetnsError};
-use crate::packet::{GenReport, Generator, PacketError, Receiver};
+use crate::packet::{GenReport, Generator, PacketError, Receiver, SendPath};
 
 /// One end: an interface, in a namespace or in the caller's.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,12 +38,12 @@ pub struct HarnessConfig {
     pub rx: Endpoint,
     /// Use PACKET_QDISC_BYPASS (refused on shaped interfaces).
     pub qdisc_bypass: bool,
-    /// Send through a PACKET_TX_RING (TPACKET_V2) instead of `sendmmsg`.
-    pub tx_ring: bool,
-    /// IPv4 source of the frames (198.18.0.0/15).
-    pub src_ip: [u8; 4],
-    /// IPv4 destination of the frames (198.18.0.0/15).
-    pub dst_ip: [u8; 4],
+    /// How frames are handed to the kernel.
+    pub path: SendPath,
+    /// Source of the frames (198.18.0.0/15 or 2001:2::/48).
+    pub src_ip: IpAddr,
+    /// Destination of the frames (same family as the source).
+    pub dst_ip: IpAddr,
     /// Destination MAC of the frames: the receiving interface's own
     /// (`None`, for a bridge or a cable) or a router's (see [`mac_in`]).
     pub dst_mac: Option<[u8; 6]>,
@@ -140,10 +141,10 @@ impl Harness {
         let (ready_tx, ready_rx) = mpsc::channel::<Result<([u8; 6], u32), PacketError>>();
         let iface = cfg.tx.iface.clone();
         let bypass = cfg.qdisc_bypass;
-        let tx_ring = cfg.tx_ring;
+        let path = cfg.path;
         let ready = ready_tx.clone();
         let gen_thread = spawn_in(cfg.tx.netns.as_deref(), "lr-gen", move || {
-            let mut g = match Generator::open(&iface, bypass, tx_ring) {
+            let mut g = match Generator::open(&iface, bypass, path) {
                 Ok(g) => g,
                 Err(e) => {
                     let _ = ready.send(Err(e));

@@ -1,25 +1,27 @@
-//! Raw-frame generator and receiver on AF_PACKET sockets (packet(7)).
+//! Raw-frame generator and receiver (packet(7), AF_XDP).
 //!
-//! * [`Generator`]: `sendmmsg` batches of up to 64 test frames on one
-//!   interface, paced to an offered rate by a token bucket on
-//!   `CLOCK_MONOTONIC` (the long-term rate is exact; frames leave in small
-//!   bursts of up to one batch when the thread wakes up late). It counts only
-//!   the frames the kernel **accepted**: a short `sendmmsg` count or ENOBUFS
-//!   (a full qdisc or device queue) means those frames were not sent, and
-//!   they are sent again later with the same sequence numbers; the report
-//!   counts the short batches and errors. The offered rate it reports is
-//!   accepted frames over the time from the first send to the return of the
-//!   last one. By default frames pass the qdisc, so a tc link emulator (tbf)
-//!   shapes them; `PACKET_QDISC_BYPASS` is an option that is **refused on an
-//!   interface with a shaping qdisc** (it would skip the emulated link:
-//!   `../shared/research/linux-probe.md` §4).
-//! * [`Receiver`]: `recvmmsg` batches of IPv4 frames on one interface,
+//! * [`Generator`]: test frames on one interface through one of three
+//!   [`SendPath`]s — AF_PACKET `sendmmsg` batches of up to 64, an AF_PACKET
+//!   PACKET_TX_RING (TPACKET_V2), or an AF_XDP socket in copy mode — paced
+//!   to an offered rate by a token bucket on the clock (the long-term rate is
+//!   exact; frames leave in bursts of up to one batch when the thread wakes
+//!   up late, and the largest such backlog is reported). It counts only the
+//!   frames the kernel **accepted**: `sendmmsg`'s count (a short count or
+//!   ENOBUFS from a full qdisc or device queue means those frames were not
+//!   sent; they are sent again with the same sequence numbers), TX-ring
+//!   slots handed back, AF_XDP chunks back on the completion ring. The
+//!   offered rate it reports is accepted frames over the time from the first
+//!   send to the last acceptance. AF_PACKET frames pass the qdisc, so a tc
+//!   link emulator (tbf) shapes them; `PACKET_QDISC_BYPASS` and AF_XDP skip
+//!   it and are **refused on an interface with a shaping qdisc**
+//!   (`../shared/research/linux-probe.md` §4).
+//! * [`Receiver`]: `recvmmsg` batches of frames on one interface,
 //!   parsed with the core test-frame view; non-test frames are counted and
 //!   ignored; test frames go to a [`RxTally`] (loss, reorder, duplicates,
 //!   latency per stream).
 //!
 //! Clock: `CLOCK_REALTIME` at both ends. The generator reads it in user space
-//! just before the `sendmmsg` that carries the frame (one stamp per batch);
+//! just before it hands a batch to the kernel (one stamp per batch);
 //! the receiver takes the kernel's software receive timestamp
 //! (`SO_TIMESTAMPNS`, taken when the frame enters the receiving interface's
 //! stack), and only if a frame lacks one, the time just after `recvmmsg`
@@ -29,18 +31,18 @@
 //! A step of the realtime clock (NTP) during a trial would show as an
 //! outlier; negative differences are counted, not recorded.
 
+use std::collections::VecDeque;
 use std::io;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use linerate_core::procedure::rfc2544::rx::RxTally;
-use linerate_core::wire::testframe::{TestFrame, TestFrameRepr};
-
-use std::collections::VecDeque;
+use linerate_core::wire::testframe::{TestFrame, TestFrameRepr, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 
 use crate::sys::packet::{
     self as raw, PacketSocket, SlotState, TxRing, MAX_BATCH, PACKET_OUTGOING,
 };
+use crate::sys::xdp::XdpTx;
 
 /// Why a raw socket could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +64,14 @@ pub enum PacketError {
         iface: String,
         /// The error.
         source: io::Error,
+    },
+    /// AF_XDP was asked on an interface with a shaping qdisc.
+    #[error("AF_XDP refused on {iface}: it has a shaping qdisc ({qdisc}), and AF_XDP frames skip the qdisc, so the emulated link")]
+    XdpOnShapedLink {
+        /// Interface name.
+        iface: String,
+        /// The qdisc kind found.
+        qdisc: String,
     },
     /// PACKET_QDISC_BYPASS was asked on an interface with a shaping qdisc.
     #[error("PACKET_QDISC_BYPASS refused on {iface}: it has a shaping qdisc ({qdisc}), and bypass would skip the emulated link")]
@@ -93,6 +103,30 @@ pub fn iface_mac(iface: &str) -> Result<[u8; 6], PacketError> {
         iface: iface.to_string(),
         source,
     })
+}
+
+/// How the generator hands frames to the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SendPath {
+    /// AF_PACKET `sendmmsg`, batches of 64 (through the qdisc unless bypassed).
+    #[default]
+    Sendmmsg,
+    /// AF_PACKET PACKET_TX_RING, TPACKET_V2 (through the qdisc unless bypassed).
+    TxRing,
+    /// AF_XDP in copy mode, queue 0: bypasses the qdisc, so it is refused on
+    /// a shaped interface.
+    AfXdp,
+}
+
+impl SendPath {
+    /// The name results carry.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sendmmsg => "af_packet_sendmmsg",
+            Self::TxRing => "af_packet_tx_ring_v2",
+            Self::AfXdp => "af_xdp_copy",
+        }
+    }
 }
 
 /// What one generator run did.
@@ -130,6 +164,7 @@ pub struct Generator {
     sock: PacketSocket,
     ring: Option<TxRing>,
     ring_head: usize,
+    xdp: Option<XdpTx>,
     iface: String,
     mac: [u8; 6],
     mtu: u32,
@@ -138,9 +173,8 @@ pub struct Generator {
 }
 
 impl Generator {
-    /// A sender on `iface` (in the calling thread's namespace), with
-    /// `sendmmsg` or, with `tx_ring`, a PACKET_TX_RING (TPACKET_V2).
-    pub fn open(iface: &str, qdisc_bypass: bool, tx_ring: bool) -> Result<Self, PacketError> {
+    /// A sender on `iface` (in the calling thread's namespace) using `path`.
+    pub fn open(iface: &str, qdisc_bypass: bool, path: SendPath) -> Result<Self, PacketError> {
         let sock_err = |what| {
             let iface = iface.to_string();
             move |source| PacketError::Socket {
@@ -167,7 +201,18 @@ impl Generator {
                 .map_err(sock_err("PACKET_QDISC_BYPASS"))?;
         }
         let mtu = raw::mtu(iface).map_err(sock_err("SIOCGIFMTU"))?;
-        let ring = if tx_ring {
+        let xdp = if path == SendPath::AfXdp {
+            if let Some(qdisc) = shaping_qdisc(iface) {
+                return Err(PacketError::XdpOnShapedLink {
+                    iface: iface.to_string(),
+                    qdisc,
+                });
+            }
+            Some(XdpTx::open(index, 4096, 4096).map_err(sock_err("AF_XDP socket (copy mode)"))?)
+        } else {
+            None
+        };
+        let ring = if path == SendPath::TxRing {
             // Slots for the largest frame the MTU allows (14 B Ethernet header).
             Some(
                 sock.tx_ring(mtu as usize + 14)
@@ -180,6 +225,7 @@ impl Generator {
             sock,
             ring,
             ring_head: 0,
+            xdp,
             iface: iface.to_string(),
             mac,
             mtu,
@@ -203,11 +249,13 @@ impl Generator {
     }
 
     /// The send path in use.
-    pub fn path(&self) -> &'static str {
+    pub fn path(&self) -> SendPath {
         if self.ring.is_some() {
-            "af_packet_tx_ring_v2"
+            SendPath::TxRing
+        } else if self.xdp.is_some() {
+            SendPath::AfXdp
         } else {
-            "af_packet_sendmmsg"
+            SendPath::Sendmmsg
         }
     }
 
@@ -225,10 +273,18 @@ impl Generator {
         if self.ring.is_some() {
             return self.run_ring(template, stream, frames, fps, max_time);
         }
+        if self.xdp.is_some() {
+            return self.run_xdp(template, stream, frames, fps, max_time);
+        }
         let frames = frames.min(u64::from(u32::MAX));
         let mut t = *template;
         t.stream = stream;
         let len = t.buffer_len();
+        self.sock.set_tx_protocol(if t.src_ip.is_ipv6() {
+            ETHERTYPE_IPV6
+        } else {
+            ETHERTYPE_IPV4
+        });
         let mut bufs: Vec<Vec<u8>> = (0..MAX_BATCH)
             .map(|_| {
                 let mut b = vec![0u8; len];
@@ -273,6 +329,7 @@ impl Generator {
                 if let Ok(mut f) = TestFrame::new_checked(&mut b[..]) {
                     f.set_seq((rep.sent_frames + i as u64) as u32);
                     f.set_tx_ns(ts);
+                    f.fill_udp_checksum();
                 }
             }
             let refs: Vec<&[u8]> = bufs.iter().take(n).map(Vec::as_slice).collect();
@@ -401,6 +458,7 @@ impl Generator {
                     if let Ok(mut f) = TestFrame::new_checked(d) {
                         f.set_seq(seq);
                         f.set_tx_ns(ts);
+                        f.fill_udp_checksum();
                     }
                 });
                 if !ok {
@@ -454,7 +512,127 @@ impl Generator {
     }
 }
 
-/// An AF_PACKET receiver of IPv4 frames that counts test frames.
+impl Generator {
+    /// The AF_XDP path: frames are written into free UMEM chunks and put on
+    /// the TX ring, published and kicked after each batch; a frame counts as
+    /// sent when its chunk comes back on the completion ring. At the end it
+    /// waits (up to 1 s) for the rest.
+    fn run_xdp(
+        &mut self,
+        template: &TestFrameRepr,
+        stream: u16,
+        frames: u64,
+        fps: Option<f64>,
+        max_time: Duration,
+    ) -> GenReport {
+        let frames = frames.min(u64::from(u32::MAX));
+        let mut t = *template;
+        t.stream = stream;
+        let len = t.buffer_len();
+        let mut proto = vec![0u8; len];
+        t.emit(&mut proto);
+        let mut rep = GenReport {
+            asked_frames: frames,
+            ..GenReport::default()
+        };
+        let Some(x) = self.xdp.as_mut() else {
+            return rep;
+        };
+        if len > x.max_frame() {
+            rep.errors += 1;
+            rep.first_error = Some(format!("{len}-byte frame exceeds the AF_XDP chunk"));
+            return rep;
+        }
+        let mut queued = 0u64;
+        let start = Instant::now();
+        let mut last_done = start;
+        while queued < frames {
+            let el = start.elapsed();
+            if el > max_time {
+                rep.timed_out = true;
+                break;
+            }
+            let done = x.reap();
+            if done > 0 {
+                rep.sent_frames += u64::from(done);
+                last_done = Instant::now();
+            }
+            let due = match fps {
+                None => frames,
+                Some(f) => frames.min((el.as_secs_f64() * f).floor() as u64 + 1),
+            };
+            if due <= queued {
+                if let Some(f) = fps {
+                    let wait = queued as f64 / f - el.as_secs_f64();
+                    if wait > 300e-6 {
+                        std::thread::sleep(Duration::from_secs_f64(wait - 150e-6));
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                }
+                continue;
+            }
+            if fps.is_some() {
+                rep.max_lag_frames = rep.max_lag_frames.max(due - queued);
+            }
+            let want = ((due - queued) as usize).min(MAX_BATCH);
+            let ts = raw::realtime_ns();
+            let mut filled = 0;
+            while filled < want {
+                let seq = queued as u32;
+                let ok = x.push(len, |d| {
+                    d.copy_from_slice(&proto);
+                    if let Ok(mut f) = TestFrame::new_checked(d) {
+                        f.set_seq(seq);
+                        f.set_tx_ns(ts);
+                        f.fill_udp_checksum();
+                    }
+                });
+                if !ok {
+                    break;
+                }
+                queued += 1;
+                filled += 1;
+            }
+            rep.batches += 1;
+            if let Err(e) = x.publish() {
+                rep.errors += 1;
+                if rep.first_error.is_none() {
+                    rep.first_error = Some(e.to_string());
+                }
+                if rep.errors > 1000 {
+                    break;
+                }
+            }
+            if filled == 0 {
+                std::thread::yield_now();
+            }
+        }
+        let flush_end = Instant::now() + Duration::from_secs(1);
+        while (x.free_chunks() as u32) < x.chunks() && Instant::now() < flush_end {
+            let _ = x.publish();
+            let done = x.reap();
+            if done > 0 {
+                rep.sent_frames += u64::from(done);
+                last_done = Instant::now();
+            } else {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        if (x.free_chunks() as u32) < x.chunks() {
+            rep.timed_out = true;
+        }
+        rep.elapsed = last_done.duration_since(start);
+        rep.offered_fps = if rep.elapsed.is_zero() {
+            0.0
+        } else {
+            rep.sent_frames as f64 / rep.elapsed.as_secs_f64()
+        };
+        rep
+    }
+}
+
+/// An AF_PACKET receiver that counts test frames (IPv4 and IPv6).
 #[derive(Debug)]
 pub struct Receiver {
     sock: PacketSocket,
@@ -491,8 +669,9 @@ impl Receiver {
         })?;
         let mac = raw::hwaddr(iface).map_err(sock_err("SIOCGIFHWADDR"))?;
         let mtu = raw::mtu(iface).map_err(sock_err("SIOCGIFMTU"))?;
+        // Every protocol: IPv4 and IPv6 test frames (others count as other).
         let sock =
-            PacketSocket::open(index, raw::ETH_P_IP).map_err(sock_err("AF_PACKET socket"))?;
+            PacketSocket::open(index, raw::ETH_P_ALL).map_err(sock_err("AF_PACKET socket"))?;
         // Older kernels lack it; outgoing frames are then dropped by pkttype.
         let _ = sock.set_ignore_outgoing();
         let _ = sock.set_rcvbuf(32 << 20);

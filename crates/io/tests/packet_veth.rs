@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use linerate_core::procedure::rfc2544::TrialSpec;
 use linerate_io::dut::{Endpoint, Harness, HarnessConfig, HarnessError};
-use linerate_io::packet::PacketError;
+use linerate_io::packet::{PacketError, SendPath};
 
 fn privileged(what: &str) -> bool {
     let root = Command::new("id")
@@ -72,9 +72,9 @@ impl Pair {
                 iface: "lrvb".into(),
             },
             qdisc_bypass: bypass,
-            tx_ring: false,
-            src_ip: [198, 18, 0, 1],
-            dst_ip: [198, 19, 255, 2],
+            path: SendPath::Sendmmsg,
+            src_ip: [198, 18, 0, 1].into(),
+            dst_ip: [198, 19, 255, 2].into(),
             dst_mac: None,
         }
     }
@@ -190,7 +190,7 @@ fn tx_ring_sends_paced_trials_completely_and_is_shaped() {
     }
     let pair = Pair::new("r");
     let mut cfg = pair.config(false);
-    cfg.tx_ring = true;
+    cfg.path = SendPath::TxRing;
     let mut h = Harness::start(cfg.clone()).unwrap();
     h.warm_up(64, Duration::from_secs(5)).unwrap();
     for size in [64u32, 1518] {
@@ -233,4 +233,74 @@ fn tx_ring_sends_paced_trials_completely_and_is_shaped() {
     // them: the shaping shows in the offered rate (~813 fps + burst).
     assert!(o.offered_fps < 1_100.0, "{o:?} {rep:?}");
     assert!(o.received_frames <= rep.sent_frames);
+}
+
+#[test]
+fn ipv6_test_frames_arrive_complete_on_both_send_paths() {
+    if !privileged("ipv6_test_frames_arrive_complete_on_both_send_paths") {
+        return;
+    }
+    let pair = Pair::new("6");
+    for ring in [false, true] {
+        let mut cfg = pair.config(false);
+        cfg.src_ip = "2001:2::f9".parse().unwrap();
+        cfg.dst_ip = "2001:2::fa".parse().unwrap();
+        cfg.path = if ring {
+            SendPath::TxRing
+        } else {
+            SendPath::Sendmmsg
+        };
+        let mut h = Harness::start(cfg).unwrap();
+        h.warm_up(84, Duration::from_secs(5)).unwrap();
+        // 64-byte frames cannot carry IPv6 + UDP + the test header.
+        assert!(h.template(64).is_err());
+        for size in [84u32, 1518] {
+            let spec = TrialSpec {
+                frame_bytes: size,
+                fps: 5_000.0,
+                frames: 1_000,
+            };
+            let (o, rep) = h.trial(&spec, Duration::from_millis(200)).unwrap();
+            assert_eq!(rep.sent_frames, 1_000, "ring {ring}: {rep:?}");
+            assert_eq!(o.received_frames, 1_000, "ring {ring} {size} B: {o:?}");
+            assert_eq!(o.duplicates, 0);
+        }
+    }
+}
+
+#[test]
+fn af_xdp_sends_test_frames_and_is_refused_on_a_shaped_link() {
+    if !privileged("af_xdp_sends_test_frames_and_is_refused_on_a_shaped_link") {
+        return;
+    }
+    let pair = Pair::new("x");
+    let mut cfg = pair.config(false);
+    cfg.path = SendPath::AfXdp;
+    let mut h = Harness::start(cfg.clone()).unwrap();
+    h.warm_up(64, Duration::from_secs(5)).unwrap();
+    for size in [64u32, 1518] {
+        let spec = TrialSpec {
+            frame_bytes: size,
+            fps: 5_000.0,
+            frames: 2_500,
+        };
+        let (o, rep) = h.trial(&spec, Duration::from_millis(200)).unwrap();
+        eprintln!("af_xdp {size} B: {rep:?}");
+        assert_eq!(rep.sent_frames, 2_500, "{rep:?}");
+        assert_eq!(o.received_frames, 2_500, "{o:?}");
+    }
+    let c = h.ceiling(64, Duration::from_millis(300)).unwrap();
+    eprintln!("af_xdp ceiling 64 B: {c:?}");
+    assert!(c.sent_frames > 1_000, "{c:?}");
+    drop(h);
+    sh(&[
+        "ip", "netns", "exec", &pair.a, "tc", "qdisc", "add", "dev", "lrva", "root", "tbf", "rate",
+        "10mbit", "burst", "64000", "latency", "50ms", "overhead", "24", "mpu", "84",
+    ]);
+    match Harness::start(cfg) {
+        Err(HarnessError::Packet(PacketError::XdpOnShapedLink { qdisc, .. })) => {
+            assert_eq!(qdisc, "tbf")
+        }
+        other => panic!("AF_XDP on a shaped link must be refused: {other:?}"),
+    }
 }

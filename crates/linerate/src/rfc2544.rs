@@ -3,6 +3,7 @@
 //! by the sans-IO procedures of `linerate-core` through the harness of
 //! `linerate-io`.
 
+use std::net::{IpAddr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context as _};
@@ -20,6 +21,7 @@ use linerate_core::procedure::rfc2544::{
 };
 use linerate_core::units::{format_bits_per_s, group_thousands, parse_duration, BitRate};
 use linerate_io::dut::{mac_in, Endpoint, Harness, HarnessConfig};
+use linerate_io::packet::SendPath;
 use linerate_report::table::{Align, Table};
 use serde::Serialize;
 
@@ -54,14 +56,15 @@ pub(crate) enum TestKind {
 /// Frame generators.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum GeneratorKind {
-    /// The fastest that works (today: packet).
+    /// The fastest that works: AF_XDP, else AF_PACKET sendmmsg (shaped links).
     Auto,
     /// AF_PACKET with sendmmsg.
     Packet,
     /// AF_PACKET with a PACKET_TX_RING (TPACKET_V2).
     PacketRing,
-    /// AF_XDP (not built yet).
-    Xdp,
+    /// AF_XDP in copy mode (skips the qdisc: refused on shaped links).
+    #[value(name = "xdp")]
+    AfXdp,
     /// XDP live frames (not built yet).
     XdpLive,
 }
@@ -134,6 +137,11 @@ pub(crate) struct Rfc2544Args {
     /// default: the --rx interface's own.
     #[arg(long, value_name = "MAC", value_parser = parse_mac, requires = "tx")]
     pub(crate) dst_mac: Option<[u8; 6]>,
+
+    /// IPv6 test frames (2001:2::/48, UDP checksum filled per frame; the
+    /// smallest IPv6 test frame is 84 bytes, so `rfc2544` sizes start there).
+    #[arg(long)]
+    pub(crate) ipv6: bool,
 
     /// Tests to run, in this order.
     #[arg(
@@ -262,13 +270,33 @@ struct Rfc2544Json {
     resolution_pct: f64,
     loss_tolerance_pct: f64,
     latency_clock: &'static str,
+    ip_version: u8,
+    /// With `--generator auto`: why AF_XDP was not used.
+    generator_fallback: Option<String>,
     /// Frames whose receive time fell back to a user-space stamp.
     rx_user_space_stamps: u64,
     sizes: Vec<SizeReport>,
 }
 
 /// What the clock of every latency figure is.
-const LATENCY_CLOCK: &str = "CLOCK_REALTIME on one host: tx stamped in user space before sendmmsg, rx = kernel software receive timestamp (SO_TIMESTAMPNS)";
+const LATENCY_CLOCK: &str = "CLOCK_REALTIME on one host: tx stamped in user space as the frame is handed to the kernel (sendmmsg or TX-ring slot), rx = kernel software receive timestamp (SO_TIMESTAMPNS)";
+
+/// Addresses for frames that no host owns (so none answers them): in the
+/// bed's subnet, or in a subnet of their own for --tx/--rx.
+fn addrs(ipv6: bool, own_subnet: bool) -> (IpAddr, IpAddr) {
+    match (ipv6, own_subnet) {
+        (false, false) => ([198, 18, 0, 249].into(), [198, 18, 0, 250].into()),
+        (false, true) => ([198, 18, 0, 249].into(), [198, 19, 255, 250].into()),
+        (true, false) => (
+            Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 0xf9).into(),
+            Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 0xfa).into(),
+        ),
+        (true, true) => (
+            Ipv6Addr::new(0x2001, 2, 0, 0xffff, 0, 0, 0, 0xf9).into(),
+            Ipv6Addr::new(0x2001, 2, 0, 0xffff, 0, 0, 0, 0xfa).into(),
+        ),
+    }
+}
 
 struct Setup {
     cfg: HarnessConfig,
@@ -277,8 +305,11 @@ struct Setup {
 
 fn setup(args: &Rfc2544Args) -> Result<Setup, Failure> {
     match args.generator {
-        GeneratorKind::Auto | GeneratorKind::Packet | GeneratorKind::PacketRing => {}
-        GeneratorKind::Xdp | GeneratorKind::XdpLive => {
+        GeneratorKind::Auto
+        | GeneratorKind::Packet
+        | GeneratorKind::PacketRing
+        | GeneratorKind::AfXdp => {}
+        GeneratorKind::XdpLive => {
             return Err(Failure::Usage(anyhow!(
                 "--generator {:?} is not built yet; use --generator packet (AF_PACKET)",
                 args.generator
@@ -304,11 +335,13 @@ fn setup(args: &Rfc2544Args) -> Result<Setup, Failure> {
             // Frames go to the router's port on a's side, addressed from a's
             // address to b's, so that the router forwards them (and
             // decrements the TTL, rewriting the checksum the receiver checks).
-            let ip = |role: &str| -> anyhow::Result<[u8; 4]> {
-                Ok(bed
-                    .ipv4(role)
-                    .ok_or_else(|| anyhow!("bed '{name}' has no IPv4 address on {role}"))?
-                    .octets())
+            let ip = |role: &str| -> anyhow::Result<IpAddr> {
+                let v = if args.ipv6 {
+                    bed.ipv6(role).map(IpAddr::V6)
+                } else {
+                    bed.ipv4(role).map(IpAddr::V4)
+                };
+                v.ok_or_else(|| anyhow!("bed '{name}' has no address on {role}"))
             };
             let port = end("dut")?;
             let mac = mac_in(port.netns.as_deref(), &port.iface).map_err(anyhow::Error::from)?;
@@ -321,31 +354,28 @@ fn setup(args: &Rfc2544Args) -> Result<Setup, Failure> {
                 Some(mac),
             )
         } else {
-            (
-                end("a")?,
-                end("b")?,
-                bed.link(),
-                [198, 18, 0, 249],
-                [198, 18, 0, 250],
-                None,
-            )
+            let (src, dst) = addrs(args.ipv6, false);
+            (end("a")?, end("b")?, bed.link(), src, dst, None)
         }
     } else {
         match (&args.tx, &args.rx) {
-            (Some(tx), Some(rx)) => (
-                Endpoint {
-                    netns: args.tx_netns.clone(),
-                    iface: tx.clone(),
-                },
-                Endpoint {
-                    netns: args.rx_netns.clone(),
-                    iface: rx.clone(),
-                },
-                None,
-                [198, 18, 0, 249],
-                [198, 19, 255, 250],
-                args.dst_mac,
-            ),
+            (Some(tx), Some(rx)) => {
+                let (src, dst) = addrs(args.ipv6, true);
+                (
+                    Endpoint {
+                        netns: args.tx_netns.clone(),
+                        iface: tx.clone(),
+                    },
+                    Endpoint {
+                        netns: args.rx_netns.clone(),
+                        iface: rx.clone(),
+                    },
+                    None,
+                    src,
+                    dst,
+                    args.dst_mac,
+                )
+            }
             _ => usage!("give --bed NAME, or --tx IFACE and --rx IFACE"),
         }
     };
@@ -360,7 +390,11 @@ fn setup(args: &Rfc2544Args) -> Result<Setup, Failure> {
             tx,
             rx,
             qdisc_bypass: args.qdisc_bypass,
-            tx_ring: args.generator == GeneratorKind::PacketRing,
+            path: match args.generator {
+                GeneratorKind::PacketRing => SendPath::TxRing,
+                GeneratorKind::AfXdp | GeneratorKind::Auto => SendPath::AfXdp,
+                _ => SendPath::Sendmmsg,
+            },
             src_ip,
             dst_ip,
             dst_mac,
@@ -558,12 +592,17 @@ fn us(ns: u64) -> String {
     format!("{:.1}", ns as f64 / 1000.0)
 }
 
-fn render(link: BitRate, sizes: &[SizeReport]) -> String {
+fn render(link: BitRate, path_note: &str, fallback: Option<&str>, sizes: &[SizeReport]) -> String {
     let mut out = String::new();
     out.push_str(&format!(
         "RFC 2544 on a {} link (line rate counts 20 B preamble+IFG per frame)\n",
         format_bits_per_s(link.bps_f64())
     ));
+    out.push_str(&format!("generator: {path_note}"));
+    if let Some(why) = fallback {
+        out.push_str(&format!(" (auto: AF_XDP not used: {why})"));
+    }
+    out.push('\n');
     out.push_str(&format!("latency clock: {LATENCY_CLOCK}\n"));
     for s in sizes {
         out.push_str(&format!("\n{}-byte frames\n", s.frame_bytes));
@@ -585,7 +624,7 @@ fn render(link: BitRate, sizes: &[SizeReport]) -> String {
                 "generator ceiling".into(),
                 format!("{} fps", group_thousands(c.round() as u64)),
                 format!(
-                    "{:.1} % of line rate (AF_PACKET, through the egress qdisc unless bypassed)",
+                    "{:.1} % of line rate ({path_note})",
                     100.0 * c / s.line_rate_frames_per_s
                 ),
             ]);
@@ -711,7 +750,14 @@ fn render(link: BitRate, sizes: &[SizeReport]) -> String {
 /// Runs `linerate rfc2544`.
 pub(crate) fn run(args: &Rfc2544Args) -> Result<(), Failure> {
     let setup = setup(args)?;
-    let sizes = args.frames.sizes();
+    let mut sizes = args.frames.sizes();
+    if args.ipv6 && args.frames == SizeList::Rfc2544 {
+        // RFC 5180 section 5: 64-byte frames cannot carry IPv6 + UDP + a
+        // test header.
+        sizes.retain(|&s| s != 64);
+        sizes.insert(0, 84);
+        eprintln!("IPv6: 84-byte frames replace 64-byte ones (RFC 5180 section 5)");
+    }
     for &s in &sizes {
         Encap::ETHERNET
             .frame_of_length(s, s > 1518)
@@ -720,21 +766,31 @@ pub(crate) fn run(args: &Rfc2544Args) -> Result<(), Failure> {
             usage!("--frames {s}: test frames are at least 64 bytes");
         }
     }
-    let mut harness = Harness::start(setup.cfg.clone()).map_err(anyhow::Error::from)?;
+    // `auto`: AF_XDP (the fastest path built) where it works, else AF_PACKET
+    // sendmmsg; the fallback and its reason are reported.
+    let mut setup = setup;
+    let mut fallback = None;
+    let mut harness = match Harness::start(setup.cfg.clone()) {
+        Ok(h) => h,
+        Err(e) if args.generator == GeneratorKind::Auto => {
+            let why = e.to_string();
+            eprintln!("generator auto: AF_XDP not used ({why}); using AF_PACKET sendmmsg");
+            fallback = Some(why);
+            setup.cfg.path = SendPath::Sendmmsg;
+            Harness::start(setup.cfg.clone()).map_err(anyhow::Error::from)?
+        }
+        Err(e) => return Err(anyhow::Error::from(e).into()),
+    };
     for &s in &sizes {
         harness.template(s).map_err(anyhow::Error::from)?;
     }
     eprintln!(
-        "linerate rfc2544: {} ({}) → {} ({}), generator AF_PACKET {}{}",
+        "linerate rfc2544: {} ({}) → {} ({}), generator {}{}",
         setup.cfg.tx.iface,
         setup.cfg.tx.netns.as_deref().unwrap_or("this namespace"),
         setup.cfg.rx.iface,
         setup.cfg.rx.netns.as_deref().unwrap_or("this namespace"),
-        if setup.cfg.tx_ring {
-            "TX ring (TPACKET_V2)"
-        } else {
-            "sendmmsg"
-        },
+        setup.cfg.path.name(),
         if args.qdisc_bypass {
             " + PACKET_QDISC_BYPASS"
         } else {
@@ -763,20 +819,30 @@ pub(crate) fn run(args: &Rfc2544Args) -> Result<(), Failure> {
             schema: "linerate.rfc2544",
             version: 1,
             link_bits_per_s: setup.link.bps(),
-            generator: if args.generator == GeneratorKind::PacketRing {
-                "af_packet_tx_ring_v2"
-            } else {
-                "af_packet_sendmmsg"
-            },
+            generator: setup.cfg.path.name(),
             qdisc_bypass: args.qdisc_bypass,
             trial_s: args.trial.as_secs_f64(),
             resolution_pct: args.resolution,
             loss_tolerance_pct: args.loss_tolerance,
             latency_clock: LATENCY_CLOCK,
+            ip_version: if args.ipv6 { 6 } else { 4 },
+            generator_fallback: fallback,
             rx_user_space_stamps: user_stamps,
             sizes: reports,
         })
     } else {
-        print(&render(setup.link, &reports))
+        let path_note = match (setup.cfg.path, args.qdisc_bypass) {
+            (SendPath::AfXdp, _) => "AF_XDP copy mode, no qdisc",
+            (SendPath::TxRing, false) => "AF_PACKET TX ring, through the egress qdisc",
+            (SendPath::TxRing, true) => "AF_PACKET TX ring, qdisc bypassed",
+            (SendPath::Sendmmsg, false) => "AF_PACKET sendmmsg, through the egress qdisc",
+            (SendPath::Sendmmsg, true) => "AF_PACKET sendmmsg, qdisc bypassed",
+        };
+        print(&render(
+            setup.link,
+            path_note,
+            fallback.as_deref(),
+            &reports,
+        ))
     }
 }

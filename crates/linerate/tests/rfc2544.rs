@@ -45,7 +45,7 @@ fn bad_input_is_a_usage_error() {
             "--link",
             "1G",
             "--generator",
-            "xdp",
+            "xdp-live",
         ],
         "not built yet",
     );
@@ -119,6 +119,13 @@ fn bridge_bed_at_100m_finds_line_rate_for_1518_byte_frames() {
     let j = json_of(&o);
     assert_eq!(j["schema"], "linerate.rfc2544");
     assert_eq!(j["link_bits_per_s"], 100_000_000);
+    // `auto` on a shaped link: AF_XDP would skip the emulated link, so the
+    // generator falls back to AF_PACKET and says why.
+    assert_eq!(j["generator"], "af_packet_sendmmsg");
+    assert!(
+        j["generator_fallback"].as_str().unwrap().contains("tbf"),
+        "{j}"
+    );
     let s = &j["sizes"][0];
     assert_eq!(s["frame_bytes"], 1518);
     let line = s["line_rate_frames_per_s"].as_f64().unwrap();
@@ -178,6 +185,8 @@ fn unshaped_bridge_is_generator_limited_and_says_so() {
     ]);
     drop(bed);
     let j = json_of(&o);
+    // `auto` on an unshaped path: AF_XDP.
+    assert_eq!(j["generator"], "af_xdp_copy", "{j}");
     let s = &j["sizes"][0];
     let line = s["line_rate_frames_per_s"].as_f64().unwrap();
     let ceiling = s["generator_ceiling_frames_per_s"].as_f64().unwrap();

@@ -10,6 +10,7 @@ pub(crate) mod packet;
 pub(crate) mod signal;
 pub(crate) mod sock;
 pub(crate) mod timestamping;
+pub(crate) mod xdp;
 
 /// Calls a libc function and maps a -1 return to the thread's `errno`.
 macro_rules! syscall {

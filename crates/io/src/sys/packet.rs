@@ -20,6 +20,8 @@ const PACKET_STATISTICS: libc::c_int = 6;
 pub(crate) const PACKET_OUTGOING: u8 = 4;
 /// `ETH_P_IP`.
 pub(crate) const ETH_P_IP: u16 = 0x0800;
+/// `ETH_P_ALL`: every protocol.
+pub(crate) const ETH_P_ALL: u16 = 0x0003;
 /// `SIOCGIFHWADDR` (linux/sockios.h).
 const SIOCGIFHWADDR: libc::c_ulong = 0x8927;
 /// `SIOCGIFMTU` (linux/sockios.h).
@@ -84,6 +86,11 @@ impl PacketSocket {
             size_of::<libc::c_int>() as libc::socklen_t
         ))?;
         Ok(())
+    }
+
+    /// The EtherType `sendmmsg` declares for the frames (skb->protocol).
+    pub(crate) fn set_tx_protocol(&mut self, ethertype: u16) {
+        self.addr.sll_protocol = ethertype.to_be();
     }
 
     /// PACKET_QDISC_BYPASS: frames go straight to the driver, past tc.
