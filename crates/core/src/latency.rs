@@ -308,6 +308,13 @@ pub struct LatencyParams {
     pub no_udp_checksum: bool,
     /// How long the client means to run, at most (the server may refuse more).
     pub duration_ns: u64,
+    /// The reflector asks the kernel for stamps (absent in a message: yes).
+    #[serde(default = "yes")]
+    pub kernel_stamps: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// Largest request of a latency session (bytes).

@@ -23,6 +23,11 @@ pub fn realtime_ns() -> u64 {
 /// The stamps a socket asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Want {
+    /// No kernel stamps at all (application stamps only).
+    Nothing,
+    /// Receive and driver transmit stamps (a reflector: its stages need no
+    /// scheduler stamp, and every stamp costs a clone on the reply's path).
+    RxSnd,
     /// Receive, scheduler and driver transmit stamps (datagrams).
     RxTx,
     /// As `RxTx`, plus TCP acknowledgement stamps.
@@ -37,6 +42,8 @@ pub(crate) fn enable(fd: RawFd, want: Want) -> io::Result<()> {
         | ts::SOF_TIMESTAMPING_OPT_ID
         | ts::SOF_TIMESTAMPING_OPT_TSONLY;
     let flags = match want {
+        Want::Nothing => 0,
+        Want::RxSnd => rx | (tx & !ts::SOF_TIMESTAMPING_TX_SCHED),
         Want::RxTx => rx | tx,
         Want::RxTxAck => rx | tx | ts::SOF_TIMESTAMPING_TX_ACK,
     };

@@ -79,6 +79,7 @@ pub(crate) fn run(_args: &DemoArgs) -> Result<(), Failure> {
         spin: false,
         no_udp_checksum: false,
         plain_echo: false,
+        kernel_stamps: true,
     };
     let (run, reflector) = run_with_local_reflector(
         Proto::Udp,

@@ -102,6 +102,12 @@ pub(crate) struct LatencyArgs {
     #[arg(long)]
     pub(crate) no_udp_checksum: bool,
 
+    /// No kernel timestamps on either end: the RTT from application stamps
+    /// only, without what stamping costs (no stages; for comparison with
+    /// tools that stamp nothing, e.g. sockperf).
+    #[arg(long)]
+    pub(crate) no_kernel_stamps: bool,
+
     /// The responder is a plain echo server (RFC 862, e.g. an embedded stack's
     /// echo sample): client-side stages only.
     #[arg(long)]
@@ -354,12 +360,14 @@ pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
             spin: c.spin,
             no_udp_checksum: c.no_check,
             plain_echo: responder != Responder::Reflector,
+            kernel_stamps: !args.no_kernel_stamps,
         };
         let run = if local_reflector {
             let mut rc = ReflectorConfig::new(client.session);
             rc.mode = c.mode;
             rc.copy = c.copy;
             rc.no_udp_checksum = c.no_check;
+            rc.kernel_stamps = !args.no_kernel_stamps;
             let (run, report) = run_with_local_reflector(proto, target, rc, &client, &place)
                 .map_err(|e| anyhow!(e).context("latency run"))?;
             summarize(settings.clone(), c.size as u64, &run, Some(&report), true)
@@ -375,6 +383,7 @@ pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
                 copy: c.copy,
                 no_udp_checksum: c.no_check,
                 duration_ns: expected_duration_ns(until, interval),
+                kernel_stamps: !args.no_kernel_stamps,
             };
             let r = run_remote(target, &params, &client)
                 .map_err(|e| anyhow!(e).context("latency session with linerate server"))?;
@@ -400,7 +409,7 @@ pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
                 bed_name.is_some(),
             )
         };
-        check(&run, &mut warnings);
+        check(&run, !args.no_kernel_stamps, &mut warnings);
         runs.push(run);
     }
     let report = LatencyReport {
@@ -456,7 +465,7 @@ fn hardware_stamps(ip: std::net::IpAddr) -> String {
 }
 
 /// Flags conditions that make a run's figures less trustworthy.
-fn check(run: &LatencyRun, warnings: &mut Vec<String>) {
+fn check(run: &LatencyRun, kernel_stamps: bool, warnings: &mut Vec<String>) {
     let n = run.counts.received.max(1);
     let label = run.label();
     if run.counts.lost > 0 {
@@ -465,13 +474,13 @@ fn check(run: &LatencyRun, warnings: &mut Vec<String>) {
             run.counts.lost, run.counts.sent
         ));
     }
-    if run.missing_tx_stamps * 100 > n {
+    if kernel_stamps && run.missing_tx_stamps * 100 > n {
         warnings.push(format!(
             "{label}: {} of {} requests have no kernel transmit stamp; their tx stages are left out",
             run.missing_tx_stamps, n
         ));
     }
-    if run.missing_rx_stamps * 100 > n {
+    if kernel_stamps && run.missing_rx_stamps * 100 > n {
         warnings.push(format!(
             "{label}: {} of {} replies have no kernel receive stamp; their rx stages are left out",
             run.missing_rx_stamps, n

@@ -68,7 +68,12 @@ pub fn run_icmp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
     let fd: OwnedFd = sock::icmp_raw_socket(v6)
         .map_err(sock_err("raw ICMP socket (needs root or CAP_NET_RAW)"))?;
     let raw = fd.as_raw_fd();
-    stamps::enable(raw, Want::RxTx).map_err(sock_err("setsockopt SO_TIMESTAMPING"))?;
+    let want = if cfg.kernel_stamps {
+        Want::RxTx
+    } else {
+        Want::Nothing
+    };
+    stamps::enable(raw, want).map_err(sock_err("setsockopt SO_TIMESTAMPING"))?;
     warm_up_stamps();
     let ident = (std::process::id() as u16) ^ 0x4c52;
     let target = SocketAddr::new(cfg.target.ip(), 0);

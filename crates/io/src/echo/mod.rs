@@ -69,6 +69,9 @@ pub struct ReflectorConfig {
     pub max_duration: Duration,
     /// The session ends after this long without a request.
     pub idle_timeout: Duration,
+    /// Ask the kernel for receive and transmit stamps (off: application
+    /// stamps only, no stamping cost on the reply's path).
+    pub kernel_stamps: bool,
 }
 
 impl ReflectorConfig {
@@ -82,6 +85,7 @@ impl ReflectorConfig {
             max_records: 1 << 20,
             max_duration: Duration::from_secs(3600),
             idle_timeout: Duration::from_secs(30),
+            kernel_stamps: true,
         }
     }
 }
@@ -104,6 +108,9 @@ pub struct ClientConfig {
     /// The responder is a plain echo server (RFC 862) or the kernel (ICMP):
     /// replies come back unchanged and carry no responder stamps.
     pub plain_echo: bool,
+    /// Ask the kernel for stamps (off: the RTT from application stamps
+    /// only, for comparison with tools that stamp nothing).
+    pub kernel_stamps: bool,
 }
 
 /// One exchange seen from the client.

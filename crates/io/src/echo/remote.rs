@@ -55,6 +55,7 @@ pub fn serve(
     rc.copy = params.copy;
     rc.no_udp_checksum = params.no_udp_checksum;
     rc.idle_timeout = IDLE_TIMEOUT;
+    rc.kernel_stamps = params.kernel_stamps;
     rc.max_duration = Duration::from_nanos(params.duration_ns) + GRACE;
     let stop = Arc::new(AtomicBool::new(false));
     let bind = SocketAddr::new(local, 0);

@@ -84,7 +84,12 @@ impl TcpReflector {
             .set_read_timeout(None)
             .map_err(sock_err("SO_RCVTIMEO"))?;
         let fd = stream.as_raw_fd();
-        stamps::enable(fd, Want::RxTx).map_err(sock_err("setsockopt SO_TIMESTAMPING"))?;
+        let want = if cfg.kernel_stamps {
+            Want::RxSnd
+        } else {
+            Want::Nothing
+        };
+        stamps::enable(fd, want).map_err(sock_err("setsockopt SO_TIMESTAMPING"))?;
         let mut buf = vec![0u8; size];
         let mut copy_buf = if cfg.copy {
             vec![0u8; size]
@@ -219,7 +224,12 @@ pub fn run_tcp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
             .map_err(sock_err("send hello"))?;
     }
     let fd = stream.as_raw_fd();
-    stamps::enable(fd, Want::RxTxAck).map_err(sock_err("setsockopt SO_TIMESTAMPING"))?;
+    let want = if cfg.kernel_stamps {
+        Want::RxTxAck
+    } else {
+        Want::Nothing
+    };
+    stamps::enable(fd, want).map_err(sock_err("setsockopt SO_TIMESTAMPING"))?;
     warm_up_stamps();
     let req: Vec<u8> = (0..cfg.size).map(|i| b'a' + (i % 26) as u8).collect();
     let mut reply = vec![0u8; cfg.size];

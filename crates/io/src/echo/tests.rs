@@ -29,6 +29,7 @@ fn client(target: SocketAddr, session: u32, size: usize, count: u64) -> ClientCo
         spin: false,
         no_udp_checksum: false,
         plain_echo: false,
+        kernel_stamps: true,
     }
 }
 
@@ -288,6 +289,7 @@ fn params(
         copy: false,
         no_udp_checksum: false,
         duration_ns: 5_000_000_000,
+        kernel_stamps: true,
     }
 }
 
@@ -389,4 +391,25 @@ fn the_servers_reflector_answers_only_its_session() {
     assert_eq!((records, report.replies, report.unknown_session), (1, 1, 1));
     stop.store(true, Ordering::Relaxed);
     h.join().unwrap();
+}
+
+#[test]
+fn without_kernel_stamps_only_the_rtt_remains() {
+    let mut rc = ReflectorConfig::new(3);
+    rc.kernel_stamps = false;
+    let (addr, stop, h) = start_udp(rc);
+    let mut c = client(addr, 3, 64, 50);
+    c.kernel_stamps = false;
+    let run = run_udp_client(&c).unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let report = h.join().unwrap();
+    assert_eq!(run.counts.received, 50);
+    assert_eq!(run.missing_tx_stamps, 50);
+    assert_eq!(run.missing_rx_stamps, 50);
+    let row = summarize(vec![], 64, &run, Some(&report), true);
+    let stages: Vec<Stage> = row.stages.iter().map(|s| s.stage).collect();
+    // The reflector's application stamps still give its application time.
+    assert!(stages.contains(&Stage::Rtt));
+    assert!(!stages.contains(&Stage::ClientTx));
+    assert!(!stages.contains(&Stage::Network));
 }

@@ -49,6 +49,11 @@ impl TxTracker {
         }
     }
 
+    /// Transmit stamps of sent replies are still to come.
+    fn owed(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
     fn drain(&mut self, fd: i32, records: &mut [ReflectorRecord]) -> io::Result<()> {
         self.scratch.clear();
         timestamping::read_tx_stamps(fd, &mut self.scratch)?;
@@ -88,8 +93,12 @@ impl UdpReflector {
     /// Binds the reflector's socket.
     pub fn bind(addr: SocketAddr, cfg: ReflectorConfig) -> Result<Self, EchoIoError> {
         let sock = UdpSocket::bind(addr).map_err(sock_err(format!("bind UDP {addr}")))?;
-        stamps::enable(sock.as_raw_fd(), Want::RxTx)
-            .map_err(sock_err("setsockopt SO_TIMESTAMPING"))?;
+        let want = if cfg.kernel_stamps {
+            Want::RxSnd
+        } else {
+            Want::Nothing
+        };
+        stamps::enable(sock.as_raw_fd(), want).map_err(sock_err("setsockopt SO_TIMESTAMPING"))?;
         if cfg.no_udp_checksum {
             timestamping::set_no_check(sock.as_raw_fd(), true)
                 .map_err(sock_err("setsockopt SO_NO_CHECK"))?;
@@ -124,6 +133,7 @@ impl UdpReflector {
             Vec::new()
         };
         let mut batch: Vec<(usize, RxMeta, u64)> = Vec::with_capacity(BATCH);
+        let mut last_drain = Instant::now();
         while !stop.load(Ordering::Relaxed)
             && start.elapsed() < cfg.max_duration
             && last_request.elapsed() < cfg.idle_timeout
@@ -134,8 +144,14 @@ impl UdpReflector {
                     match timestamping::recv(fd, &mut bufs[0], libc::MSG_DONTWAIT) {
                         Ok(m) => m,
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                            tx.drain(fd, &mut report.records)
-                                .map_err(sock_err("read error queue"))?;
+                            // Poll the error queue only while stamps are
+                            // owed, and at most every 100 µs: a syscall per
+                            // spin would halve how fast a request is seen.
+                            if tx.owed() && last_drain.elapsed() >= Duration::from_micros(100) {
+                                tx.drain(fd, &mut report.records)
+                                    .map_err(sock_err("read error queue"))?;
+                                last_drain = Instant::now();
+                            }
                             std::hint::spin_loop();
                             continue;
                         }
@@ -267,7 +283,12 @@ pub fn run_udp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
     sock.connect(cfg.target)
         .map_err(sock_err(format!("connect UDP {}", cfg.target)))?;
     let fd = sock.as_raw_fd();
-    stamps::enable(fd, Want::RxTx).map_err(sock_err("setsockopt SO_TIMESTAMPING"))?;
+    let want = if cfg.kernel_stamps {
+        Want::RxTx
+    } else {
+        Want::Nothing
+    };
+    stamps::enable(fd, want).map_err(sock_err("setsockopt SO_TIMESTAMPING"))?;
     if cfg.no_udp_checksum {
         timestamping::set_no_check(fd, true).map_err(sock_err("setsockopt SO_NO_CHECK"))?;
     }
@@ -291,8 +312,10 @@ pub fn run_udp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
             Action::Send { seq } => {
                 // Collect the previous requests' transmit stamps now, between
                 // exchanges, where the syscall delays no measured interval.
-                timestamping::read_tx_stamps(fd, &mut tx_stamps)
-                    .map_err(sock_err("read error queue"))?;
+                if cfg.kernel_stamps {
+                    timestamping::read_tx_stamps(fd, &mut tx_stamps)
+                        .map_err(sock_err("read error queue"))?;
+                }
                 Packet::new_unchecked(&mut req[..]).emit_request(cfg.session, seq);
                 let app_send = realtime_ns();
                 match sock.send(&req) {
