@@ -10,10 +10,12 @@
 # Needs root, iproute2, sockperf (apt-get install sockperf); builds linerate
 # in release mode. Every load loop is bounded by DURATION seconds.
 #
-# usage: bench/latency.sh [DURATION_S]   (default 5)
+# usage: [ROUNDS=3] bench/latency.sh [DURATION_S]   (default 5 s per run; about
+# 2 × 3 × ROUNDS × DURATION s in all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-5}
+ROUNDS=${ROUNDS:-3}
 BED="bl$$"
 PORT=11111
 LR=target/release/linerate
@@ -65,18 +67,34 @@ print(f'{rtt["p50_ns"]/1000:.2f} {rtt["p99_ns"]/1000:.2f}')
 PY
 }
 
-printf '%-9s %-28s %10s %10s\n' mode tool "p50 µs" "p99 µs"
-for mode in blocking spin; do
-  read -r sp50 sp99 < <(run_sockperf "$mode")
-  read -r lr50 lr99 < <(run_linerate "$mode" kernel)
-  read -r la50 la99 < <(run_linerate "$mode" app)
-  printf '%-9s %-28s %10s %10s\n' "$mode" sockperf "$sp50" "$sp99"
-  printf '%-9s %-28s %10s %10s\n' "$mode" "linerate (kernel stamps)" "$lr50" "$lr99"
-  printf '%-9s %-28s %10s %10s\n' "$mode" "linerate --no-kernel-stamps" "$la50" "$la99"
-  python3 - "$mode" "$sp50" "$lr50" "$la50" <<'PY'
-import sys
-mode, sp, lr, la = sys.argv[1], *map(float, sys.argv[2:])
-print(f"{mode:<9} p50 ratio to sockperf: {lr/sp:.3f} with kernel stamps, {la/sp:.3f} without (target <= 1.05)")
-PY
+# Interleaved rounds, medians: the host is a shared VM whose run-to-run
+# spread is far above the differences measured here.
+results=$(mktemp)
+for round in $(seq "$ROUNDS"); do
+  echo "round $round/$ROUNDS …" >&2
+  for mode in blocking spin; do
+    echo "$mode sockperf $(run_sockperf "$mode")" >> "$results"
+    echo "$mode kernel $(run_linerate "$mode" kernel)" >> "$results"
+    echo "$mode app $(run_linerate "$mode" app)" >> "$results"
+  done
 done
+python3 - "$results" "$ROUNDS" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    mode, tool, p50, p99 = line.split()
+    rows.setdefault((mode, tool), []).append((float(p50), float(p99)))
+names = {"sockperf": "sockperf", "kernel": "linerate (kernel stamps)", "app": "linerate --no-kernel-stamps"}
+print(f"{'mode':<9} {'tool':<28} {'p50 µs median (min-max)':>26} {'p99 µs median':>14}   ({sys.argv[2]} rounds)")
+for mode in ("blocking", "spin"):
+    med = {}
+    for tool in ("sockperf", "kernel", "app"):
+        v = rows.get((mode, tool), [])
+        p50 = [a for a, _ in v]; p99 = [b for _, b in v]
+        med[tool] = statistics.median(p50)
+        print(f"{mode:<9} {names[tool]:<28} {statistics.median(p50):>10.2f} ({min(p50):.2f}-{max(p50):.2f}) {statistics.median(p99):>14.2f}")
+    print(f"{mode:<9} p50 ratio to sockperf: {med['kernel']/med['sockperf']:.3f} with kernel stamps, "
+          f"{med['app']/med['sockperf']:.3f} without (target <= 1.05)")
+PY
+rm -f "$results"
 echo "(UDP, 64-byte payload, veth between two namespaces, ${DURATION}s each; RTT from each tool's own clock: sockperf rdtsc, linerate CLOCK_REALTIME application stamps)"

@@ -134,10 +134,19 @@ impl UdpReflector {
         };
         let mut batch: Vec<(usize, RxMeta, u64)> = Vec::with_capacity(BATCH);
         let mut last_drain = Instant::now();
-        while !stop.load(Ordering::Relaxed)
-            && start.elapsed() < cfg.max_duration
-            && last_request.elapsed() < cfg.idle_timeout
-        {
+        // The limits are checked every 64 turns of the loop: a busy reflector
+        // turns it once per empty receive, and two clock reads per turn
+        // would slow how fast it sees a request.
+        let mut turn = 0u32;
+        loop {
+            turn = turn.wrapping_add(1);
+            if turn % 64 == 0
+                && (stop.load(Ordering::Relaxed)
+                    || start.elapsed() >= cfg.max_duration
+                    || last_request.elapsed() >= cfg.idle_timeout)
+            {
+                break;
+            }
             batch.clear();
             let first = match cfg.mode {
                 ReflectorMode::Busy => {
@@ -147,7 +156,11 @@ impl UdpReflector {
                             // Poll the error queue only while stamps are
                             // owed, and at most every 100 µs: a syscall per
                             // spin would halve how fast a request is seen.
-                            if tx.owed() && last_drain.elapsed() >= Duration::from_micros(100) {
+                            if cfg.kernel_stamps
+                                && tx.owed()
+                                && turn % 64 == 0
+                                && last_drain.elapsed() >= Duration::from_micros(100)
+                            {
                                 tx.drain(fd, &mut report.records)
                                     .map_err(sock_err("read error queue"))?;
                                 last_drain = Instant::now();
@@ -165,8 +178,12 @@ impl UdpReflector {
                     match timestamping::recv(fd, &mut bufs[0], 0) {
                         Ok(m) => m,
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                            tx.drain(fd, &mut report.records)
-                                .map_err(sock_err("read error queue"))?;
+                            if cfg.kernel_stamps {
+                                tx.drain(fd, &mut report.records)
+                                    .map_err(sock_err("read error queue"))?;
+                            }
+                            // A receive timeout: check the limits now.
+                            turn = 63;
                             continue;
                         }
                         Err(e) => return Err(sock_err("recvmsg")(e)),
@@ -254,8 +271,10 @@ impl UdpReflector {
                     Err(_) => report.send_errors += 1,
                 }
             }
-            tx.drain(fd, &mut report.records)
-                .map_err(sock_err("read error queue"))?;
+            if cfg.kernel_stamps {
+                tx.drain(fd, &mut report.records)
+                    .map_err(sock_err("read error queue"))?;
+            }
         }
         // Last transmit stamps.
         std::thread::sleep(Duration::from_millis(2));
