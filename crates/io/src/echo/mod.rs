@@ -90,6 +90,52 @@ impl ReflectorConfig {
     }
 }
 
+/// A bound reflector of either protocol.
+#[derive(Debug)]
+pub(crate) enum Reflector {
+    /// UDP echo.
+    Udp(UdpReflector),
+    /// TCP echo.
+    Tcp(TcpReflector),
+}
+
+impl Reflector {
+    /// Binds a reflector for `proto` (not ICMP: the kernel answers that).
+    pub(crate) fn bind(
+        proto: Proto,
+        addr: SocketAddr,
+        cfg: ReflectorConfig,
+    ) -> Result<Self, EchoIoError> {
+        match proto {
+            Proto::Udp => UdpReflector::bind(addr, cfg).map(Self::Udp),
+            Proto::Tcp => TcpReflector::bind(addr, cfg).map(Self::Tcp),
+            Proto::Icmp => Err(EchoIoError::Protocol(
+                "ICMP is answered by the kernel, not by a reflector".into(),
+            )),
+        }
+    }
+
+    /// Where it listens.
+    pub(crate) fn local_addr(&self) -> Result<SocketAddr, EchoIoError> {
+        match self {
+            Self::Udp(r) => r.local_addr(),
+            Self::Tcp(r) => r.local_addr(),
+        }
+        .map_err(sock_err("getsockname"))
+    }
+
+    /// Serves until `stop` or its limits.
+    pub(crate) fn run(
+        self,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> Result<ReflectorReport, EchoIoError> {
+        match self {
+            Self::Udp(r) => r.run(stop),
+            Self::Tcp(r) => r.run(stop),
+        }
+    }
+}
+
 /// How the client reaches its responder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientConfig {

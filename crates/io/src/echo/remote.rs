@@ -21,12 +21,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use linerate_core::latency::{EchoProtocol, LatencyParams, ReflectorReport};
+use linerate_core::latency::{LatencyParams, ReflectorReport};
 use linerate_core::wire::control::{Message, SessionKind, MAX_RECORDS_PER_FRAME};
 
-use super::{
-    ClientConfig, ClientRun, EchoIoError, Proto, ReflectorConfig, TcpReflector, UdpReflector,
-};
+use super::{ClientConfig, ClientRun, EchoIoError, Proto, Reflector, ReflectorConfig};
 use crate::stamps;
 use crate::throughput::control::{Control, CtrlError};
 use crate::throughput::net;
@@ -59,30 +57,13 @@ pub fn serve(
     rc.max_duration = Duration::from_nanos(params.duration_ns) + GRACE;
     let stop = Arc::new(AtomicBool::new(false));
     let bind = SocketAddr::new(local, 0);
-    let (port, handle) = match params.protocol {
-        EchoProtocol::Udp => {
-            let r = UdpReflector::bind(bind, rc).map_err(|e| e.to_string())?;
-            let port = r.local_addr().map_err(|e| e.to_string())?.port();
-            let s = Arc::clone(&stop);
-            (
-                port,
-                std::thread::Builder::new()
-                    .name("lr-reflector".into())
-                    .spawn(move || r.run(&s)),
-            )
-        }
-        EchoProtocol::Tcp => {
-            let r = TcpReflector::bind(bind, rc).map_err(|e| e.to_string())?;
-            let port = r.local_addr().map_err(|e| e.to_string())?.port();
-            let s = Arc::clone(&stop);
-            (
-                port,
-                std::thread::Builder::new()
-                    .name("lr-reflector".into())
-                    .spawn(move || r.run(&s)),
-            )
-        }
-    };
+    let proto = Proto::from(params.protocol);
+    let reflector = Reflector::bind(proto, bind, rc).map_err(|e| e.to_string())?;
+    let port = reflector.local_addr().map_err(|e| e.to_string())?.port();
+    let s = Arc::clone(&stop);
+    let handle = std::thread::Builder::new()
+        .name("lr-reflector".into())
+        .spawn(move || reflector.run(&s));
     let handle = handle.map_err(|e| format!("cannot spawn the reflector thread: {e}"))?;
     let stop_and_join = |handle: std::thread::JoinHandle<Result<ReflectorReport, EchoIoError>>| {
         stop.store(true, Ordering::Relaxed);
@@ -223,10 +204,7 @@ pub fn run_remote(
     let mut cfg = *client;
     cfg.session = session_id;
     cfg.target = SocketAddr::new(server.ip(), port);
-    let proto = match params.protocol {
-        EchoProtocol::Udp => Proto::Udp,
-        EchoProtocol::Tcp => Proto::Tcp,
-    };
+    let proto = Proto::from(params.protocol);
     let run = super::run_client(proto, &cfg)?;
     // Whatever happened to the probes, end the session so the server stops
     // its reflector, and collect its records. A server that died keeps the

@@ -12,7 +12,7 @@ use crate::netns;
 
 use super::{
     run_icmp_client, run_tcp_client, run_udp_client, ClientConfig, ClientRun, EchoIoError,
-    ReflectorConfig, ReflectorReport, TcpReflector, UdpReflector,
+    Reflector, ReflectorConfig, ReflectorReport,
 };
 
 /// The probe protocol.
@@ -24,6 +24,15 @@ pub enum Proto {
     Tcp,
     /// ICMP echo.
     Icmp,
+}
+
+impl From<linerate_core::latency::EchoProtocol> for Proto {
+    fn from(p: linerate_core::latency::EchoProtocol) -> Self {
+        match p {
+            linerate_core::latency::EchoProtocol::Udp => Self::Udp,
+            linerate_core::latency::EchoProtocol::Tcp => Self::Tcp,
+        }
+    }
 }
 
 impl Proto {
@@ -71,26 +80,12 @@ pub fn run_with_local_reflector(
     let s = stop.clone();
     let reflector_thread =
         netns::spawn_in(place.reflector_ns.as_deref(), "lr-reflector", move || {
-            let started = match proto {
-                Proto::Udp => UdpReflector::bind(bind, reflector).and_then(|r| {
-                    let a = r.local_addr().map_err(super::sock_err("getsockname"))?;
-                    Ok((a, Either::Udp(r)))
-                }),
-                Proto::Tcp => TcpReflector::bind(bind, reflector).and_then(|r| {
-                    let a = r.local_addr().map_err(super::sock_err("getsockname"))?;
-                    Ok((a, Either::Tcp(r)))
-                }),
-                Proto::Icmp => Err(EchoIoError::Protocol(
-                    "ICMP is answered by the kernel, not by a reflector".into(),
-                )),
-            };
+            let started =
+                Reflector::bind(proto, bind, reflector).and_then(|r| Ok((r.local_addr()?, r)));
             match started {
                 Ok((a, r)) => {
                     let _ = addr_tx.send(Ok(a));
-                    match r {
-                        Either::Udp(r) => r.run(&s),
-                        Either::Tcp(r) => r.run(&s),
-                    }
+                    r.run(&s)
                 }
                 Err(e) => {
                     let _ = addr_tx.send(Err(EchoIoError::Protocol(e.to_string())));
@@ -147,11 +142,6 @@ pub fn run_client_in(
         .join()
         .map_err(|_| EchoIoError::Protocol("the client thread panicked".into()))?
         .map_err(|e| EchoIoError::Protocol(e.to_string()))?
-}
-
-enum Either {
-    Udp(UdpReflector),
-    Tcp(TcpReflector),
 }
 
 /// Turns a client run and the responder's records into one result row.
