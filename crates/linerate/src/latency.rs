@@ -45,7 +45,8 @@ pub(crate) struct LatencyArgs {
     #[arg(long, requires = "bed")]
     pub(crate) ipv6: bool,
 
-    /// Port of the responder (UDP/TCP echo: 7 with --echo).
+    /// Port: `linerate server`'s control port (default 5300), or the echo
+    /// service with --echo (default 7).
     #[arg(long, short = 'p')]
     pub(crate) port: Option<u16>,
 
