@@ -158,7 +158,7 @@ struct XdpMd {
 
 /// A failed bpf(2) command.
 #[derive(Debug, thiserror::Error)]
-#[error("bpf({cmd}): {source}{}", log.as_deref().map(|l| format!("; verifier log: {}", l.trim())).unwrap_or_default())]
+#[error("bpf({cmd}): {source}{}{}", hint(cmd, source), log.as_deref().map(|l| format!("; verifier log: {}", l.trim())).unwrap_or_default())]
 pub struct BpfError {
     /// The command (`BPF_PROG_LOAD`, `BPF_PROG_TEST_RUN`).
     pub cmd: &'static str,
@@ -167,6 +167,16 @@ pub struct BpfError {
     pub source: io::Error,
     /// The verifier's log, when the load was refused.
     pub log: Option<String>,
+}
+
+fn hint(cmd: &str, e: &io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::EPERM) => " (needs root: CAP_BPF and CAP_NET_ADMIN)",
+        Some(libc::EINVAL) if cmd == "BPF_PROG_TEST_RUN" => {
+            " (XDP live frames need Linux 5.18 or later)"
+        }
+        _ => "",
+    }
 }
 
 fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
@@ -315,6 +325,35 @@ mod tests {
                 0x95, 0, 0, 0, 0, 0, 0, 0, // exit (r0 = XDP_REDIRECT)
             ]
         );
+    }
+
+    #[test]
+    fn errors_name_the_command_and_the_likely_cause() {
+        let e = BpfError {
+            cmd: "BPF_PROG_LOAD",
+            source: io::Error::from_raw_os_error(libc::EPERM),
+            log: None,
+        };
+        let m = e.to_string();
+        assert!(
+            m.starts_with("bpf(BPF_PROG_LOAD)") && m.contains("CAP_BPF"),
+            "{m}"
+        );
+        let e = BpfError {
+            cmd: "BPF_PROG_LOAD",
+            source: io::Error::from_raw_os_error(libc::EINVAL),
+            log: Some("0: R1 !read_ok\n".into()),
+        };
+        assert!(
+            e.to_string().ends_with("verifier log: 0: R1 !read_ok"),
+            "{e}"
+        );
+        let e = BpfError {
+            cmd: "BPF_PROG_TEST_RUN",
+            source: io::Error::from_raw_os_error(libc::EINVAL),
+            log: None,
+        };
+        assert!(e.to_string().contains("5.18"), "{e}");
     }
 
     #[test]
