@@ -47,6 +47,10 @@ pub struct HarnessConfig {
     /// Destination MAC of the frames: the receiving interface's own
     /// (`None`, for a bridge or a cable) or a router's (see [`mac_in`]).
     pub dst_mac: Option<[u8; 6]>,
+    /// The other end of the sending veth, when known (a bed's cable): XDP
+    /// live frames need NAPI there, so the harness turns its GRO on for the
+    /// run (and back off when it drops), see [`Harness::gro_turned_on`].
+    pub tx_peer: Option<Endpoint>,
 }
 
 /// The MAC address of `iface` in namespace `netns` (read from a thread
@@ -82,6 +86,15 @@ pub enum HarnessError {
         rx: String,
         /// How long it tried.
         waited: Duration,
+    },
+    /// The generator sent nothing and said why (e.g. XDP live frames that
+    /// vanish at a veth peer without NAPI).
+    #[error("generator on {iface}: {why}")]
+    Generator {
+        /// Sending interface.
+        iface: String,
+        /// The generator's first error.
+        why: String,
     },
     /// A worker thread ended early.
     #[error("the {0} thread ended unexpectedly")]
@@ -120,6 +133,10 @@ pub struct Harness {
     /// Test frames so far whose receive time is a user-space stamp because
     /// the kernel attached no SO_TIMESTAMPNS stamp.
     pub rx_user_stamps: u64,
+    /// The veth peer whose GRO this harness turned on for XDP live frames
+    /// (`None` if it was on already or nothing was changed); turned off
+    /// again on drop.
+    pub gro_turned_on: Option<Endpoint>,
 }
 
 impl std::fmt::Debug for GenCmd {
@@ -136,6 +153,29 @@ impl std::fmt::Debug for RxCmd {
 impl Harness {
     /// Starts the generator and receiver threads in their namespaces.
     pub fn start(cfg: HarnessConfig) -> Result<Self, HarnessError> {
+        let gro_turned_on = match (&cfg.tx_peer, cfg.path) {
+            (Some(peer), SendPath::XdpLive) => {
+                if set_gro(peer, true)? {
+                    Some(peer.clone())
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        };
+        let restore = |e: HarnessError| {
+            if let Some(p) = &gro_turned_on {
+                let _ = set_gro(p, false);
+            }
+            e
+        };
+        Self::start_inner(cfg, gro_turned_on.clone()).map_err(restore)
+    }
+
+    fn start_inner(
+        cfg: HarnessConfig,
+        gro_turned_on: Option<Endpoint>,
+    ) -> Result<Self, HarnessError> {
         let (gen_tx, gen_rx) = mpsc::channel::<GenCmd>();
         let (rep_tx, rep_rx) = mpsc::channel::<GenReport>();
         let (ready_tx, ready_rx) = mpsc::channel::<Result<([u8; 6], u32), PacketError>>();
@@ -225,6 +265,7 @@ impl Harness {
             next_stream: 1,
             other_frames: 0,
             rx_user_stamps: 0,
+            gro_turned_on,
         })
     }
 
@@ -251,6 +292,11 @@ impl Harness {
     /// The MAC addresses (sender, receiver).
     pub fn macs(&self) -> ([u8; 6], [u8; 6]) {
         (self.src_mac, self.dst_mac)
+    }
+
+    /// The generator's send path.
+    pub fn path(&self) -> SendPath {
+        self.cfg.path
     }
 
     /// The smaller MTU of the two interfaces.
@@ -336,12 +382,21 @@ impl Harness {
             c_rx.recv().map_err(|_| HarnessError::Worker("receiver"))?;
         let counter = counter.unwrap_or_default();
         self.rx_user_stamps = user_stamps;
+        // XDP live frames above 10,000 frames/s: every frame of one call
+        // carries the same sequence number, so the tally's "duplicates" are
+        // the call's other frames: they count as received, and real
+        // duplicates cannot be told apart.
+        let (received, duplicates) = if rep.identical_frames > 1 {
+            (counter.received + counter.duplicates, 0)
+        } else {
+            (counter.received, counter.duplicates)
+        };
         Ok((
             TrialOutcome {
                 sent_frames: rep.sent_frames,
-                received_frames: counter.received,
+                received_frames: received,
                 offered_fps: rep.offered_fps,
-                duplicates: counter.duplicates,
+                duplicates,
                 reordered: counter.reordered,
                 receiver_drops,
                 latency: Some(counter.latency),
@@ -367,9 +422,17 @@ impl Harness {
             frames: 10,
         };
         loop {
-            let (o, _) = self.trial(&spec, Duration::from_millis(50))?;
+            let (o, rep) = self.trial(&spec, Duration::from_millis(50))?;
             if o.received_frames > 0 {
                 return Ok(start.elapsed());
+            }
+            if rep.sent_frames == 0 {
+                if let Some(why) = rep.first_error {
+                    return Err(HarnessError::Generator {
+                        iface: self.cfg.tx.iface.clone(),
+                        why,
+                    });
+                }
             }
             if start.elapsed() > timeout {
                 return Err(HarnessError::NoPath {
@@ -398,5 +461,54 @@ impl Drop for Harness {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        if let Some(p) = self.gro_turned_on.take() {
+            let _ = set_gro(&p, false);
+        }
+    }
+}
+
+/// Turns GRO on `end` on or off (`ethtool -K IFACE gro on|off` from a thread
+/// in its namespace). Returns true when it changed something (GRO was in the
+/// other state); an `ethtool` that is missing or fails is an error only when
+/// turning on.
+fn set_gro(end: &Endpoint, on: bool) -> Result<bool, HarnessError> {
+    let iface = end.iface.clone();
+    let h = spawn_in(
+        end.netns.as_deref(),
+        "lr-gro",
+        move || -> Result<bool, String> {
+            let show = std::process::Command::new("ethtool")
+                .args(["-k", &iface])
+                .output()
+                .map_err(|e| format!("ethtool -k {iface}: {e}"))?;
+            let text = String::from_utf8_lossy(&show.stdout);
+            let now_on = text
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("generic-receive-offload:"))
+                .map(|v| v.trim().starts_with("on"))
+                .ok_or_else(|| format!("ethtool -k {iface}: no generic-receive-offload line"))?;
+            if now_on == on {
+                return Ok(false);
+            }
+            let set = std::process::Command::new("ethtool")
+                .args(["-K", &iface, "gro", if on { "on" } else { "off" }])
+                .output()
+                .map_err(|e| format!("ethtool -K {iface} gro: {e}"))?;
+            if !set.status.success() {
+                return Err(format!(
+                    "ethtool -K {iface} gro: {}",
+                    String::from_utf8_lossy(&set.stderr).trim()
+                ));
+            }
+            Ok(true)
+        },
+    )?;
+    match h.join() {
+        Ok(Ok(r)) => r.map_err(|why| HarnessError::Generator {
+            iface: end.iface.clone(),
+            why: format!("XDP live frames need NAPI on the veth peer: {why}"),
+        }),
+        Ok(Err(e)) => Err(e.into()),
+        Err(_) => Err(HarnessError::Worker("gro")),
     }
 }

@@ -39,10 +39,13 @@ use std::time::{Duration, Instant};
 use linerate_core::procedure::rfc2544::rx::RxTally;
 use linerate_core::wire::testframe::{TestFrame, TestFrameRepr, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 
+use crate::sys::bpf::LiveFrames;
 use crate::sys::packet::{
     self as raw, PacketSocket, SlotState, TxRing, MAX_BATCH, PACKET_OUTGOING,
 };
 use crate::sys::xdp::XdpTx;
+
+pub use crate::sys::bpf::BpfError;
 
 /// Why a raw socket could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +75,22 @@ pub enum PacketError {
         iface: String,
         /// The qdisc kind found.
         qdisc: String,
+    },
+    /// XDP live frames were asked on an interface with a shaping qdisc.
+    #[error("XDP live frames refused on {iface}: it has a shaping qdisc ({qdisc}), and XDP-redirected frames skip the qdisc, so they would skip the emulated link")]
+    LiveOnShapedLink {
+        /// Interface name.
+        iface: String,
+        /// The qdisc kind found.
+        qdisc: String,
+    },
+    /// The XDP live-frames program could not be loaded or run.
+    #[error("XDP live frames on {iface}: {source}")]
+    Bpf {
+        /// Interface name.
+        iface: String,
+        /// The failed bpf(2) command.
+        source: BpfError,
     },
     /// PACKET_QDISC_BYPASS was asked on an interface with a shaping qdisc.
     #[error("PACKET_QDISC_BYPASS refused on {iface}: it has a shaping qdisc ({qdisc}), and bypass would skip the emulated link")]
@@ -116,6 +135,10 @@ pub enum SendPath {
     /// AF_XDP in copy mode, queue 0: bypasses the qdisc, so it is refused on
     /// a shaped interface.
     AfXdp,
+    /// XDP live frames: `BPF_PROG_TEST_RUN` with `BPF_F_TEST_XDP_LIVE_FRAMES`
+    /// running `bpf_redirect(ifindex)`; every frame of one call is the same
+    /// bytes. Bypasses the qdisc, so it is refused on a shaped interface.
+    XdpLive,
 }
 
 impl SendPath {
@@ -125,6 +148,7 @@ impl SendPath {
             Self::Sendmmsg => "af_packet_sendmmsg",
             Self::TxRing => "af_packet_tx_ring_v2",
             Self::AfXdp => "af_xdp_copy",
+            Self::XdpLive => "xdp_live_frames",
         }
     }
 }
@@ -156,6 +180,17 @@ pub struct GenReport {
     /// pacer had to send back to back to catch up after a late wake-up, so
     /// the burst the device saw, beyond one frame.
     pub max_lag_frames: u64,
+    /// Frames the device refused (XDP live frames: the sending veth's
+    /// `tx_queue_*_xdp_xmit_errors`, a full ring on the peer); not counted
+    /// as sent.
+    pub refused_frames: u64,
+    /// `sent_frames` comes from the device's own counter (XDP live frames
+    /// on a veth: `tx_queue_*_xdp_xmit`), not from the calls' return.
+    pub sent_from_device_counter: bool,
+    /// Largest number of frames that carried the same sequence number and
+    /// transmit stamp (XDP live frames: one call's frames; 0 or 1 for the
+    /// other paths): a receiver can count those, not tell them apart.
+    pub identical_frames: u64,
 }
 
 /// A paced AF_PACKET sender of test frames.
@@ -165,6 +200,7 @@ pub struct Generator {
     ring: Option<TxRing>,
     ring_head: usize,
     xdp: Option<XdpTx>,
+    live: Option<LiveFrames>,
     iface: String,
     mac: [u8; 6],
     mtu: u32,
@@ -212,6 +248,20 @@ impl Generator {
         } else {
             None
         };
+        let live = if path == SendPath::XdpLive {
+            if let Some(qdisc) = shaping_qdisc(iface) {
+                return Err(PacketError::LiveOnShapedLink {
+                    iface: iface.to_string(),
+                    qdisc,
+                });
+            }
+            Some(LiveFrames::load(index).map_err(|source| PacketError::Bpf {
+                iface: iface.to_string(),
+                source,
+            })?)
+        } else {
+            None
+        };
         let ring = if path == SendPath::TxRing {
             // Slots for the largest frame the MTU allows (14 B Ethernet header).
             Some(
@@ -226,6 +276,7 @@ impl Generator {
             ring,
             ring_head: 0,
             xdp,
+            live,
             iface: iface.to_string(),
             mac,
             mtu,
@@ -254,6 +305,8 @@ impl Generator {
             SendPath::TxRing
         } else if self.xdp.is_some() {
             SendPath::AfXdp
+        } else if self.live.is_some() {
+            SendPath::XdpLive
         } else {
             SendPath::Sendmmsg
         }
@@ -275,6 +328,9 @@ impl Generator {
         }
         if self.xdp.is_some() {
             return self.run_xdp(template, stream, frames, fps, max_time);
+        }
+        if self.live.is_some() {
+            return self.run_live(template, stream, frames, fps, max_time);
         }
         let frames = frames.min(u64::from(u32::MAX));
         let mut t = *template;
@@ -740,5 +796,215 @@ impl Receiver {
             }
         }
         Ok(n)
+    }
+}
+
+/// Rates up to this go one frame per `BPF_PROG_TEST_RUN` call (a call of
+/// one frame costs ~30 µs here, so pacing is per frame and every frame has
+/// its own sequence number and stamp); above it, calls of many frames.
+const LIVE_PER_FRAME_MAX_FPS: f64 = 10_000.0;
+/// Time slice of one paced multi-frame call: `repeat` = rate × slice. A call
+/// of more than one frame costs ~26 ms beyond its frames on this machine
+/// (`../shared/research/linux-probe.md`-style measurement in the commit
+/// notes), so shorter slices would waste most of the time.
+const LIVE_SLICE_S: f64 = 0.1;
+/// `repeat` of the unpaced calls (ceiling): about one slice at the fastest
+/// rate measured here.
+const LIVE_MAX_REPEAT: u64 = 131_072;
+/// `batch_size` of the live test runs (frames per redirect flush).
+const LIVE_BATCH: u32 = 64;
+
+/// The sum of a veth's `tx_queue_*_xdp_xmit` and `tx_queue_*_xdp_xmit_errors`
+/// counters (`ethtool -S`, in the calling thread's namespace): frames this
+/// device's `ndo_xdp_xmit` put on its peer's rings, and frames it refused
+/// because a ring was full. `None` when the device has no such counters
+/// (not a veth) or `ethtool` is missing.
+pub fn xdp_xmit_counters(iface: &str) -> Option<(u64, u64)> {
+    let out = Command::new("ethtool").args(["-S", iface]).output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    parse_xdp_xmit(&String::from_utf8_lossy(&out.stdout))
+}
+
+fn parse_xdp_xmit(text: &str) -> Option<(u64, u64)> {
+    let (mut ok, mut err, mut found) = (0u64, 0u64, false);
+    for line in text.lines() {
+        let Some((k, v)) = line.trim().split_once(':') else {
+            continue;
+        };
+        let Ok(v) = v.trim().parse::<u64>() else {
+            continue;
+        };
+        if k.starts_with("tx_queue_") && k.ends_with("_xdp_xmit") {
+            ok += v;
+            found = true;
+        } else if k.starts_with("tx_queue_") && k.ends_with("_xdp_xmit_errors") {
+            err += v;
+        }
+    }
+    found.then_some((ok, err))
+}
+
+impl Generator {
+    /// The XDP live-frames path: each `BPF_PROG_TEST_RUN` call makes
+    /// `repeat` identical frames in the kernel and redirects them out of the
+    /// interface, back to back at the kernel's speed.
+    ///
+    /// Pacing: up to 10,000 frames/s, one frame per call on the token-bucket
+    /// schedule of the other paths (each frame has its own sequence number
+    /// and stamp). Above, one call per 100 ms slice carrying the slice's
+    /// frames (up to 4 slices' worth to catch up after a late call): the
+    /// long-term rate is exact, but the frames of a call leave as one burst
+    /// (reported in `max_lag_frames`), and they share one sequence number
+    /// (the call's) and one transmit stamp (CLOCK_REALTIME just before the
+    /// call), reported in `identical_frames`. Unpaced (ceiling): calls of
+    /// 131,072 frames.
+    ///
+    /// Sent frames: the veth's `xdp_xmit` counter delta where it has one
+    /// (frames refused on a full ring count in `refused_frames`), else the
+    /// frames handed to the calls. The offered rate is sent frames over the
+    /// CLOCK_MONOTONIC time from the first call to the return of the last
+    /// (per slice: to the end of the last call's slice, if later).
+    fn run_live(
+        &mut self,
+        template: &TestFrameRepr,
+        stream: u16,
+        frames: u64,
+        fps: Option<f64>,
+        max_time: Duration,
+    ) -> GenReport {
+        let frames = frames.min(u64::from(u32::MAX));
+        let mut t = *template;
+        t.stream = stream;
+        let mut buf = vec![0u8; t.buffer_len()];
+        t.emit(&mut buf);
+        let mut rep = GenReport {
+            asked_frames: frames,
+            ..GenReport::default()
+        };
+        let Some(live) = self.live.as_ref() else {
+            return rep;
+        };
+        // (frames per call, how far ahead a call sends, catch-up factor)
+        let (cap, ahead, catch_up) = match fps {
+            None => (LIVE_MAX_REPEAT, 0.0, 1),
+            Some(f) if f <= LIVE_PER_FRAME_MAX_FPS => (1, 0.0, 1),
+            Some(f) => (
+                ((f * LIVE_SLICE_S).ceil() as u64).clamp(1, LIVE_MAX_REPEAT * 8),
+                LIVE_SLICE_S,
+                4,
+            ),
+        };
+        let before = xdp_xmit_counters(&self.iface);
+        let mut queued = 0u64;
+        let mut call = 0u32;
+        let start = Instant::now();
+        let mut last_return = start;
+        let mut last_call = start;
+        while queued < frames {
+            let el = start.elapsed();
+            if el > max_time {
+                rep.timed_out = true;
+                break;
+            }
+            let due = match fps {
+                None => frames,
+                // Per frame: the frame due now is sent now (as the other
+                // paths do); per slice: the frames due by the slice's end.
+                Some(f) if ahead > 0.0 => {
+                    frames.min(((el.as_secs_f64() + ahead) * f).floor() as u64)
+                }
+                Some(f) => frames.min((el.as_secs_f64() * f).floor() as u64 + 1),
+            };
+            let ready = due > queued && (due - queued >= cap || due == frames);
+            if !ready {
+                if let Some(f) = fps {
+                    // When the next call's frames are due.
+                    let at = (queued + cap) as f64 / f - ahead;
+                    let wait = at - el.as_secs_f64();
+                    if wait > 300e-6 {
+                        std::thread::sleep(Duration::from_secs_f64(wait - 150e-6));
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                }
+                continue;
+            }
+            let n = (due - queued).min(cap * catch_up);
+            // Every frame of a call leaves back to back: that is the burst.
+            rep.max_lag_frames = rep.max_lag_frames.max(n);
+            rep.identical_frames = rep.identical_frames.max(n);
+            if let Ok(mut f) = TestFrame::new_checked(&mut buf[..]) {
+                f.set_seq(call);
+                f.set_tx_ns(raw::realtime_ns());
+                f.fill_udp_checksum();
+            }
+            rep.batches += 1;
+            last_call = Instant::now();
+            match live.run(&buf, n as u32, LIVE_BATCH) {
+                Ok(()) => {
+                    queued += n;
+                    call = call.wrapping_add(1);
+                    last_return = Instant::now();
+                }
+                Err(e) => {
+                    rep.errors += 1;
+                    if rep.first_error.is_none() {
+                        rep.first_error = Some(e.to_string());
+                    }
+                    // A refused test run does not get better by retrying.
+                    if rep.errors > 10 {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+        let after = xdp_xmit_counters(&self.iface);
+        match (before, after) {
+            (Some((ok0, err0)), Some((ok1, err1))) => {
+                rep.sent_frames = ok1.saturating_sub(ok0).min(queued);
+                rep.refused_frames = err1.saturating_sub(err0);
+                rep.sent_from_device_counter = true;
+                if queued > 0 && rep.sent_frames == 0 && rep.refused_frames == 0 {
+                    // veth_xdp_xmit drops without counting when the peer has
+                    // no NAPI (no XDP program, GRO off).
+                    rep.errors += 1;
+                    rep.first_error = Some(format!(
+                        "{queued} frame(s) redirected, none reached the peer of {}: a veth peer needs NAPI for XDP frames (GRO on: `ethtool -K PEER gro on`, or an XDP program on it)",
+                        self.iface
+                    ));
+                }
+            }
+            _ => rep.sent_frames = queued,
+        }
+        rep.elapsed = last_return.duration_since(start);
+        if ahead > 0.0 && rep.batches > 0 {
+            // A periodic burst: the last call's frames stand for its whole
+            // slice, so the span ends at the slice's end (or the call's
+            // return, if later). On schedule, offered = asked; a late call
+            // shows as a lower rate.
+            let slice_end = last_call.duration_since(start) + Duration::from_secs_f64(ahead);
+            rep.elapsed = rep.elapsed.max(slice_end);
+        }
+        rep.offered_fps = if rep.elapsed.is_zero() {
+            0.0
+        } else {
+            rep.sent_frames as f64 / rep.elapsed.as_secs_f64()
+        };
+        rep
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn veth_xdp_xmit_counters_are_summed_over_queues() {
+        let text = "NIC statistics:\n     peer_ifindex: 2\n     rx_queue_0_xdp_packets: 9\n     tx_queue_0_xdp_xmit: 100\n     tx_queue_0_xdp_xmit_errors: 3\n     tx_queue_1_xdp_xmit: 5\n     tx_queue_1_xdp_xmit_errors: 1\n";
+        assert_eq!(parse_xdp_xmit(text), Some((105, 4)));
+        assert_eq!(parse_xdp_xmit("NIC statistics:\n     rx_bytes: 5\n"), None);
     }
 }

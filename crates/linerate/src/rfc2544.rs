@@ -56,7 +56,8 @@ pub(crate) enum TestKind {
 /// Frame generators.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum GeneratorKind {
-    /// The fastest that works: AF_XDP, else AF_PACKET sendmmsg (shaped links).
+    /// The fastest that works: XDP live frames, else AF_XDP, else AF_PACKET
+    /// sendmmsg (shaped links); why a faster one was not used is reported.
     Auto,
     /// AF_PACKET with sendmmsg.
     Packet,
@@ -65,7 +66,9 @@ pub(crate) enum GeneratorKind {
     /// AF_XDP in copy mode (skips the qdisc: refused on shaped links).
     #[value(name = "xdp")]
     AfXdp,
-    /// XDP live frames (not built yet).
+    /// XDP live frames: BPF_PROG_TEST_RUN with BPF_F_TEST_XDP_LIVE_FRAMES
+    /// (Linux 5.18), bursts of identical frames above 10,000 fps (skips the
+    /// qdisc: refused on shaped links).
     XdpLive,
 }
 
@@ -271,8 +274,10 @@ struct Rfc2544Json {
     loss_tolerance_pct: f64,
     latency_clock: &'static str,
     ip_version: u8,
-    /// With `--generator auto`: why AF_XDP was not used.
+    /// With `--generator auto`: why faster generators were not used.
     generator_fallback: Option<String>,
+    /// What this generator can and cannot verify, and what it changed.
+    generator_notes: Vec<String>,
     /// Frames whose receive time fell back to a user-space stamp.
     rx_user_space_stamps: u64,
     sizes: Vec<SizeReport>,
@@ -280,6 +285,57 @@ struct Rfc2544Json {
 
 /// What the clock of every latency figure is.
 const LATENCY_CLOCK: &str = "CLOCK_REALTIME on one host: tx stamped in user space as the frame is handed to the kernel (sendmmsg or TX-ring slot), rx = kernel software receive timestamp (SO_TIMESTAMPNS)";
+/// The same for XDP live frames.
+const LATENCY_CLOCK_LIVE: &str = "CLOCK_REALTIME on one host: tx stamped in user space just before the BPF_PROG_TEST_RUN call (one stamp per call: per frame up to 10,000 fps, else the first frame of each call to arrive), rx = kernel software receive timestamp (SO_TIMESTAMPNS)";
+
+fn latency_clock(path: SendPath) -> &'static str {
+    if path == SendPath::XdpLive {
+        LATENCY_CLOCK_LIVE
+    } else {
+        LATENCY_CLOCK
+    }
+}
+
+/// What XDP live frames can and cannot verify, and what the harness changed.
+fn live_notes(harness: &Harness, counted_by_device: Option<bool>) -> Vec<String> {
+    let mut n = vec![
+        "XDP live frames: BPF_PROG_TEST_RUN + BPF_F_TEST_XDP_LIVE_FRAMES running bpf_redirect(tx ifindex); frames skip the egress qdisc".to_string(),
+        "up to 10,000 fps one frame per call: sequence numbers, loss, duplicates, reordering and latency per frame".to_string(),
+        "above 10,000 fps one call per 100 ms carrying that slice's frames as one back-to-back burst at the kernel's speed (largest burst = catch-up burst); a call's frames are identical (one sequence number and tx stamp): the receiver counts them, duplicates and reordering within a call cannot be detected, latency is one sample per call (its first frame to arrive)".to_string(),
+    ];
+    match counted_by_device {
+        Some(true) => n.push("sent frames = the sending veth's tx_queue_*_xdp_xmit counter (frames put on the peer's ring); frames it refused (ring full) are not counted as sent".to_string()),
+        Some(false) => n.push("sent frames = frames handed to BPF_PROG_TEST_RUN (the device has no xdp_xmit counter, so frames it dropped would count as DUT loss)".to_string()),
+        None => {}
+    }
+    if let Some(p) = &harness.gro_turned_on {
+        n.push(format!(
+            "GRO turned on at the veth peer {} ({}) for the run, off again after: veth ndo_xdp_xmit needs NAPI on the peer, or frames vanish",
+            p.iface,
+            p.netns.as_deref().unwrap_or("this namespace")
+        ));
+    }
+    n
+}
+
+/// Starts the harness on `cfg` and sends the learning frames.
+fn start_warm(
+    cfg: &HarnessConfig,
+    sizes: &[u32],
+) -> Result<(Harness, Duration), (linerate_io::dut::HarnessError, bool)> {
+    let mut h = Harness::start(cfg.clone()).map_err(|e| (e, true))?;
+    for &s in sizes {
+        h.template(s).map_err(|e| (e, false))?;
+    }
+    let first = sizes.first().copied().unwrap_or(64);
+    match h.warm_up(first, Duration::from_secs(5)) {
+        Ok(took) => Ok((h, took)),
+        // The generator itself failed (e.g. live frames vanish): another
+        // generator may work.
+        Err(e @ linerate_io::dut::HarnessError::Generator { .. }) => Err((e, true)),
+        Err(e) => Err((e, false)),
+    }
+}
 
 /// Addresses for frames that no host owns (so none answers them): in the
 /// bed's subnet, or in a subnet of their own for --tx/--rx.
@@ -304,18 +360,7 @@ struct Setup {
 }
 
 fn setup(args: &Rfc2544Args) -> Result<Setup, Failure> {
-    match args.generator {
-        GeneratorKind::Auto
-        | GeneratorKind::Packet
-        | GeneratorKind::PacketRing
-        | GeneratorKind::AfXdp => {}
-        GeneratorKind::XdpLive => {
-            return Err(Failure::Usage(anyhow!(
-                "--generator {:?} is not built yet; use --generator packet (AF_PACKET)",
-                args.generator
-            )))
-        }
-    }
+    let mut tx_peer = None;
     let (tx, rx, bed_link, src_ip, dst_ip, dst_mac) = if let Some(name) = &args.bed {
         let bed = Bed::open(name).with_context(|| format!("opening bed '{name}'"))?;
         let end = |role: &str| -> anyhow::Result<Endpoint> {
@@ -331,6 +376,23 @@ fn setup(args: &Rfc2544Args) -> Result<Setup, Failure> {
                     .to_string(),
             })
         };
+        // The other end of a's cable: XDP live frames need NAPI (GRO) there.
+        if let Ok(a) = end("a") {
+            let here = (a.netns.clone().unwrap_or_default(), a.iface.clone());
+            tx_peer = bed.layout().cables.iter().find_map(|(x, y)| {
+                let other = if *x == here {
+                    y
+                } else if *y == here {
+                    x
+                } else {
+                    return None;
+                };
+                Some(Endpoint {
+                    netns: Some(other.0.clone()),
+                    iface: other.1.clone(),
+                })
+            });
+        }
         if bed.topology() == Topology::Router {
             // Frames go to the router's port on a's side, addressed from a's
             // address to b's, so that the router forwards them (and
@@ -392,12 +454,14 @@ fn setup(args: &Rfc2544Args) -> Result<Setup, Failure> {
             qdisc_bypass: args.qdisc_bypass,
             path: match args.generator {
                 GeneratorKind::PacketRing => SendPath::TxRing,
-                GeneratorKind::AfXdp | GeneratorKind::Auto => SendPath::AfXdp,
+                GeneratorKind::AfXdp => SendPath::AfXdp,
+                GeneratorKind::XdpLive | GeneratorKind::Auto => SendPath::XdpLive,
                 _ => SendPath::Sendmmsg,
             },
             src_ip,
             dst_ip,
             dst_mac,
+            tx_peer,
         },
         link,
     })
@@ -462,7 +526,7 @@ fn run_size(
     harness: &mut Harness,
     link: BitRate,
     size: u32,
-) -> Result<SizeReport, Failure> {
+) -> Result<(SizeReport, bool), Failure> {
     let frame = Encap::ETHERNET.frame_of_length(size, size > 1518)?;
     let row = Row::new(link, frame)?;
     let line = row.frame_rate.per_s();
@@ -576,7 +640,7 @@ fn run_size(
             }
         }
     }
-    Ok(report)
+    Ok((report, ceiling.sent_from_device_counter))
 }
 
 fn limit_note(l: Option<Limit>) -> &'static str {
@@ -592,7 +656,14 @@ fn us(ns: u64) -> String {
     format!("{:.1}", ns as f64 / 1000.0)
 }
 
-fn render(link: BitRate, path_note: &str, fallback: Option<&str>, sizes: &[SizeReport]) -> String {
+fn render(
+    link: BitRate,
+    path_note: &str,
+    fallback: Option<&str>,
+    clock: &str,
+    notes: &[String],
+    sizes: &[SizeReport],
+) -> String {
     let mut out = String::new();
     out.push_str(&format!(
         "RFC 2544 on a {} link (line rate counts 20 B preamble+IFG per frame)\n",
@@ -600,10 +671,13 @@ fn render(link: BitRate, path_note: &str, fallback: Option<&str>, sizes: &[SizeR
     ));
     out.push_str(&format!("generator: {path_note}"));
     if let Some(why) = fallback {
-        out.push_str(&format!(" (auto: AF_XDP not used: {why})"));
+        out.push_str(&format!(" (auto: faster generators not used: {why})"));
     }
     out.push('\n');
-    out.push_str(&format!("latency clock: {LATENCY_CLOCK}\n"));
+    out.push_str(&format!("latency clock: {clock}\n"));
+    for n in notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
     for s in sizes {
         out.push_str(&format!("\n{}-byte frames\n", s.frame_bytes));
         let mut t = Table::new([
@@ -766,24 +840,37 @@ pub(crate) fn run(args: &Rfc2544Args) -> Result<(), Failure> {
             usage!("--frames {s}: test frames are at least 64 bytes");
         }
     }
-    // `auto`: AF_XDP (the fastest path built) where it works, else AF_PACKET
-    // sendmmsg; the fallback and its reason are reported.
+    // `auto`: the fastest generator that works — XDP live frames, AF_XDP,
+    // AF_PACKET sendmmsg; each fallback and its reason are reported.
     let mut setup = setup;
-    let mut fallback = None;
-    let mut harness = match Harness::start(setup.cfg.clone()) {
-        Ok(h) => h,
-        Err(e) if args.generator == GeneratorKind::Auto => {
-            let why = e.to_string();
-            eprintln!("generator auto: AF_XDP not used ({why}); using AF_PACKET sendmmsg");
-            fallback = Some(why);
-            setup.cfg.path = SendPath::Sendmmsg;
-            Harness::start(setup.cfg.clone()).map_err(anyhow::Error::from)?
-        }
-        Err(e) => return Err(anyhow::Error::from(e).into()),
+    let candidates: Vec<SendPath> = if args.generator == GeneratorKind::Auto {
+        vec![SendPath::XdpLive, SendPath::AfXdp, SendPath::Sendmmsg]
+    } else {
+        vec![setup.cfg.path]
     };
-    for &s in &sizes {
-        harness.template(s).map_err(anyhow::Error::from)?;
+    let mut reasons: Vec<String> = Vec::new();
+    let mut started = None;
+    for (i, &path) in candidates.iter().enumerate() {
+        setup.cfg.path = path;
+        match start_warm(&setup.cfg, &sizes) {
+            Ok(h) => {
+                started = Some(h);
+                break;
+            }
+            Err((e, retry)) if retry && i + 1 < candidates.len() => {
+                let why = format!("{}: {e}", path.name());
+                eprintln!(
+                    "generator auto: {} not used ({e}); trying {}",
+                    path.name(),
+                    candidates[i + 1].name()
+                );
+                reasons.push(why);
+            }
+            Err((e, _)) => return Err(anyhow::Error::from(e).into()),
+        }
     }
+    let (mut harness, took) = started.ok_or_else(|| anyhow!("no generator could start"))?;
+    let fallback = (!reasons.is_empty()).then(|| reasons.join("; "));
     eprintln!(
         "linerate rfc2544: {} ({}) → {} ({}), generator {}{}",
         setup.cfg.tx.iface,
@@ -797,20 +884,29 @@ pub(crate) fn run(args: &Rfc2544Args) -> Result<(), Failure> {
             ""
         }
     );
-    let first = sizes.first().copied().unwrap_or(64);
-    let took = harness
-        .warm_up(first, Duration::from_secs(5))
-        .map_err(anyhow::Error::from)?;
     eprintln!(
         "learning frames (RFC 2544 section 23 A): test frames arrive after {:.0} ms",
         took.as_secs_f64() * 1e3
     );
     let mut reports = Vec::new();
+    let mut counted_by_device = None;
     for s in sizes {
-        reports.push(run_size(args, &mut harness, setup.link, s)?);
+        let (r, by_device) = run_size(args, &mut harness, setup.link, s)?;
+        counted_by_device = Some(by_device);
+        reports.push(r);
     }
+    let notes = if setup.cfg.path == SendPath::XdpLive {
+        live_notes(&harness, counted_by_device)
+    } else {
+        Vec::new()
+    };
     let user_stamps = harness.rx_user_stamps;
     drop(harness);
+    if args.json {
+        for n in &notes {
+            eprintln!("note: {n}");
+        }
+    }
     if user_stamps > 0 {
         eprintln!("note: {user_stamps} frame(s) had no kernel receive timestamp; their latency uses a user-space stamp after recvmmsg (later than the kernel's)");
     }
@@ -824,14 +920,16 @@ pub(crate) fn run(args: &Rfc2544Args) -> Result<(), Failure> {
             trial_s: args.trial.as_secs_f64(),
             resolution_pct: args.resolution,
             loss_tolerance_pct: args.loss_tolerance,
-            latency_clock: LATENCY_CLOCK,
+            latency_clock: latency_clock(setup.cfg.path),
             ip_version: if args.ipv6 { 6 } else { 4 },
             generator_fallback: fallback,
+            generator_notes: notes,
             rx_user_space_stamps: user_stamps,
             sizes: reports,
         })
     } else {
         let path_note = match (setup.cfg.path, args.qdisc_bypass) {
+            (SendPath::XdpLive, _) => "XDP live frames, no qdisc",
             (SendPath::AfXdp, _) => "AF_XDP copy mode, no qdisc",
             (SendPath::TxRing, false) => "AF_PACKET TX ring, through the egress qdisc",
             (SendPath::TxRing, true) => "AF_PACKET TX ring, qdisc bypassed",
@@ -842,6 +940,8 @@ pub(crate) fn run(args: &Rfc2544Args) -> Result<(), Failure> {
             setup.link,
             path_note,
             fallback.as_deref(),
+            latency_clock(setup.cfg.path),
+            &notes,
             &reports,
         ))
     }

@@ -4,6 +4,7 @@
 //! `errno`) into `io::Result`. Each `unsafe` block says why it is sound.
 #![allow(unsafe_code)]
 
+pub(crate) mod bpf;
 pub(crate) mod ifaddrs;
 pub(crate) mod netns;
 pub(crate) mod packet;
