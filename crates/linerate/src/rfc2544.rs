@@ -643,12 +643,33 @@ fn run_size(
     Ok((report, ceiling.sent_from_device_counter))
 }
 
-fn limit_note(l: Option<Limit>) -> &'static str {
+/// Which piece of test equipment made trials invalid: the generator (it
+/// fell short of the asked rate) and/or the receiver (it dropped frames).
+fn equipment(trace: &[TestTrace]) -> &'static str {
+    let invalid = || {
+        trace
+            .iter()
+            .flat_map(|t| t.steps.iter())
+            .filter(|s| matches!(s.verdict, Verdict::InvalidRetry | Verdict::GeneratorLimit))
+    };
+    let receiver = invalid().any(|s| s.receiver_drops > 0);
+    let generator = invalid().any(|s| s.receiver_drops == 0);
+    match (generator, receiver) {
+        (_, false) => "GENERATOR-LIMITED",
+        (false, true) => "RECEIVER-LIMITED",
+        (true, true) => "GENERATOR- AND RECEIVER-LIMITED",
+    }
+}
+
+fn limit_note(l: Option<Limit>, trace: &[TestTrace]) -> String {
     match l {
-        Some(Limit::LineRate) => "passes at line rate",
-        Some(Limit::Device) => "device limit (loss above)",
-        Some(Limit::Generator) => "GENERATOR-LIMITED: a lower bound, the device may do more",
-        None => "",
+        Some(Limit::LineRate) => "passes at line rate".into(),
+        Some(Limit::Device) => "device limit (loss above)".into(),
+        Some(Limit::Generator) => format!(
+            "{}: a lower bound, the device may do more (see the invalid trials)",
+            equipment(trace)
+        ),
+        None => String::new(),
     }
 }
 
@@ -714,7 +735,7 @@ fn render(
                         format_bits_per_s(bits),
                         100.0 * f / s.line_rate_frames_per_s,
                         group_thousands(tp.resolution_fps.round() as u64),
-                        limit_note(tp.limited_by)
+                        limit_note(tp.limited_by, &s.trace)
                     ),
                 ]);
             }
@@ -733,7 +754,10 @@ fn render(
                         l.trials.len(),
                         group_thousands(l.rate_fps.round() as u64),
                         if l.invalid_trials > 0 {
-                            format!("; {} trial(s) INVALID (generator short)", l.invalid_trials)
+                            format!(
+                                "; {} trial(s) INVALID (generator short or receiver drops)",
+                                l.invalid_trials
+                            )
                         } else {
                             String::new()
                         }
@@ -767,7 +791,10 @@ fn render(
                 None => "-".into(),
             };
             let note = if b.generator_limited {
-                "GENERATOR-LIMITED: the generator cannot send bursts at line rate".to_string()
+                format!(
+                    "{}: bursts at line rate could not be sent or received whole",
+                    equipment(&s.trace)
+                )
             } else if b.runs.iter().all(|r| r.limited_by == Limit::LineRate) {
                 format!(
                     "the longest burst tried ({} frames) passed",
