@@ -153,6 +153,20 @@ impl SendPath {
     }
 }
 
+/// `template` as stream `stream`: the frame count capped to what a run can
+/// send, the frame's representation and its bytes.
+fn stream_frame(
+    template: &TestFrameRepr,
+    stream: u16,
+    frames: u64,
+) -> (u64, TestFrameRepr, Vec<u8>) {
+    let mut t = *template;
+    t.stream = stream;
+    let mut proto = vec![0u8; t.buffer_len()];
+    t.emit(&mut proto);
+    (frames.min(u64::from(u32::MAX)), t, proto)
+}
+
 /// What one generator run did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GenReport {
@@ -191,6 +205,25 @@ pub struct GenReport {
     /// transmit stamp (XDP live frames: one call's frames; 0 or 1 for the
     /// other paths): a receiver can count those, not tell them apart.
     pub identical_frames: u64,
+}
+
+impl GenReport {
+    /// An empty report of a run asked to send `frames`.
+    fn asking(frames: u64) -> Self {
+        Self {
+            asked_frames: frames,
+            ..Self::default()
+        }
+    }
+
+    /// Sets the offered rate from the frames sent over `elapsed` (set first).
+    fn close(&mut self) {
+        self.offered_fps = if self.elapsed.is_zero() {
+            0.0
+        } else {
+            self.sent_frames as f64 / self.elapsed.as_secs_f64()
+        };
+    }
 }
 
 /// A paced AF_PACKET sender of test frames.
@@ -332,26 +365,14 @@ impl Generator {
         if self.live.is_some() {
             return self.run_live(template, stream, frames, fps, max_time);
         }
-        let frames = frames.min(u64::from(u32::MAX));
-        let mut t = *template;
-        t.stream = stream;
-        let len = t.buffer_len();
+        let (frames, t, proto) = stream_frame(template, stream, frames);
         self.sock.set_tx_protocol(if t.src_ip.is_ipv6() {
             ETHERTYPE_IPV6
         } else {
             ETHERTYPE_IPV4
         });
-        let mut bufs: Vec<Vec<u8>> = (0..MAX_BATCH)
-            .map(|_| {
-                let mut b = vec![0u8; len];
-                t.emit(&mut b);
-                b
-            })
-            .collect();
-        let mut rep = GenReport {
-            asked_frames: frames,
-            ..GenReport::default()
-        };
+        let mut bufs: Vec<Vec<u8>> = vec![proto; MAX_BATCH];
+        let mut rep = GenReport::asking(frames);
         let start = Instant::now();
         let mut last_return = start;
         while rep.sent_frames < frames {
@@ -418,11 +439,7 @@ impl Generator {
             }
         }
         rep.elapsed = last_return.duration_since(start);
-        rep.offered_fps = if rep.elapsed.is_zero() {
-            0.0
-        } else {
-            rep.sent_frames as f64 / rep.elapsed.as_secs_f64()
-        };
+        rep.close();
         rep
     }
 }
@@ -442,16 +459,9 @@ impl Generator {
         fps: Option<f64>,
         max_time: Duration,
     ) -> GenReport {
-        let frames = frames.min(u64::from(u32::MAX));
-        let mut t = *template;
-        t.stream = stream;
-        let len = t.buffer_len();
-        let mut proto = vec![0u8; len];
-        t.emit(&mut proto);
-        let mut rep = GenReport {
-            asked_frames: frames,
-            ..GenReport::default()
-        };
+        let (frames, _, proto) = stream_frame(template, stream, frames);
+        let len = proto.len();
+        let mut rep = GenReport::asking(frames);
         let Some(ring) = self.ring.as_mut() else {
             return rep;
         };
@@ -559,11 +569,7 @@ impl Generator {
             rep.timed_out = true;
         }
         rep.elapsed = last_done.duration_since(start);
-        rep.offered_fps = if rep.elapsed.is_zero() {
-            0.0
-        } else {
-            rep.sent_frames as f64 / rep.elapsed.as_secs_f64()
-        };
+        rep.close();
         rep
     }
 }
@@ -581,16 +587,9 @@ impl Generator {
         fps: Option<f64>,
         max_time: Duration,
     ) -> GenReport {
-        let frames = frames.min(u64::from(u32::MAX));
-        let mut t = *template;
-        t.stream = stream;
-        let len = t.buffer_len();
-        let mut proto = vec![0u8; len];
-        t.emit(&mut proto);
-        let mut rep = GenReport {
-            asked_frames: frames,
-            ..GenReport::default()
-        };
+        let (frames, _, proto) = stream_frame(template, stream, frames);
+        let len = proto.len();
+        let mut rep = GenReport::asking(frames);
         let Some(x) = self.xdp.as_mut() else {
             return rep;
         };
@@ -679,11 +678,7 @@ impl Generator {
             rep.timed_out = true;
         }
         rep.elapsed = last_done.duration_since(start);
-        rep.offered_fps = if rep.elapsed.is_zero() {
-            0.0
-        } else {
-            rep.sent_frames as f64 / rep.elapsed.as_secs_f64()
-        };
+        rep.close();
         rep
     }
 }
@@ -874,15 +869,8 @@ impl Generator {
         fps: Option<f64>,
         max_time: Duration,
     ) -> GenReport {
-        let frames = frames.min(u64::from(u32::MAX));
-        let mut t = *template;
-        t.stream = stream;
-        let mut buf = vec![0u8; t.buffer_len()];
-        t.emit(&mut buf);
-        let mut rep = GenReport {
-            asked_frames: frames,
-            ..GenReport::default()
-        };
+        let (frames, _, mut buf) = stream_frame(template, stream, frames);
+        let mut rep = GenReport::asking(frames);
         let Some(live) = self.live.as_ref() else {
             return rep;
         };
@@ -988,11 +976,7 @@ impl Generator {
             let slice_end = last_call.duration_since(start) + Duration::from_secs_f64(ahead);
             rep.elapsed = rep.elapsed.max(slice_end);
         }
-        rep.offered_fps = if rep.elapsed.is_zero() {
-            0.0
-        } else {
-            rep.sent_frames as f64 / rep.elapsed.as_secs_f64()
-        };
+        rep.close();
         rep
     }
 }
