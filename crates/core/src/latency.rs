@@ -453,6 +453,10 @@ pub struct LatencyRun {
     pub stages: Vec<StageSummary>,
     /// Wall time of the run.
     pub duration_ns: u64,
+    /// Answers beyond the client's recording limit: counted in `counts`,
+    /// not in the stages.
+    #[serde(default)]
+    pub unrecorded: u64,
 }
 
 impl LatencyRun {

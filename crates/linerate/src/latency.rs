@@ -487,6 +487,13 @@ fn check(run: &LatencyRun, kernel_stamps: bool, warnings: &mut Vec<String>) {
             run.missing_rx_stamps, n
         ));
     }
+    if run.unrecorded > 0 {
+        warnings.push(format!(
+            "{label}: the stages cover the first {} answers; {} later ones are counted, not dissected (memory bound)",
+            run.counts.received - run.unrecorded,
+            run.unrecorded
+        ));
+    }
     if run.negative_intervals > 0 {
         warnings.push(format!(
             "{label}: {} intervals came out negative (stamps out of order) and were left out",

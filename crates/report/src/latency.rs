@@ -203,6 +203,7 @@ mod tests {
                 negative_intervals: 0,
                 stages: st.summaries(),
                 duration_ns: 1,
+                unrecorded: 0,
             }],
             warnings: vec!["x".into()],
         }

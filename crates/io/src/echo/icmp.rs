@@ -89,8 +89,10 @@ pub fn run_icmp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                 let app_send = realtime_ns();
                 match sock::send_to(raw, &req, target) {
                     Ok(_) => {
-                        sent.insert(seq, app_send);
-                        id_to_seq.insert(next_id, seq);
+                        if run.recording() {
+                            sent.insert(seq, app_send);
+                            id_to_seq.insert(next_id, seq);
+                        }
                         next_id = next_id.wrapping_add(1);
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -98,6 +100,10 @@ pub fn run_icmp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                 }
                 pp.on_sent(now(), seq);
                 timestamping::read_tx_stamps(raw, &mut tx).map_err(sock_err("read error queue"))?;
+                if !run.recording() {
+                    // Past the recording limit stamps are drained and dropped.
+                    tx.clear();
+                }
             }
             Action::Done => break,
             Action::Wait => {
@@ -131,7 +137,9 @@ pub fn run_icmp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                     if pp.on_reply(now(), seq) != ReplyVerdict::Fresh {
                         continue;
                     }
-                    let Some(&app_send) = sent.get(&seq) else {
+                    let Some(app_send) = sent.remove(&seq) else {
+                        // Sent after the recording limit: counted only.
+                        run.unrecorded += 1;
                         continue;
                     };
                     run.exchanges.push(Exchange {

@@ -170,6 +170,10 @@ pub struct Exchange {
     pub inline: Option<ReflectorStamps>,
 }
 
+/// Exchanges a client keeps for dissection (about 250 MB at most with their
+/// stamps); later answers are counted, not dissected, and the result says so.
+pub const MAX_RECORDED_EXCHANGES: usize = 1 << 21;
+
 /// A finished client run.
 #[derive(Debug, Clone, Default)]
 pub struct ClientRun {
@@ -183,9 +187,16 @@ pub struct ClientRun {
     pub missing_rx_stamps: u64,
     /// Wall time of the run.
     pub duration: Duration,
+    /// Answers beyond [`MAX_RECORDED_EXCHANGES`]: counted, not dissected.
+    pub unrecorded: u64,
 }
 
 impl ClientRun {
+    /// Whether another exchange may be kept for dissection.
+    fn recording(&self) -> bool {
+        self.exchanges.len() < MAX_RECORDED_EXCHANGES
+    }
+
     /// Fills in transmit stamps that arrived after the exchange completed.
     fn apply_tx(&mut self, seq_of: impl Fn(u32) -> Option<u64>, stamps: &[crate::stamps::TxStamp]) {
         use crate::stamps::TxKind;

@@ -179,5 +179,6 @@ pub fn summarize(
         negative_intervals: stats.negative,
         stages: stats.summaries(),
         duration_ns: u64::try_from(run.duration.as_nanos()).unwrap_or(u64::MAX),
+        unrecorded: run.unrecorded,
     }
 }

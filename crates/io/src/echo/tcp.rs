@@ -249,6 +249,10 @@ pub fn run_tcp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                 pp.on_sent(now(), seq);
                 app_sends.push_back((seq, app_send));
                 timestamping::read_tx_stamps(fd, &mut tx).map_err(sock_err("read error queue"))?;
+                if !run.recording() {
+                    // Past the recording limit stamps are drained and dropped.
+                    tx.clear();
+                }
             }
             Action::Done => break,
             Action::Wait => {
@@ -278,16 +282,20 @@ pub fn run_tcp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                             got = 0;
                             if let Some((seq, app_send)) = app_sends.pop_front() {
                                 if pp.on_reply(now(), seq) == ReplyVerdict::Fresh {
-                                    run.exchanges.push(Exchange {
-                                        seq,
-                                        client: ClientStamps {
-                                            app_send_ns: app_send,
-                                            rx_kernel_ns: (rx_kernel != 0).then_some(rx_kernel),
-                                            app_recv_ns: app_recv,
-                                            ..ClientStamps::default()
-                                        },
-                                        inline: None,
-                                    });
+                                    if run.recording() {
+                                        run.exchanges.push(Exchange {
+                                            seq,
+                                            client: ClientStamps {
+                                                app_send_ns: app_send,
+                                                rx_kernel_ns: (rx_kernel != 0).then_some(rx_kernel),
+                                                app_recv_ns: app_recv,
+                                                ..ClientStamps::default()
+                                            },
+                                            inline: None,
+                                        });
+                                    } else {
+                                        run.unrecorded += 1;
+                                    }
                                 }
                             }
                             rx_kernel = 0;

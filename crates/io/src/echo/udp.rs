@@ -324,6 +324,7 @@ pub fn run_udp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
     let mut id_to_seq: HashMap<u32, u64> = HashMap::new();
     let mut next_id: u32 = 0;
     let mut tx_stamps: Vec<TxStamp> = Vec::new();
+    let mut discard: Vec<TxStamp> = Vec::new();
     let mut run = ClientRun::default();
     let mut rcv_timeout_ms = 0u128;
     loop {
@@ -332,16 +333,26 @@ pub fn run_udp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                 // Collect the previous requests' transmit stamps now, between
                 // exchanges, where the syscall delays no measured interval.
                 if cfg.kernel_stamps {
-                    timestamping::read_tx_stamps(fd, &mut tx_stamps)
-                        .map_err(sock_err("read error queue"))?;
+                    // Past the recording limit the queue is still drained
+                    // (its stamps count against the receive buffer), and
+                    // the stamps are dropped.
+                    let into = if run.recording() {
+                        &mut tx_stamps
+                    } else {
+                        &mut discard
+                    };
+                    timestamping::read_tx_stamps(fd, into).map_err(sock_err("read error queue"))?;
+                    discard.clear();
                 }
                 Packet::new_unchecked(&mut req[..]).emit_request(cfg.session, seq);
                 let app_send = realtime_ns();
                 match sock.send(&req) {
                     Ok(_) => {
                         pp.on_sent(now(), seq);
-                        sent_at.insert(seq, (app_send, next_id));
-                        id_to_seq.insert(next_id, seq);
+                        if run.recording() {
+                            sent_at.insert(seq, (app_send, next_id));
+                            id_to_seq.insert(next_id, seq);
+                        }
                         next_id = next_id.wrapping_add(1);
                     }
                     // ECONNREFUSED from an earlier ICMP unreachable: the
@@ -358,26 +369,34 @@ pub fn run_udp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                 let wake = pp.next_wakeup(t).unwrap_or(t);
                 let wait = Duration::from_nanos(wake.saturating_sub(t));
                 // Receive one datagram with `flags`; false when none was there.
-                let mut take = |flags: libc::c_int,
-                                pp: &mut PingPong|
-                 -> Result<bool, EchoIoError> {
-                    match timestamping::recv(fd, &mut reply, flags) {
-                        Ok(meta) => {
-                            let app_recv = realtime_ns();
-                            on_reply(cfg, &reply, meta, app_recv, now(), pp, &sent_at, &mut run);
-                            Ok(true)
+                let mut take =
+                    |flags: libc::c_int, pp: &mut PingPong| -> Result<bool, EchoIoError> {
+                        match timestamping::recv(fd, &mut reply, flags) {
+                            Ok(meta) => {
+                                let app_recv = realtime_ns();
+                                on_reply(
+                                    cfg,
+                                    &reply,
+                                    meta,
+                                    app_recv,
+                                    now(),
+                                    pp,
+                                    &mut sent_at,
+                                    &mut run,
+                                );
+                                Ok(true)
+                            }
+                            Err(e)
+                                if matches!(
+                                    e.kind(),
+                                    io::ErrorKind::WouldBlock | io::ErrorKind::ConnectionRefused
+                                ) =>
+                            {
+                                Ok(false)
+                            }
+                            Err(e) => Err(sock_err("recvmsg")(e)),
                         }
-                        Err(e)
-                            if matches!(
-                                e.kind(),
-                                io::ErrorKind::WouldBlock | io::ErrorKind::ConnectionRefused
-                            ) =>
-                        {
-                            Ok(false)
-                        }
-                        Err(e) => Err(sock_err("recvmsg")(e)),
-                    }
-                };
+                    };
                 if cfg.spin {
                     let until = Instant::now() + wait;
                     while !take(libc::MSG_DONTWAIT, &mut pp)? && Instant::now() < until {
@@ -418,7 +437,7 @@ fn on_reply(
     app_recv: u64,
     now: u64,
     pp: &mut PingPong,
-    sent_at: &HashMap<u64, (u64, u32)>,
+    sent_at: &mut HashMap<u64, (u64, u32)>,
     run: &mut ClientRun,
 ) {
     let len = meta.len.min(buf.len());
@@ -437,7 +456,9 @@ fn on_reply(
     if pp.on_reply(now, seq) != ReplyVerdict::Fresh {
         return;
     }
-    let Some(&(app_send, _)) = sent_at.get(&seq) else {
+    let Some((app_send, _)) = sent_at.remove(&seq) else {
+        // Sent after the recording limit: counted, not dissected.
+        run.unrecorded += 1;
         return;
     };
     run.exchanges.push(Exchange {
