@@ -75,6 +75,9 @@ pub fn run_icmp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
     loop {
         match pp.poll(now()) {
             Action::Send { seq } => {
+                // The previous request's stamps, collected before this send
+                // so the syscall falls in no measured interval.
+                run.collect_tx_stamps(raw, &mut tx)?;
                 req[0] = if v6 { ECHO_REQUEST_V6 } else { ECHO_REQUEST_V4 };
                 req[1] = 0;
                 req[2..4].copy_from_slice(&[0, 0]);
@@ -99,11 +102,6 @@ pub fn run_icmp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                     Err(e) => return Err(sock_err(format!("sendto {}", cfg.target.ip()))(e)),
                 }
                 pp.on_sent(now(), seq);
-                timestamping::read_tx_stamps(raw, &mut tx).map_err(sock_err("read error queue"))?;
-                if !run.recording() {
-                    // Past the recording limit stamps are drained and dropped.
-                    tx.clear();
-                }
             }
             Action::Done => break,
             Action::Wait => {

@@ -197,6 +197,24 @@ impl ClientRun {
         self.exchanges.len() < MAX_RECORDED_EXCHANGES
     }
 
+    /// Drains `fd`'s error queue between exchanges (never inside a measured
+    /// interval). While recording, the transmit stamps join `stamps`;
+    /// past the recording limit they are dropped, but the queue is still
+    /// drained: its stamps count against the socket's receive buffer.
+    fn collect_tx_stamps(
+        &self,
+        fd: std::os::fd::RawFd,
+        stamps: &mut Vec<crate::stamps::TxStamp>,
+    ) -> Result<(), EchoIoError> {
+        let mut dropped = Vec::new();
+        let into = if self.recording() {
+            stamps
+        } else {
+            &mut dropped
+        };
+        crate::sys::timestamping::read_tx_stamps(fd, into).map_err(sock_err("read error queue"))
+    }
+
     /// Fills in transmit stamps that arrived after the exchange completed.
     fn apply_tx(&mut self, seq_of: impl Fn(u32) -> Option<u64>, stamps: &[crate::stamps::TxStamp]) {
         use crate::stamps::TxKind;

@@ -244,15 +244,13 @@ pub fn run_tcp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
     loop {
         match pp.poll(now()) {
             Action::Send { seq } => {
+                // The previous request's stamps, collected before this send
+                // so the syscall falls in no measured interval.
+                run.collect_tx_stamps(fd, &mut tx)?;
                 let app_send = realtime_ns();
                 (&stream).write_all(&req).map_err(sock_err("send"))?;
                 pp.on_sent(now(), seq);
                 app_sends.push_back((seq, app_send));
-                timestamping::read_tx_stamps(fd, &mut tx).map_err(sock_err("read error queue"))?;
-                if !run.recording() {
-                    // Past the recording limit stamps are drained and dropped.
-                    tx.clear();
-                }
             }
             Action::Done => break,
             Action::Wait => {

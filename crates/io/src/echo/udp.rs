@@ -324,7 +324,6 @@ pub fn run_udp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
     let mut id_to_seq: HashMap<u32, u64> = HashMap::new();
     let mut next_id: u32 = 0;
     let mut tx_stamps: Vec<TxStamp> = Vec::new();
-    let mut discard: Vec<TxStamp> = Vec::new();
     let mut run = ClientRun::default();
     let mut rcv_timeout_ms = 0u128;
     loop {
@@ -333,16 +332,7 @@ pub fn run_udp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                 // Collect the previous requests' transmit stamps now, between
                 // exchanges, where the syscall delays no measured interval.
                 if cfg.kernel_stamps {
-                    // Past the recording limit the queue is still drained
-                    // (its stamps count against the receive buffer), and
-                    // the stamps are dropped.
-                    let into = if run.recording() {
-                        &mut tx_stamps
-                    } else {
-                        &mut discard
-                    };
-                    timestamping::read_tx_stamps(fd, into).map_err(sock_err("read error queue"))?;
-                    discard.clear();
+                    run.collect_tx_stamps(fd, &mut tx_stamps)?;
                 }
                 Packet::new_unchecked(&mut req[..]).emit_request(cfg.session, seq);
                 let app_send = realtime_ns();
