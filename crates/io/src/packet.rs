@@ -153,6 +153,30 @@ impl SendPath {
     }
 }
 
+/// The absolute pacing schedule of the sendmmsg, TX-ring and AF_XDP paths:
+/// the frames due `el` after the start (all `frames` when unpaced; at `fps`,
+/// frame k is due at k/fps). `None` when no more than `sent` are due: then
+/// it has waited a little first (slept when the next frame is over 300 µs
+/// away, 150 µs early for the timer's lateness; spun otherwise).
+fn pace_due(fps: Option<f64>, frames: u64, sent: u64, el: Duration) -> Option<u64> {
+    let due = match fps {
+        None => frames,
+        Some(f) => frames.min((el.as_secs_f64() * f).floor() as u64 + 1),
+    };
+    if due > sent {
+        return Some(due);
+    }
+    if let Some(f) = fps {
+        let wait = sent as f64 / f - el.as_secs_f64();
+        if wait > 300e-6 {
+            std::thread::sleep(Duration::from_secs_f64(wait - 150e-6));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+    None
+}
+
 /// `template` as stream `stream`: the frame count capped to what a run can
 /// send, the frame's representation and its bytes.
 fn stream_frame(
@@ -382,21 +406,9 @@ impl Generator {
                 rep.timed_out = true;
                 break;
             }
-            let due = match fps {
-                None => frames,
-                Some(f) => frames.min((el.as_secs_f64() * f).floor() as u64 + 1),
-            };
-            if due <= rep.sent_frames {
-                if let Some(f) = fps {
-                    let wait = rep.sent_frames as f64 / f - el.as_secs_f64();
-                    if wait > 300e-6 {
-                        std::thread::sleep(Duration::from_secs_f64(wait - 150e-6));
-                    } else {
-                        std::hint::spin_loop();
-                    }
-                }
+            let Some(due) = pace_due(fps, frames, rep.sent_frames, el) else {
                 continue;
-            }
+            };
             if fps.is_some() {
                 rep.max_lag_frames = rep.max_lag_frames.max(due - rep.sent_frames);
             }
@@ -496,21 +508,9 @@ impl Generator {
                 break;
             }
             reap(ring, &mut inflight, &mut rep, &mut last_done);
-            let due = match fps {
-                None => frames,
-                Some(f) => frames.min((el.as_secs_f64() * f).floor() as u64 + 1),
-            };
-            if due <= queued {
-                if let Some(f) = fps {
-                    let wait = queued as f64 / f - el.as_secs_f64();
-                    if wait > 300e-6 {
-                        std::thread::sleep(Duration::from_secs_f64(wait - 150e-6));
-                    } else {
-                        std::hint::spin_loop();
-                    }
-                }
+            let Some(due) = pace_due(fps, frames, queued, el) else {
                 continue;
-            }
+            };
             if fps.is_some() {
                 rep.max_lag_frames = rep.max_lag_frames.max(due - queued);
             }
@@ -612,21 +612,9 @@ impl Generator {
                 rep.sent_frames += u64::from(done);
                 last_done = Instant::now();
             }
-            let due = match fps {
-                None => frames,
-                Some(f) => frames.min((el.as_secs_f64() * f).floor() as u64 + 1),
-            };
-            if due <= queued {
-                if let Some(f) = fps {
-                    let wait = queued as f64 / f - el.as_secs_f64();
-                    if wait > 300e-6 {
-                        std::thread::sleep(Duration::from_secs_f64(wait - 150e-6));
-                    } else {
-                        std::hint::spin_loop();
-                    }
-                }
+            let Some(due) = pace_due(fps, frames, queued, el) else {
                 continue;
-            }
+            };
             if fps.is_some() {
                 rep.max_lag_frames = rep.max_lag_frames.max(due - queued);
             }
