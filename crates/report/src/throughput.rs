@@ -239,19 +239,7 @@ fn seed_table(r: &ThroughputResult) -> String {
     ]);
     let lm: Option<&LineMax> = r.line_max.as_ref();
     if let Some(m) = lm {
-        t.row(vec![
-            format!(
-                "Max possible ({}, {})",
-                BitRate::from_bps(m.link_bits_per_s),
-                m.encap
-            ),
-            group_thousands(m.frames_per_s as u64) + "/s",
-            group_thousands(u64::from(m.payload_bytes)),
-            String::new(),
-            String::new(),
-            sig4(m.payload_bytes_per_s / 1e6),
-            "100.0%".into(),
-        ]);
+        t.row(max_possible_row(m));
     }
     let tcp = r.params.protocol == Protocol::Tcp;
     let mss = r.client.flows.iter().find_map(|f| f.mss_bytes).or_else(|| {
@@ -375,20 +363,9 @@ pub fn render_scenarios(runs: &[ThroughputResult]) -> String {
     ]);
     let lm = runs.iter().find_map(|r| r.line_max);
     if let Some(m) = lm {
-        t.row(vec![
-            format!(
-                "Max possible ({}, {})",
-                BitRate::from_bps(m.link_bits_per_s),
-                m.encap
-            ),
-            group_thousands(m.frames_per_s as u64) + "/s",
-            group_thousands(u64::from(m.payload_bytes)),
-            String::new(),
-            String::new(),
-            sig4(m.payload_bytes_per_s / 1e6),
-            "100.0%".into(),
-            String::new(),
-        ]);
+        let mut cells = max_possible_row(&m);
+        cells.push(String::new());
+        t.row(cells);
     }
     for (i, r) in runs.iter().enumerate() {
         let dir = if r.params.direction == Direction::Reverse {
@@ -447,4 +424,21 @@ pub fn render_scenarios(runs: &[ThroughputResult]) -> String {
         );
     }
     s
+}
+
+/// The "Max possible" row of seed 000's Table 1 from the line-rate model.
+fn max_possible_row(m: &LineMax) -> Vec<String> {
+    vec![
+        format!(
+            "Max possible ({}, {})",
+            BitRate::from_bps(m.link_bits_per_s),
+            m.encap
+        ),
+        group_thousands(m.frames_per_s as u64) + "/s",
+        group_thousands(u64::from(m.payload_bytes)),
+        String::new(),
+        String::new(),
+        sig4(m.payload_bytes_per_s / 1e6),
+        "100.0%".into(),
+    ]
 }
