@@ -413,3 +413,38 @@ fn without_kernel_stamps_only_the_rtt_remains() {
     assert!(!stages.contains(&Stage::ClientTx));
     assert!(!stages.contains(&Stage::Network));
 }
+
+#[test]
+fn past_the_recording_limit_stamps_are_drained_and_dropped() {
+    use crate::stamps::{self, Want};
+    use std::os::fd::AsRawFd as _;
+    let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+    stamps::enable(a.as_raw_fd(), Want::RxTx).unwrap();
+    let fd = a.as_raw_fd();
+    let mut run = ClientRun::default();
+    let mut got = Vec::new();
+    a.send_to(b"x", b.local_addr().unwrap()).unwrap();
+    std::thread::sleep(Duration::from_millis(2));
+    run.collect_tx_stamps(fd, &mut got).unwrap();
+    let recorded = got.len();
+    assert!(recorded >= 1, "stamps collected while recording");
+    // At the limit: the queue is drained, the stamps dropped.
+    let x = Exchange {
+        seq: 0,
+        client: Default::default(),
+        inline: None,
+    };
+    run.exchanges = vec![x; MAX_RECORDED_EXCHANGES];
+    a.send_to(b"y", b.local_addr().unwrap()).unwrap();
+    std::thread::sleep(Duration::from_millis(2));
+    run.collect_tx_stamps(fd, &mut got).unwrap();
+    assert_eq!(got.len(), recorded, "nothing added past the limit");
+    run.exchanges = Vec::new();
+    run.collect_tx_stamps(fd, &mut got).unwrap();
+    assert_eq!(
+        got.len(),
+        recorded,
+        "the queue was drained, not left to fill"
+    );
+}
