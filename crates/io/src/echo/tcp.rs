@@ -170,7 +170,9 @@ impl TcpReflector {
                 report.records_dropped += 1;
             }
             seq += 1;
-            timestamping::read_tx_stamps(fd, &mut tx).map_err(sock_err("read error queue"))?;
+            if cfg.kernel_stamps {
+                timestamping::read_tx_stamps(fd, &mut tx).map_err(sock_err("read error queue"))?;
+            }
         }
         std::thread::sleep(Duration::from_millis(2));
         timestamping::read_tx_stamps(fd, &mut tx).map_err(sock_err("read error queue"))?;

@@ -263,7 +263,9 @@ impl UdpReflector {
                             report.records_dropped += 1;
                             None
                         };
-                        tx.sent(rec, seq);
+                        if cfg.kernel_stamps {
+                            tx.sent(rec, seq);
+                        }
                     }
                     // A client that went away (ICMP unreachable) or a full
                     // queue: the request counts as unanswered, the session
