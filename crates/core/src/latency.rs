@@ -457,6 +457,19 @@ pub struct LatencyRun {
     /// not in the stages.
     #[serde(default)]
     pub unrecorded: u64,
+    /// One exchange in this many carried kernel stamps and makes the stages
+    /// (1: every exchange).
+    #[serde(default = "one")]
+    pub stamp_every: u64,
+    /// RTT of the exchanges outside the stamped sample, which asked the
+    /// kernel for no stamp on either end: the response time without the
+    /// observer's cost. `None` when every exchange was stamped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_unstamped: Option<Summary>,
+}
+
+fn one() -> u64 {
+    1
 }
 
 impl LatencyRun {
@@ -466,6 +479,22 @@ impl LatencyRun {
             .iter()
             .find(|s| s.stage == stage)
             .map(|s| &s.summary)
+    }
+
+    /// The RTT to quote: that of the unstamped exchanges when the stamps
+    /// were sampled (no stamping cost in it), else the stamped one.
+    pub fn rtt(&self) -> Option<&Summary> {
+        self.rtt_unstamped
+            .as_ref()
+            .or_else(|| self.stage(Stage::Rtt))
+    }
+
+    /// What kernel stamping added to the median RTT, ns (stamped sample's
+    /// p50 minus the unstamped exchanges'), when both were measured.
+    pub fn stamping_cost_ns(&self) -> Option<i64> {
+        let stamped = self.stage(Stage::Rtt)?;
+        let plain = self.rtt_unstamped.as_ref()?;
+        Some(stamped.p50_ns as i64 - plain.p50_ns as i64)
     }
 
     /// Label of the row: its settings, or "default".

@@ -28,6 +28,9 @@ pub(crate) enum Want {
     /// Receive and driver transmit stamps (a reflector: its stages need no
     /// scheduler stamp, and every stamp costs a clone on the reply's path).
     RxSnd,
+    /// Receive stamps; transmit stamps only for the datagrams sent with
+    /// [`send_stamped`] (a reflector whose client stamps a sample).
+    RxTxOnRequest,
     /// Receive, scheduler and driver transmit stamps (datagrams).
     RxTx,
     /// As `RxTx`, plus TCP acknowledgement stamps.
@@ -44,10 +47,18 @@ pub(crate) fn enable(fd: RawFd, want: Want) -> io::Result<()> {
     let flags = match want {
         Want::Nothing => 0,
         Want::RxSnd => rx | (tx & !ts::SOF_TIMESTAMPING_TX_SCHED),
+        Want::RxTxOnRequest => rx | ts::SOF_TIMESTAMPING_OPT_ID | ts::SOF_TIMESTAMPING_OPT_TSONLY,
         Want::RxTx => rx | tx,
         Want::RxTxAck => rx | tx | ts::SOF_TIMESTAMPING_TX_ACK,
     };
     ts::enable(fd, flags)
+}
+
+/// Sends one datagram asking for its driver transmit stamp (SCM_TSTAMP_SND)
+/// alone, on a socket enabled with [`Want::RxTxOnRequest`]: the stamp comes
+/// back on the error queue with the next OPT_ID key of the stamped sends.
+pub(crate) fn send_stamped(fd: RawFd, buf: &[u8], to: std::net::SocketAddr) -> io::Result<usize> {
+    ts::send_stamped(fd, buf, Some(to), ts::SOF_TIMESTAMPING_TX_SOFTWARE)
 }
 
 /// What a network device can timestamp, from ETHTOOL_GET_TS_INFO.

@@ -80,6 +80,7 @@ pub(crate) fn run(_args: &DemoArgs) -> Result<(), Failure> {
         no_udp_checksum: false,
         plain_echo: false,
         kernel_stamps: true,
+        stamp_every: 4,
     };
     let (run, reflector) = run_with_local_reflector(
         Proto::Udp,

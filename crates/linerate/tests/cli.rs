@@ -303,6 +303,45 @@ fn latency_in_process_udp_dissects_stages() {
         .unwrap();
     assert!(rtt["min_ns"].as_u64().unwrap() <= rtt["p50_ns"].as_u64().unwrap());
     assert!(rtt["p50_ns"].as_u64().unwrap() <= rtt["max_ns"].as_u64().unwrap());
+    // By default one UDP exchange in 4 is stamped and dissected; the other
+    // three quarters give the RTT without stamping cost.
+    assert_eq!(run["stamp_every"], 4);
+    assert_eq!(rtt["count"], 75);
+    assert_eq!(run["rtt_unstamped"]["count"], 225);
+}
+
+#[test]
+fn latency_stamp_every_one_dissects_every_exchange() {
+    let table = |every: &str| {
+        let o = linerate(&[
+            "latency",
+            "127.0.0.1",
+            "--in-process",
+            "--count",
+            "100",
+            "--stamp-every",
+            every,
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let out = table("1");
+    assert!(!out.contains("RTT unstamped"), "{out}");
+    assert!(!out.contains("RTT stamped"), "{out}");
+    assert!(
+        !out.contains("stamped exchanges"),
+        "no sampling warning: {out}"
+    );
+    let out = table("2");
+    assert!(out.contains("RTT unstamped"), "{out}");
+    assert!(
+        out.contains("kernel stamps on 1 exchange in 2 (50 stamped, 50 not)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("the stages rest on only 50 stamped exchanges"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -396,6 +435,21 @@ fn latency_bad_input() {
     assert_usage_error(
         &["latency", "127.0.0.1", "--icmp", "--in-process"],
         "kernel",
+    );
+    assert_usage_error(
+        &["latency", "127.0.0.1", "--in-process", "--stamp-every", "0"],
+        "at least 1",
+    );
+    assert_usage_error(
+        &[
+            "latency",
+            "127.0.0.1",
+            "--in-process",
+            "--tcp",
+            "--stamp-every",
+            "4",
+        ],
+        "UDP only",
     );
 }
 

@@ -60,6 +60,12 @@ pub fn to_table(report: &LatencyReport) -> String {
     );
     let mut cols: Vec<(String, Align)> = vec![("configuration".into(), Align::Left)];
     cols.extend(stages.iter().map(|s| (s.title().to_string(), Align::Right)));
+    // With sampled stamps the stamped exchanges' RTT (which the stages add
+    // up to) stands beside the RTT of the exchanges that stamped nothing.
+    let sampled = report.runs.iter().any(|r| r.rtt_unstamped.is_some());
+    if sampled {
+        cols.push(("RTT stamped".to_string(), Align::Right));
+    }
     cols.extend([
         ("RTT".to_string(), Align::Right),
         ("sent".to_string(), Align::Right),
@@ -71,10 +77,13 @@ pub fn to_table(report: &LatencyReport) -> String {
         for &s in &stages {
             row.push(run.stage(s).map_or("-".into(), |x| us(x.p50_ns as f64)));
         }
-        row.push(
-            run.stage(Stage::Rtt)
-                .map_or("-".into(), |x| us(x.p50_ns as f64)),
-        );
+        if sampled {
+            row.push(
+                run.stage(Stage::Rtt)
+                    .map_or("-".into(), |x| us(x.p50_ns as f64)),
+            );
+        }
+        row.push(run.rtt().map_or("-".into(), |x| us(x.p50_ns as f64)));
         row.push(group_thousands(run.counts.sent));
         row.push(group_thousands(run.counts.lost));
         t.row(row);
@@ -85,6 +94,12 @@ pub fn to_table(report: &LatencyReport) -> String {
         out,
         "  (medians of stages need not add up to the median RTT; per exchange the stages add up exactly, and so do the means)"
     );
+    if sampled {
+        let _ = writeln!(
+            out,
+            "  (stages from the kernel-stamped sample, whose RTT is \"RTT stamped\"; \"RTT\" is that of the exchanges that asked for no stamp)"
+        );
+    }
 
     for run in &report.runs {
         out.push('\n');
@@ -114,10 +129,15 @@ pub fn to_table(report: &LatencyReport) -> String {
             ("stddev", Align::Right),
             ("n", Align::Right),
         ]);
-        for s in &run.stages {
-            let x = &s.summary;
+        let unstamped = run.rtt_unstamped.as_ref().map(|x| ("RTT unstamped", x));
+        let rows = run
+            .stages
+            .iter()
+            .map(|s| (s.stage.title(), &s.summary))
+            .chain(unstamped);
+        for (title, x) in rows {
             t.row(vec![
-                s.stage.title().to_string(),
+                title.to_string(),
                 us(x.min_ns as f64),
                 us(x.p50_ns as f64),
                 us(x.p90_ns as f64),
@@ -130,6 +150,18 @@ pub fn to_table(report: &LatencyReport) -> String {
             ]);
         }
         out.push_str(&t.render(2));
+        if let (Some(cost), Some(plain)) = (run.stamping_cost_ns(), &run.rtt_unstamped) {
+            let stamped = run.stage(Stage::Rtt).map_or(0, |x| x.count);
+            let _ = writeln!(
+                out,
+                "  kernel stamps on 1 exchange in {} ({} stamped, {} not): the stages are the stamped ones'; \
+                 stamping added {} µs to the median RTT",
+                run.stamp_every,
+                group_thousands(stamped),
+                group_thousands(plain.count),
+                us(cost as f64)
+            );
+        }
     }
     if !report.warnings.is_empty() {
         out.push('\n');
@@ -149,8 +181,7 @@ pub fn run_line(run: &LatencyRun) -> String {
     format!(
         "{}: RTT p50 {} µs, {} of {} answered",
         run.label(),
-        run.stage(Stage::Rtt)
-            .map_or("-".into(), |x| us(x.p50_ns as f64)),
+        run.rtt().map_or("-".into(), |x| us(x.p50_ns as f64)),
         run.counts.received,
         run.counts.sent
     )
@@ -204,6 +235,8 @@ mod tests {
                 stages: st.summaries(),
                 duration_ns: 1,
                 unrecorded: 0,
+                stamp_every: 1,
+                rtt_unstamped: None,
             }],
             warnings: vec!["x".into()],
         }
@@ -228,6 +261,26 @@ mod tests {
         assert!(t.contains("CLOCK_REALTIME"));
         assert!(t.contains("one-way delays are shown"));
         assert!(t.contains("warning: x"));
+    }
+
+    #[test]
+    fn sampled_stamps_show_both_rtts_and_the_cost() {
+        let mut r = report();
+        let mut h = linerate_core::stats::Histogram::default();
+        h.record(24_500);
+        r.runs[0].stamp_every = 4;
+        r.runs[0].rtt_unstamped = h.summary();
+        let t = to_table(&r);
+        assert!(t.contains("RTT stamped"), "{t}");
+        assert!(t.contains("RTT unstamped"), "{t}");
+        assert!(t.contains("24.50"), "{t}");
+        assert!(t.contains("kernel stamps on 1 exchange in 4"), "{t}");
+        assert!(t.contains("stamping added 1.50 µs"), "{t}");
+        assert_eq!(r.runs[0].rtt().map(|x| x.p50_ns), Some(24_500));
+        assert!(run_line(&r.runs[0]).contains("RTT p50 24.50 µs"));
+        let back: LatencyReport =
+            serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
     }
 
     #[test]

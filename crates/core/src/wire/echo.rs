@@ -10,7 +10,10 @@
 //!  40              48            56              64
 //!  | prev seq      | prev tx sched ns | prev tx software ns |  (if room)
 //! ```
-//! All integers are big-endian. A reply is never longer than its request:
+//! The kind byte is 1 (request) or 2 (reply); its top bit ([`STAMP_FLAG`])
+//! in a request asks the reflector for a kernel transmit stamp of the reply
+//! (the client stamps a sample of its exchanges, and only those may pay for
+//! stamping). All integers are big-endian. A reply is never longer than its request:
 //! stamps that do not fit stay out of the reply and reach the client over
 //! the control connection at the end of the run. Stamps are nanoseconds of
 //! CLOCK_REALTIME on the reflector's host (the clock of Linux software
@@ -24,6 +27,8 @@ pub const MAGIC: [u8; 2] = *b"LE";
 pub const VERSION: u8 = 1;
 /// Bytes every probe has.
 pub const HEADER_LEN: usize = 16;
+/// Top bit of the kind byte of a request: stamp the reply's transmission.
+pub const STAMP_FLAG: u8 = 0x80;
 /// Bytes a probe needs to carry the reflector's receive and application stamps.
 pub const STAMPS_LEN: usize = 40;
 /// Bytes a probe needs to also carry the previous reply's transmit stamps.
@@ -116,11 +121,17 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// The kind byte, checked.
     pub fn kind(&self) -> Result<Kind, EchoError> {
-        match self.buffer.as_ref()[field::KIND] {
+        let k = self.buffer.as_ref()[field::KIND];
+        match k & !STAMP_FLAG {
             1 => Ok(Kind::Request),
-            2 => Ok(Kind::Reply),
-            k => Err(EchoError::BadKind(k)),
+            2 if k & STAMP_FLAG == 0 => Ok(Kind::Reply),
+            _ => Err(EchoError::BadKind(k)),
         }
+    }
+
+    /// Whether a request asks for a kernel transmit stamp of its reply.
+    pub fn stamp_requested(&self) -> bool {
+        self.buffer.as_ref()[field::KIND] & STAMP_FLAG != 0
     }
 
     /// Session token given out over the control connection.
@@ -188,6 +199,17 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         b[field::SESSION].copy_from_slice(&session.to_be_bytes());
         b[field::SEQ].copy_from_slice(&seq.to_be_bytes());
         true
+    }
+
+    /// Marks a request (written by [`Packet::emit_request`]) as asking for a
+    /// kernel transmit stamp of its reply, or not.
+    pub fn set_stamp_request(&mut self, stamp: bool) {
+        let b = self.buffer.as_mut();
+        if b.len() < HEADER_LEN {
+            return;
+        }
+        let kind = Kind::Request.byte();
+        b[field::KIND] = if stamp { kind | STAMP_FLAG } else { kind };
     }
 
     /// Turns a checked request into its reply in place, writing in the
@@ -281,6 +303,36 @@ mod tests {
         assert_eq!(p.kind(), Ok(Kind::Reply));
         assert_eq!(p.stamps(), Some(stamps));
         assert_eq!(p.to_string(), "echo reply session=7 seq=42 len=64");
+    }
+
+    #[test]
+    fn stamp_flag_marks_a_request_and_is_gone_from_its_reply() {
+        let mut buf = [0u8; 64];
+        let mut p = Packet::new_unchecked(&mut buf[..]);
+        p.emit_request(7, 42);
+        assert!(!p.stamp_requested());
+        p.set_stamp_request(true);
+        let p = Packet::new_checked(&buf[..]).unwrap();
+        assert_eq!(p.kind(), Ok(Kind::Request));
+        assert!(p.stamp_requested());
+        assert_eq!(buf[3], 0x81);
+        Packet::new_unchecked(&mut buf[..]).make_reply(&ReflectorStamps::default());
+        let p = Packet::new_checked(&buf[..]).unwrap();
+        assert_eq!(p.kind(), Ok(Kind::Reply));
+        assert!(!p.stamp_requested());
+        // A flagged reply, or a flag on an unknown kind, is not ours.
+        buf[3] = 0x82;
+        assert_eq!(
+            Packet::new_checked(&buf[..]).err(),
+            Some(EchoError::BadKind(0x82))
+        );
+        buf[3] = 0x83;
+        assert_eq!(
+            Packet::new_checked(&buf[..]).err(),
+            Some(EchoError::BadKind(0x83))
+        );
+        Packet::new_unchecked(&mut buf[..]).set_stamp_request(false);
+        assert_eq!(buf[3], 1);
     }
 
     #[test]

@@ -149,6 +149,7 @@ pub fn run_icmp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                             ..ClientStamps::default()
                         },
                         inline: None,
+                        dissected: true,
                     });
                 }
             }

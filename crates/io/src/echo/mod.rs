@@ -157,6 +157,10 @@ pub struct ClientConfig {
     /// Ask the kernel for stamps (off: the RTT from application stamps
     /// only, for comparison with tools that stamp nothing).
     pub kernel_stamps: bool,
+    /// With kernel stamps, one exchange in this many is stamped and
+    /// dissected; the others measure the RTT free of stamping cost (UDP to
+    /// a linerate reflector; 1: every exchange, the only choice elsewhere).
+    pub stamp_every: u32,
 }
 
 /// One exchange seen from the client.
@@ -168,6 +172,10 @@ pub struct Exchange {
     pub client: ClientStamps,
     /// Responder stamps that came inside the reply.
     pub inline: Option<ReflectorStamps>,
+    /// Part of the dissected sample: kernel-stamped (or kernel stamps are
+    /// off and only application stamps exist). The others count for the
+    /// RTT of unstamped exchanges only.
+    pub dissected: bool,
 }
 
 /// Exchanges a client keeps for dissection (about 250 MB at most with their
@@ -189,6 +197,8 @@ pub struct ClientRun {
     pub duration: Duration,
     /// Answers beyond [`MAX_RECORDED_EXCHANGES`]: counted, not dissected.
     pub unrecorded: u64,
+    /// One exchange in this many was kernel-stamped (0 or 1: every one).
+    pub stamp_every: u32,
 }
 
 impl ClientRun {
@@ -260,12 +270,12 @@ impl ClientRun {
         self.missing_tx_stamps = self
             .exchanges
             .iter()
-            .filter(|x| x.client.tx_soft_ns.is_none())
+            .filter(|x| x.dissected && x.client.tx_soft_ns.is_none())
             .count() as u64;
         self.missing_rx_stamps = self
             .exchanges
             .iter()
-            .filter(|x| x.client.rx_kernel_ns.is_none())
+            .filter(|x| x.dissected && x.client.rx_kernel_ns.is_none())
             .count() as u64;
     }
 }

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 
 use linerate_core::latency::{dissect, LatencyRun, ProbeCounts, ResponderStamps, StageStats};
+use linerate_core::stats::Histogram;
 
 use crate::netns;
 
@@ -156,7 +157,13 @@ pub fn summarize(
         .map(|r| r.records.iter().map(|x| (x.seq, x.stamps)).collect())
         .unwrap_or_default();
     let mut stats = StageStats::default();
+    let mut unstamped = Histogram::default();
     for x in &run.exchanges {
+        if !x.dissected {
+            let rtt = x.client.app_recv_ns.saturating_sub(x.client.app_send_ns);
+            unstamped.record(rtt);
+            continue;
+        }
         // Prefer the complete record from the end of the run; fall back to
         // the stamps that came inside the reply.
         let responder = records
@@ -180,5 +187,7 @@ pub fn summarize(
         stages: stats.summaries(),
         duration_ns: u64::try_from(run.duration.as_nanos()).unwrap_or(u64::MAX),
         unrecorded: run.unrecorded,
+        stamp_every: u64::from(run.stamp_every.max(1)),
+        rtt_unstamped: unstamped.summary(),
     }
 }

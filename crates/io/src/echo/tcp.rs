@@ -292,6 +292,7 @@ pub fn run_tcp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                                                 ..ClientStamps::default()
                                             },
                                             inline: None,
+                                            dissected: true,
                                         });
                                     } else {
                                         run.unrecorded += 1;

@@ -30,6 +30,7 @@ fn client(target: SocketAddr, session: u32, size: usize, count: u64) -> ClientCo
         no_udp_checksum: false,
         plain_echo: false,
         kernel_stamps: true,
+        stamp_every: 1,
     }
 }
 
@@ -53,7 +54,8 @@ fn check_stages(run: &ClientRun, report: &ReflectorReport) {
     let by_seq: std::collections::HashMap<u64, ResponderStamps> =
         report.records.iter().map(|r| (r.seq, r.stamps)).collect();
     let mut complete = 0;
-    for x in &run.exchanges {
+    let dissected = run.exchanges.iter().filter(|x| x.dissected).count();
+    for x in run.exchanges.iter().filter(|x| x.dissected) {
         assert!(client_stamps_monotonic(&x.client), "{:?}", x.client);
         let r = by_seq
             .get(&x.seq)
@@ -75,10 +77,64 @@ fn check_stages(run: &ClientRun, report: &ReflectorReport) {
         }
     }
     assert!(
-        complete * 10 >= run.exchanges.len() * 9,
-        "most exchanges fully stamped: {complete}/{}",
-        run.exchanges.len()
+        complete * 10 >= dissected * 9 && dissected > 0,
+        "most stamped exchanges fully stamped: {complete}/{dissected}"
     );
+}
+
+#[test]
+fn sampled_stamps_dissect_one_exchange_in_n_and_time_the_rest_bare() {
+    // Strict ping-pong blocking, busy, and pipelined (several in flight).
+    for (mode, in_flight, spin) in [
+        (ReflectorMode::Blocking, 1, false),
+        (ReflectorMode::Busy, 1, true),
+        (ReflectorMode::Blocking, 8, false),
+    ] {
+        let mut cfg = ReflectorConfig::new(78);
+        cfg.mode = mode;
+        let (addr, stop, h) = start_udp(cfg);
+        let mut c = client(addr, 78, 64, 400);
+        c.stamp_every = 4;
+        c.spin = spin;
+        c.schedule.max_in_flight = in_flight;
+        let run = run_udp_client(&c).unwrap();
+        stop.store(true, Ordering::Relaxed);
+        let report = h.join().unwrap();
+        let what = format!("{mode:?} in flight {in_flight}");
+        assert_eq!(run.counts.received, 400, "{what}");
+        assert_eq!(run.stamp_every, 4);
+        let (stamped, bare): (Vec<&Exchange>, Vec<&Exchange>) =
+            run.exchanges.iter().partition(|x| x.dissected);
+        assert_eq!(stamped.len(), 100, "{what}");
+        assert_eq!(bare.len(), 300, "{what}");
+        for x in &stamped {
+            assert_eq!(x.seq % 4, 0, "{what}");
+        }
+        // The bare ones asked the kernel for nothing on the client…
+        for x in &bare {
+            assert_eq!(x.client.rx_kernel_ns, None, "{what}");
+            assert_eq!(x.client.tx_soft_ns, None, "{what}");
+            assert_eq!(x.client.tx_sched_ns, None, "{what}");
+        }
+        // …nor a transmit stamp of the reflector, which stamped the sample.
+        let rec: std::collections::HashMap<u64, ResponderStamps> =
+            report.records.iter().map(|r| (r.seq, r.stamps)).collect();
+        let with_tx = |xs: &[&Exchange]| {
+            xs.iter()
+                .filter(|x| rec.get(&x.seq).is_some_and(|r| r.tx_soft_ns.is_some()))
+                .count()
+        };
+        assert_eq!(with_tx(&bare), 0, "{what}");
+        assert!(with_tx(&stamped) >= 95, "{what}: {}", with_tx(&stamped));
+        check_stages(&run, &report);
+        assert_eq!(run.missing_tx_stamps, 0, "{what}");
+        let row = summarize(Vec::new(), 64, &run, Some(&report), true);
+        assert_eq!(row.stamp_every, 4);
+        assert_eq!(row.stage(Stage::Rtt).map(|s| s.count), Some(100), "{what}");
+        assert_eq!(row.rtt_unstamped.map(|s| s.count), Some(300), "{what}");
+        assert_eq!(row.rtt().map(|s| s.count), Some(300));
+        assert!(row.stamping_cost_ns().is_some());
+    }
 }
 
 #[test]
@@ -434,6 +490,7 @@ fn past_the_recording_limit_stamps_are_drained_and_dropped() {
         seq: 0,
         client: Default::default(),
         inline: None,
+        dissected: true,
     };
     run.exchanges = vec![x; MAX_RECORDED_EXCHANGES];
     a.send_to(b"y", b.local_addr().unwrap()).unwrap();

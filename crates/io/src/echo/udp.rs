@@ -3,7 +3,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd as _;
+use std::os::fd::{AsRawFd as _, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -93,8 +93,11 @@ impl UdpReflector {
     /// Binds the reflector's socket.
     pub fn bind(addr: SocketAddr, cfg: ReflectorConfig) -> Result<Self, EchoIoError> {
         let sock = UdpSocket::bind(addr).map_err(sock_err(format!("bind UDP {addr}")))?;
+        // Receive stamps on every request (they cost no measurable time on
+        // the reply's path); a transmit stamp only for the replies whose
+        // request asks for one (the client's stamped sample).
         let want = if cfg.kernel_stamps {
-            Want::RxSnd
+            Want::RxTxOnRequest
         } else {
             Want::Nothing
         };
@@ -156,8 +159,7 @@ impl UdpReflector {
                             // Poll the error queue only while stamps are
                             // owed, and at most every 100 µs: a syscall per
                             // spin would halve how fast a request is seen.
-                            if cfg.kernel_stamps
-                                && tx.owed()
+                            if tx.owed()
                                 && turn % 64 == 0
                                 && last_drain.elapsed() >= Duration::from_micros(100)
                             {
@@ -178,7 +180,7 @@ impl UdpReflector {
                     match timestamping::recv(fd, &mut bufs[0], 0) {
                         Ok(m) => m,
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                            if cfg.kernel_stamps {
+                            if tx.owed() {
                                 tx.drain(fd, &mut report.records)
                                     .map_err(sock_err("read error queue"))?;
                             }
@@ -207,13 +209,13 @@ impl UdpReflector {
                     report.malformed += 1;
                     continue;
                 }
-                let seq = match Packet::new_checked(&bufs[i][..len]) {
+                let (seq, stamp) = match Packet::new_checked(&bufs[i][..len]) {
                     Ok(p) if p.kind() == Ok(Kind::Request) => {
                         if p.session() != cfg.session {
                             report.unknown_session += 1;
                             continue;
                         }
-                        p.seq()
+                        (p.seq(), cfg.kernel_stamps && p.stamp_requested())
                     }
                     _ => {
                         report.malformed += 1;
@@ -242,7 +244,12 @@ impl UdpReflector {
                 Packet::new_unchecked(&mut *out).make_reply(&inline);
                 // A reply is the request, same length: never more bytes out
                 // than in.
-                match sock::send_to(fd, out, from) {
+                let sent = if stamp {
+                    stamps::send_stamped(fd, out, from)
+                } else {
+                    sock::send_to(fd, out, from)
+                };
+                match sent {
                     Ok(n) => {
                         report.replies += 1;
                         report.bytes_out += n as u64;
@@ -263,7 +270,7 @@ impl UdpReflector {
                             report.records_dropped += 1;
                             None
                         };
-                        if cfg.kernel_stamps {
+                        if stamp {
                             tx.sent(rec, seq);
                         }
                     }
@@ -273,7 +280,7 @@ impl UdpReflector {
                     Err(_) => report.send_errors += 1,
                 }
             }
-            if cfg.kernel_stamps {
+            if tx.owed() {
                 tx.drain(fd, &mut report.records)
                     .map_err(sock_err("read error queue"))?;
             }
@@ -286,7 +293,85 @@ impl UdpReflector {
     }
 }
 
+/// The client's sockets: one that stamps nothing, for the exchanges outside
+/// the stamped sample, and one with every kernel stamp, for the sample; a
+/// run uses one or both. Each is connected to the target.
+struct ClientSockets {
+    plain: Option<UdpSocket>,
+    stamped: Option<UdpSocket>,
+    /// SO_RCVTIMEO last set on each (plain, stamped), ms.
+    timeout_ms: [u128; 2],
+}
+
+impl ClientSockets {
+    fn open(cfg: &ClientConfig) -> Result<Self, EchoIoError> {
+        let open = |want: Want| -> Result<UdpSocket, EchoIoError> {
+            let local: SocketAddr = match cfg.target {
+                SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+                SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+            };
+            let sock = UdpSocket::bind(local).map_err(sock_err("bind UDP client"))?;
+            sock.connect(cfg.target)
+                .map_err(sock_err(format!("connect UDP {}", cfg.target)))?;
+            stamps::enable(sock.as_raw_fd(), want)
+                .map_err(sock_err("setsockopt SO_TIMESTAMPING"))?;
+            if cfg.no_udp_checksum {
+                timestamping::set_no_check(sock.as_raw_fd(), true)
+                    .map_err(sock_err("setsockopt SO_NO_CHECK"))?;
+            }
+            Ok(sock)
+        };
+        let every = cfg.stamp_every.max(1);
+        Ok(Self {
+            plain: (!cfg.kernel_stamps || every > 1)
+                .then(|| open(Want::Nothing))
+                .transpose()?,
+            stamped: cfg.kernel_stamps.then(|| open(Want::RxTx)).transpose()?,
+            timeout_ms: [0; 2],
+        })
+    }
+
+    /// The socket of an exchange (stamped or not).
+    fn get(&self, stamped: bool) -> &UdpSocket {
+        let (first, other) = if stamped {
+            (&self.stamped, &self.plain)
+        } else {
+            (&self.plain, &self.stamped)
+        };
+        first
+            .as_ref()
+            .or(other.as_ref())
+            .expect("open() makes at least one socket")
+    }
+
+    fn fds(&self) -> Vec<RawFd> {
+        [&self.plain, &self.stamped]
+            .into_iter()
+            .flatten()
+            .map(|s| s.as_raw_fd())
+            .collect()
+    }
+
+    /// Sets the receive timeout of one socket when it changes by a
+    /// millisecond or more.
+    fn set_timeout(&mut self, stamped: bool, ms: u128) -> Result<(), EchoIoError> {
+        let i = usize::from(stamped && self.stamped.is_some());
+        if self.timeout_ms[i] != ms {
+            self.get(stamped)
+                .set_read_timeout(Some(Duration::from_millis(ms as u64)))
+                .map_err(sock_err("setsockopt SO_RCVTIMEO"))?;
+            self.timeout_ms[i] = ms;
+        }
+        Ok(())
+    }
+}
+
 /// Runs the client side of a UDP echo test against `cfg.target`.
+///
+/// With kernel stamps, one exchange in `cfg.stamp_every` goes out on a
+/// socket with every stamp and asks the reflector to stamp its reply; the
+/// others go out on a socket that stamps nothing, so their RTT carries no
+/// stamping cost and stands beside the stamped sample's.
 pub fn run_udp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
     if cfg.size < echo::HEADER_LEN || cfg.size > MAX_DATAGRAM - 8 {
         return Err(EchoIoError::Protocol(format!(
@@ -296,24 +381,12 @@ pub fn run_udp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
             MAX_DATAGRAM - 8
         )));
     }
-    let local: SocketAddr = match cfg.target {
-        SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
-        SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
-    };
-    let sock = UdpSocket::bind(local).map_err(sock_err("bind UDP client"))?;
-    sock.connect(cfg.target)
-        .map_err(sock_err(format!("connect UDP {}", cfg.target)))?;
-    let fd = sock.as_raw_fd();
-    let want = if cfg.kernel_stamps {
-        Want::RxTx
-    } else {
-        Want::Nothing
-    };
-    stamps::enable(fd, want).map_err(sock_err("setsockopt SO_TIMESTAMPING"))?;
-    if cfg.no_udp_checksum {
-        timestamping::set_no_check(fd, true).map_err(sock_err("setsockopt SO_NO_CHECK"))?;
+    let mut socks = ClientSockets::open(cfg)?;
+    let every = u64::from(cfg.stamp_every.max(1));
+    let stamped_fd = socks.stamped.as_ref().map(|s| s.as_raw_fd());
+    if stamped_fd.is_some() {
+        warm_up_stamps();
     }
-    warm_up_stamps();
     let mut req = vec![0u8; cfg.size];
     for (i, b) in req.iter_mut().enumerate().skip(echo::HEADER_LEN) {
         *b = (i % 251) as u8;
@@ -322,30 +395,53 @@ pub fn run_udp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
     let mut pp = PingPong::new(cfg.schedule);
     let mono0 = Instant::now();
     let now = || u64::try_from(mono0.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    let mut sent_at: HashMap<u64, (u64, u32)> = HashMap::new();
+    // seq → (application send stamp, stamped).
+    let mut sent_at: HashMap<u64, (u64, bool)> = HashMap::new();
     let mut id_to_seq: HashMap<u32, u64> = HashMap::new();
     let mut next_id: u32 = 0;
     let mut tx_stamps: Vec<TxStamp> = Vec::new();
-    let mut run = ClientRun::default();
-    let mut rcv_timeout_ms = 0u128;
+    let mut run = ClientRun {
+        stamp_every: if cfg.kernel_stamps {
+            cfg.stamp_every.max(1)
+        } else {
+            1
+        },
+        ..ClientRun::default()
+    };
+    // Transmit stamps of a stamped request wait on the error queue.
+    let mut owed = false;
+    // Whether the request last sent was stamped: strict ping-pong waits on
+    // its socket alone.
+    let mut last_stamped = false;
     loop {
         match pp.poll(now()) {
             Action::Send { seq } => {
                 // Collect the previous requests' transmit stamps now, between
                 // exchanges, where the syscall delays no measured interval.
-                if cfg.kernel_stamps {
+                if let (true, Some(fd)) = (owed, stamped_fd) {
                     run.collect_tx_stamps(fd, &mut tx_stamps)?;
+                    owed = false;
                 }
-                Packet::new_unchecked(&mut req[..]).emit_request(cfg.session, seq);
+                let stamped = stamped_fd.is_some() && seq % every == 0;
+                let mut p = Packet::new_unchecked(&mut req[..]);
+                p.emit_request(cfg.session, seq);
+                p.set_stamp_request(stamped);
+                let sock = socks.get(stamped);
                 let app_send = realtime_ns();
                 match sock.send(&req) {
                     Ok(_) => {
                         pp.on_sent(now(), seq);
                         if run.recording() {
-                            sent_at.insert(seq, (app_send, next_id));
-                            id_to_seq.insert(next_id, seq);
+                            sent_at.insert(seq, (app_send, stamped));
                         }
-                        next_id = next_id.wrapping_add(1);
+                        if stamped {
+                            // OPT_ID keys count the stamped socket's sends.
+                            if run.recording() {
+                                id_to_seq.insert(next_id, seq);
+                            }
+                            next_id = next_id.wrapping_add(1);
+                            owed = true;
+                        }
                     }
                     // ECONNREFUSED from an earlier ICMP unreachable: the
                     // probe is lost, the run goes on.
@@ -354,68 +450,88 @@ pub fn run_udp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                     }
                     Err(e) => return Err(sock_err("send")(e)),
                 }
+                last_stamped = stamped;
             }
             Action::Done => break,
             Action::Wait => {
                 let t = now();
                 let wake = pp.next_wakeup(t).unwrap_or(t);
                 let wait = Duration::from_nanos(wake.saturating_sub(t));
-                // Receive one datagram with `flags`; false when none was there.
-                let mut take =
-                    |flags: libc::c_int, pp: &mut PingPong| -> Result<bool, EchoIoError> {
-                        match timestamping::recv(fd, &mut reply, flags) {
-                            Ok(meta) => {
-                                let app_recv = realtime_ns();
-                                on_reply(
-                                    cfg,
-                                    &reply,
-                                    meta,
-                                    app_recv,
-                                    now(),
-                                    pp,
-                                    &mut sent_at,
-                                    &mut run,
-                                );
-                                Ok(true)
-                            }
-                            Err(e)
-                                if matches!(
-                                    e.kind(),
-                                    io::ErrorKind::WouldBlock | io::ErrorKind::ConnectionRefused
-                                ) =>
-                            {
-                                Ok(false)
-                            }
-                            Err(e) => Err(sock_err("recvmsg")(e)),
+                // Receive one datagram from `fd` with `flags`; false when
+                // none was there.
+                let mut take = |fd: RawFd,
+                                flags: libc::c_int,
+                                pp: &mut PingPong|
+                 -> Result<bool, EchoIoError> {
+                    match timestamping::recv(fd, &mut reply, flags) {
+                        Ok(meta) => {
+                            let app_recv = realtime_ns();
+                            on_reply(
+                                cfg,
+                                &reply,
+                                meta,
+                                app_recv,
+                                now(),
+                                pp,
+                                &mut sent_at,
+                                &mut run,
+                            );
+                            Ok(true)
                         }
-                    };
-                if cfg.spin {
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                io::ErrorKind::WouldBlock | io::ErrorKind::ConnectionRefused
+                            ) =>
+                        {
+                            Ok(false)
+                        }
+                        Err(e) => Err(sock_err("recvmsg")(e)),
+                    }
+                };
+                let strict = cfg.schedule.max_in_flight <= 1;
+                if cfg.spin && strict {
+                    // The reply comes on the socket the request left from.
+                    let fd = socks.get(last_stamped).as_raw_fd();
                     let until = Instant::now() + wait;
-                    while !take(libc::MSG_DONTWAIT, &mut pp)? && Instant::now() < until {
+                    while !take(fd, libc::MSG_DONTWAIT, &mut pp)? && Instant::now() < until {
+                        std::hint::spin_loop();
+                    }
+                } else if cfg.spin {
+                    let fds = socks.fds();
+                    let until = Instant::now() + wait;
+                    loop {
+                        let mut got = false;
+                        for &fd in &fds {
+                            got |= take(fd, libc::MSG_DONTWAIT, &mut pp)?;
+                        }
+                        if got || Instant::now() >= until {
+                            break;
+                        }
                         std::hint::spin_loop();
                     }
                 } else if pp.in_flight() == 0 {
                     // Nothing to wait for but the next send slot.
                     std::thread::sleep(wait);
-                } else if cfg.schedule.max_in_flight <= 1 {
+                } else if strict {
                     // Strict ping-pong: sleep in the receive itself, so the
                     // reply wakes the thread straight into recvmsg (one
                     // syscall, as a plain blocking client would do). The
-                    // timeout only bounds the wait for a lost reply; it is
-                    // set when it changes by a millisecond or more.
-                    let ms = wait.as_millis().max(1);
-                    if ms != rcv_timeout_ms {
-                        sock.set_read_timeout(Some(Duration::from_millis(ms as u64)))
-                            .map_err(sock_err("setsockopt SO_RCVTIMEO"))?;
-                        rcv_timeout_ms = ms;
+                    // timeout only bounds the wait for a lost reply.
+                    socks.set_timeout(last_stamped, wait.as_millis().max(1))?;
+                    take(socks.get(last_stamped).as_raw_fd(), 0, &mut pp)?;
+                } else {
+                    let fds = socks.fds();
+                    if sock::poll_readable_any(&fds, wait).map_err(sock_err("poll"))? {
+                        for &fd in &fds {
+                            while take(fd, libc::MSG_DONTWAIT, &mut pp)? {}
+                        }
                     }
-                    take(0, &mut pp)?;
-                } else if sock::poll_readable(fd, wait).map_err(sock_err("poll"))? {
-                    while take(libc::MSG_DONTWAIT, &mut pp)? {}
                 }
             }
         }
     }
+    let fd = stamped_fd.unwrap_or_else(|| socks.get(false).as_raw_fd());
     run.finish(fd, mono0, pp.counts(), tx_stamps, |id| {
         id_to_seq.get(&id).copied()
     })
@@ -429,7 +545,7 @@ fn on_reply(
     app_recv: u64,
     now: u64,
     pp: &mut PingPong,
-    sent_at: &mut HashMap<u64, (u64, u32)>,
+    sent_at: &mut HashMap<u64, (u64, bool)>,
     run: &mut ClientRun,
 ) {
     let len = meta.len.min(buf.len());
@@ -448,7 +564,7 @@ fn on_reply(
     if pp.on_reply(now, seq) != ReplyVerdict::Fresh {
         return;
     }
-    let Some((app_send, _)) = sent_at.remove(&seq) else {
+    let Some((app_send, stamped)) = sent_at.remove(&seq) else {
         // Sent after the recording limit: counted, not dissected.
         run.unrecorded += 1;
         return;
@@ -464,6 +580,7 @@ fn on_reply(
             app_recv_ns: app_recv,
         },
         inline: if cfg.plain_echo { None } else { p.stamps() },
+        dissected: stamped || !cfg.kernel_stamps,
     });
 }
 

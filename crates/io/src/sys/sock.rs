@@ -108,7 +108,7 @@ pub(crate) fn tcp_info(fd: &impl AsRawFd) -> io::Result<(u32, u32)> {
     Ok((info.tcpi_snd_mss, info.tcpi_total_retrans))
 }
 
-fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+pub(super) fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     // SAFETY: sockaddr_storage is plain old data; all-zero is valid.
     let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
     let len = match addr {
@@ -486,6 +486,30 @@ pub(crate) fn poll_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     loop {
         match poll_one(fd, libc::POLLIN, ms) {
             Ok(revents) => return Ok(revents != 0),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Waits until one of `fds` (at most 4) is readable or `timeout` passes;
+/// true if one is.
+pub(crate) fn poll_readable_any(fds: &[RawFd], timeout: Duration) -> io::Result<bool> {
+    let mut p = [libc::pollfd {
+        fd: -1,
+        events: libc::POLLIN,
+        revents: 0,
+    }; 4];
+    let n = fds.len().min(p.len());
+    for (slot, &fd) in p.iter_mut().zip(fds) {
+        slot.fd = fd;
+    }
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
+    loop {
+        // SAFETY: p is a live pollfd array and n ≤ its length.
+        match syscall!(poll(p.as_mut_ptr(), n as libc::nfds_t, ms)) {
+            Ok(k) => return Ok(k > 0),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         }

@@ -96,6 +96,58 @@ pub(crate) fn enable(fd: RawFd, flags: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// sendmsg(2) of `buf` to `to` (None: the connected peer) with an
+/// `SO_TIMESTAMPING` control message asking for `tx_flags` transmit stamps
+/// of this datagram only (Linux 4.13+). The socket's own flags still decide
+/// how stamps are reported (OPT_ID, OPT_TSONLY); with OPT_ID the key counts
+/// only the datagrams that asked for a stamp.
+pub(crate) fn send_stamped(
+    fd: RawFd,
+    buf: &[u8],
+    to: Option<SocketAddr>,
+    tx_flags: u32,
+) -> io::Result<usize> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    let mut control = [0u64; 4];
+    let mut name = to.map(|a| super::sock::sockaddr(&a));
+    // SAFETY: msghdr is plain old data; all-zero is valid.
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    if let Some((ss, len)) = name.as_mut() {
+        msg.msg_name = (ss as *mut libc::sockaddr_storage).cast();
+        msg.msg_namelen = *len;
+    }
+    msg.msg_iov = std::ptr::addr_of_mut!(iov);
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE only computes a size (24 bytes for a u32 here).
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(size_of::<u32>() as u32) } as usize;
+    debug_assert!(msg.msg_controllen <= size_of::<[u64; 4]>());
+    // SAFETY: msg_control points to `control` (32 bytes, 8-byte aligned),
+    // larger than CMSG_SPACE(4), so the first header and its data fit.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(std::ptr::addr_of!(msg));
+        if cmsg.is_null() {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        }
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = SO_TIMESTAMPING;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<u32>() as u32) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u32>(), tx_flags);
+    }
+    loop {
+        // SAFETY: msg and everything it points to (iov, buf, name, control)
+        // live until the call returns.
+        match syscall!(sendmsg(fd, std::ptr::addr_of!(msg), libc::MSG_NOSIGNAL)) {
+            Ok(n) => return Ok(n as usize),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// Sets SO_NO_CHECK: no UDP checksum on transmit (IPv4 only; RFC 768 allows
 /// it, seed 004's "checksum off" row).
 pub(crate) fn set_no_check(fd: RawFd, on: bool) -> io::Result<()> {
