@@ -15,7 +15,9 @@
 #   TCP: payload throughput measured by the receiver (linerate: the server's
 #        receive-side figure; iperf3: end.sum_received).
 #   UDP: datagrams per second that arrived at the receiver (linerate: server
-#        receive side, --path mmsg --recv-path mmsg; iperf3: packets −
+#        receive side, --path mmsg --recv-path mmsg, once with a sleeping
+#        receiver and once with --recv-spin, whose receiver never sleeps and
+#        so spares the sender a wake-up per datagram; iperf3: packets −
 #        lost_packets over its time). sockperf's throughput mode reports only
 #        the sender's message rate, so the sockperf ratio compares sender
 #        rates (linerate's sender figure). A --path gso row is printed apart:
@@ -69,7 +71,7 @@ json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 echo "linerate vs peers over veth ($A ↔ $B), ${T} s per run, $ROUNDS rounds, $(date -u +%FT%TZ)"
 echo "kernel $(uname -r), $(nproc) CPUs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-lr_tcp=(); ip_tcp=(); lr_rx=(); lr_tx=(); lr_gso=(); ip_udp=(); sp_udp=()
+lr_tcp=(); ip_tcp=(); lr_rx=(); lr_tx=(); lr_srx=(); lr_stx=(); lr_gso=(); ip_udp=(); sp_udp=()
 for round in $(seq 1 "$ROUNDS"); do
     echo "round $round/$ROUNDS …" >&2
     # --- TCP single stream ---------------------------------------------
@@ -81,6 +83,10 @@ for round in $(seq 1 "$ROUNDS"); do
       --path mmsg --recv-path mmsg --time "$T" --json | json \
       "'%f %f' % (sum(f['packets'] for f in d['server_side']['flows'])/max(f['elapsed_ns'] for f in d['server_side']['flows'])*1e9, sum(f['packets'] for f in d['client']['flows'])/max(f['elapsed_ns'] for f in d['client']['flows'])*1e9)")
     lr_rx+=("$rx"); lr_tx+=("$tx")
+    read -r rx tx < <(inA "$BIN" throughput $IP_B --port 5300 --udp --size 18 \
+      --path mmsg --recv-path mmsg --recv-spin --time "$T" --json | json \
+      "'%f %f' % (sum(f['packets'] for f in d['server_side']['flows'])/max(f['elapsed_ns'] for f in d['server_side']['flows'])*1e9, sum(f['packets'] for f in d['client']['flows'])/max(f['elapsed_ns'] for f in d['client']['flows'])*1e9)")
+    lr_srx+=("$rx"); lr_stx+=("$tx")
     lr_gso+=("$(inA "$BIN" throughput $IP_B --port 5300 --udp --size 18 \
       --path gso --recv-path mmsg --time "$T" --json | json \
       "sum(f['packets'] for f in d['server_side']['flows'])/max(f['elapsed_ns'] for f in d['server_side']['flows'])*1e9")")
@@ -96,10 +102,10 @@ for round in $(seq 1 "$ROUNDS"); do
     stop_bg
 done
 
-python3 - "${lr_tcp[*]}" "${ip_tcp[*]}" "${lr_rx[*]}" "${lr_tx[*]}" "${ip_udp[*]}" "${sp_udp[*]:-0}" "${lr_gso[*]}" <<'PY'
+python3 - "${lr_tcp[*]}" "${ip_tcp[*]}" "${lr_rx[*]}" "${lr_tx[*]}" "${ip_udp[*]}" "${sp_udp[*]:-0}" "${lr_gso[*]}" "${lr_srx[*]}" "${lr_stx[*]}" <<'PY'
 import statistics, sys
 cols = [[float(x) for x in a.split()] or [0.0] for a in sys.argv[1:]]
-lr_tcp, ip_tcp, lr_rx, lr_tx, ip_udp, sp, gso = cols
+lr_tcp, ip_tcp, lr_rx, lr_tx, ip_udp, sp, gso, lr_srx, lr_stx = cols
 med = statistics.median
 def r(a, b): return med(a) / med(b) if med(b) else float('nan')
 def spread(v, scale=1.0, fmt="{:.0f}"):
@@ -110,8 +116,10 @@ print(f"TCP single stream, Gbit/s:   linerate {spread(lr_tcp, 1e9, '{:.2f}')}   
 print(f"  ratio of medians {r(lr_tcp, ip_tcp):.2f}x  (target >= 1.0x)")
 print(f"UDP 18 B received, pkt/s:    linerate {spread(lr_rx)}   iperf3 {spread(ip_udp)}")
 print(f"  ratio of medians {r(lr_rx, ip_udp):.2f}x  (target >= 3.0x)")
+print(f"  with --recv-spin:           linerate {spread(lr_srx)} = {r(lr_srx, ip_udp):.2f}x iperf3")
 print(f"UDP 18 B sent, pkt/s:        linerate {spread(lr_tx)}   sockperf {spread(sp)}")
 print(f"  ratio of medians {r(lr_tx, sp):.2f}x  (target >= 1.0x)")
+print(f"  with --recv-spin:           linerate {spread(lr_stx)} = {r(lr_stx, sp):.2f}x sockperf")
 print("  (linerate UDP: --path mmsg --recv-path mmsg, one datagram per skb on the veth)")
 print(f"UDP 18 B received with --path gso, pkt/s: {spread(gso)} = {r(gso, ip_udp):.2f}x iperf3, {r(gso, sp):.2f}x sockperf's send rate")
 print("  (gso: 64 datagrams cross the veth as ONE super-skb, split at the receiving socket; not per-frame work on the link)")

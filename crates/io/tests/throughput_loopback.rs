@@ -181,6 +181,44 @@ fn every_recv_path() {
 }
 
 #[test]
+fn spinning_receivers_on_every_recv_path_both_ways() {
+    let (addr, _stop) = server(4);
+    for (proto, path) in [
+        (Protocol::Tcp, RecvPath::Copy),
+        (Protocol::Tcp, RecvPath::Trunc),
+        (Protocol::Udp, RecvPath::Copy),
+        (Protocol::Udp, RecvPath::Trunc),
+        (Protocol::Udp, RecvPath::Mmsg),
+        (Protocol::Udp, RecvPath::Gro),
+    ] {
+        // Forward: the server's receiver spins; reverse: the client's.
+        for dir in [Direction::Forward, Direction::Reverse] {
+            let mut p = params(proto, dir, 1);
+            p.recv_path = path;
+            p.recv_spin = true;
+            if path == RecvPath::Gro {
+                p.send_path = SendPath::Gso;
+            }
+            let o = run(addr, &p);
+            check(&o, &p);
+            let receivers: Vec<_> = o
+                .client
+                .flows
+                .iter()
+                .chain(&o.server.as_ref().unwrap().flows)
+                .filter(|f| f.role == FlowRole::Receiver)
+                .collect();
+            assert_eq!(receivers.len(), 1, "{proto:?} {path} {dir:?}");
+            assert!(
+                receivers[0].path.contains("spinning"),
+                "{proto:?} {path} {dir:?}: {}",
+                receivers[0].path
+            );
+        }
+    }
+}
+
+#[test]
 fn refuses_beyond_max_clients() {
     let (addr, _stop) = server(1);
     let p = ThroughputParams {
@@ -274,6 +312,7 @@ fn receiver_job(
         role: FlowRole::Receiver,
         send_path: SendPath::Ideal,
         recv_path: RecvPath::Copy,
+        recv_spin: false,
         rate_bits_per_s: None,
         duration_ns: 1_000_000_000,
         interval_ns: 100_000_000,

@@ -91,6 +91,12 @@ pub(crate) struct ThroughputArgs {
     #[arg(long, value_name = "PATH", default_value = "copy")]
     pub(crate) recv_path: RecvPath,
 
+    /// Receivers spin on non-blocking receives instead of sleeping: no
+    /// wake-up per datagram (what limits small-packet rates when the
+    /// receiver keeps up), at the cost of one CPU per receiving flow.
+    #[arg(long)]
+    pub(crate) recv_spin: bool,
+
     /// SO_SNDBUF and SO_RCVBUF of every data socket, bytes.
     #[arg(long, value_name = "BYTES")]
     pub(crate) window: Option<ByteCount>,
@@ -168,6 +174,7 @@ impl ThroughputArgs {
             rate_bits_per_s: self.rate.map(BitRate::bps),
             send_path: self.path.first().copied().unwrap_or(SendPath::Ideal),
             recv_path: self.recv_path,
+            recv_spin: self.recv_spin,
             window_bytes: window,
             nodelay: self.nodelay,
             congestion: self.cc.clone(),

@@ -67,9 +67,14 @@ fn header(r: &ThroughputResult) -> String {
     );
     let _ = writeln!(
         s,
-        "send path {}, receive path {}{}",
+        "send path {}, receive path {}{}{}",
         p.send_path,
         p.recv_path,
+        if p.recv_spin {
+            " (spinning receivers)"
+        } else {
+            ""
+        },
         p.rate_bits_per_s
             .map(|r| format!(", paced to {} per direction", BitRate::from_bps(r)))
             .unwrap_or_default()

@@ -139,6 +139,10 @@ pub struct ThroughputParams {
     pub send_path: SendPath,
     /// Receive path of both ends' receivers.
     pub recv_path: RecvPath,
+    /// Receivers spin on non-blocking receives instead of sleeping in the
+    /// kernel: no wake-up per datagram, at the cost of a whole CPU.
+    #[serde(default)]
+    pub recv_spin: bool,
     /// SO_SNDBUF / SO_RCVBUF, bytes.
     pub window_bytes: Option<u32>,
     /// TCP_NODELAY.
@@ -162,6 +166,7 @@ impl Default for ThroughputParams {
             rate_bits_per_s: None,
             send_path: SendPath::Ideal,
             recv_path: RecvPath::Copy,
+            recv_spin: false,
             window_bytes: None,
             nodelay: false,
             congestion: None,

@@ -209,11 +209,11 @@ pub(crate) fn recv(fd: RawFd, buf: &mut [u8], flags: libc::c_int) -> io::Result<
 
 /// Discards up to `len` bytes of a TCP stream without copying them
 /// (recv with MSG_TRUNC and no buffer); returns how many were discarded.
-pub(crate) fn tcp_discard(fd: RawFd, len: usize) -> io::Result<usize> {
+pub(crate) fn tcp_discard(fd: RawFd, len: usize, flags: libc::c_int) -> io::Result<usize> {
     // SAFETY: no user memory is passed: on TCP, MSG_TRUNC discards the data;
     // on any other socket the kernel rejects the NULL buffer with EFAULT
     // (it validates user addresses), so no memory of ours is ever written.
-    let n = syscall!(recv(fd, std::ptr::null_mut(), len, libc::MSG_TRUNC))?;
+    let n = syscall!(recv(fd, std::ptr::null_mut(), len, libc::MSG_TRUNC | flags))?;
     Ok(n as usize)
 }
 
@@ -317,7 +317,11 @@ pub(crate) fn send_gso(fd: RawFd, buf: &[u8], segment: u16) -> io::Result<usize>
 
 /// recvmsg(2) of one (possibly GRO-coalesced) buffer: (bytes, segment size
 /// from the UDP_GRO control message if the kernel coalesced).
-pub(crate) fn recv_gro(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<usize>)> {
+pub(crate) fn recv_gro(
+    fd: RawFd,
+    buf: &mut [u8],
+    flags: libc::c_int,
+) -> io::Result<(usize, Option<usize>)> {
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
@@ -330,7 +334,7 @@ pub(crate) fn recv_gro(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<u
     msg.msg_control = control.as_mut_ptr().cast();
     msg.msg_controllen = CMSG_SPACE;
     // SAFETY: msg, the buffer and the control area live until the call returns.
-    let n = syscall!(recvmsg(fd, std::ptr::addr_of_mut!(msg), 0))? as usize;
+    let n = syscall!(recvmsg(fd, std::ptr::addr_of_mut!(msg), flags))? as usize;
     let mut seg = None;
     // SAFETY: the kernel filled msg_control/msg_controllen; CMSG_FIRSTHDR and
     // CMSG_NXTHDR stay inside it, and CMSG_DATA of a UDP_GRO message holds an int.

@@ -88,6 +88,8 @@ pub struct FlowJob {
     pub send_path: SendPath,
     /// Receive path (receivers).
     pub recv_path: RecvPath,
+    /// Receivers spin on non-blocking receives (never sleep).
+    pub recv_spin: bool,
     /// Paced rate, bit/s (senders).
     pub rate_bits_per_s: Option<u64>,
     /// Sending time (senders), ns.
@@ -658,6 +660,11 @@ fn run_receiver(job: &FlowJob) -> FlowReport {
         ),
     };
     let peer = job.shared.peer_sent.load(Ordering::Relaxed);
+    let path = if job.recv_spin {
+        format!("{path}, spinning (MSG_DONTWAIT, never sleeps)")
+    } else {
+        path
+    };
     let path = match net::rcvbuf(&job.sock) {
         Some(b) => format!("{path}, rcvbuf {} KiB", b >> 10),
         None => path,
@@ -687,6 +694,62 @@ fn catch_up(meter: &mut Meter, rx: &FlowReceiver, shared: &FlowShared) {
     meter.add(now, db, dp, shared);
 }
 
+/// How a receiver waits for data: asleep in the kernel until data or the
+/// receive timeout (one poll period), or spinning on non-blocking receives
+/// (`recv_spin`), which never sleep and so spare the sender a wake-up per
+/// datagram.
+struct Waiter {
+    spin: bool,
+    /// Empty receives since the last data (spinning).
+    empty: u32,
+    /// Meter time of the first empty receive after data (spinning), ns.
+    empty_since: Option<u64>,
+}
+
+impl Waiter {
+    fn new(job: &FlowJob) -> Self {
+        Self {
+            spin: job.recv_spin,
+            empty: 0,
+            empty_since: None,
+        }
+    }
+
+    /// Flags for the receive call.
+    fn flags(&self) -> libc::c_int {
+        if self.spin {
+            libc::MSG_DONTWAIT
+        } else {
+            0
+        }
+    }
+
+    fn data(&mut self) {
+        self.empty = 0;
+        self.empty_since = None;
+    }
+
+    /// After a receive that found nothing: true when a whole poll period
+    /// has passed without data (the receive timed out, or spinning found
+    /// nothing for that long). The meter's intervals are ticked here, at
+    /// most every 1,024 spins.
+    fn idle(&mut self, meter: &mut Meter) -> bool {
+        if !self.spin {
+            meter.tick(meter.now());
+            return true;
+        }
+        self.empty = self.empty.wrapping_add(1);
+        if self.empty > 1 && self.empty % 1024 != 0 {
+            std::hint::spin_loop();
+            return false;
+        }
+        let now = meter.now();
+        meter.tick(now);
+        let since = *self.empty_since.get_or_insert(now);
+        now.saturating_sub(since) >= POLL.as_nanos() as u64
+    }
+}
+
 /// Whether a receiver that saw no data for one poll period should end.
 fn quiet_end(job: &FlowJob, packets: u64) -> bool {
     if job.shared.stop.load(Ordering::Relaxed) {
@@ -699,10 +762,12 @@ fn quiet_end(job: &FlowJob, packets: u64) -> bool {
 fn recv_tcp_copy(job: &FlowJob, meter: &mut Meter, rx: &mut FlowReceiver) -> Result<(), NetError> {
     let mut buf = vec![0u8; 256 * 1024];
     let fd = job.sock.fd();
+    let mut wait = Waiter::new(job);
     loop {
-        match sock::recv(fd, &mut buf, 0) {
+        match sock::recv(fd, &mut buf, wait.flags()) {
             Ok(0) => return Ok(()),
             Ok(n) => {
+                wait.data();
                 rx.stream(&buf[..n]);
                 catch_up(meter, rx, &job.shared);
             }
@@ -710,7 +775,7 @@ fn recv_tcp_copy(job: &FlowJob, meter: &mut Meter, rx: &mut FlowReceiver) -> Res
                 if job.shared.stop.load(Ordering::Relaxed) {
                     return Ok(());
                 }
-                meter.tick(meter.now());
+                wait.idle(meter);
             }
             Err(e) => return Err(NetError::call("recv (TCP)", e)),
         }
@@ -720,16 +785,18 @@ fn recv_tcp_copy(job: &FlowJob, meter: &mut Meter, rx: &mut FlowReceiver) -> Res
 fn recv_tcp_trunc(job: &FlowJob, meter: &mut Meter, rx: &mut FlowReceiver) -> Result<(), NetError> {
     let mut buf = [0u8; HEADER_LEN];
     let fd = job.sock.fd();
+    let mut wait = Waiter::new(job);
     loop {
         let head = rx.header_remaining();
         let r = if head > 0 {
-            sock::recv(fd, &mut buf[..head], 0)
+            sock::recv(fd, &mut buf[..head], wait.flags())
         } else {
-            sock::tcp_discard(fd, rx.payload_remaining().min(1 << 20))
+            sock::tcp_discard(fd, rx.payload_remaining().min(1 << 20), wait.flags())
         };
         match r {
             Ok(0) => return Ok(()),
             Ok(n) => {
+                wait.data();
                 if head > 0 {
                     rx.stream(&buf[..n.min(head)]);
                 } else {
@@ -741,7 +808,7 @@ fn recv_tcp_trunc(job: &FlowJob, meter: &mut Meter, rx: &mut FlowReceiver) -> Re
                 if job.shared.stop.load(Ordering::Relaxed) {
                     return Ok(());
                 }
-                meter.tick(meter.now());
+                wait.idle(meter);
             }
             Err(e) => return Err(NetError::call("recv(MSG_TRUNC) (TCP)", e)),
         }
@@ -779,6 +846,8 @@ fn recv_udp(
         Vec::new()
     };
     let mut lens = vec![0usize; BATCH];
+    let mut wait = Waiter::new(job);
+    let flags = wait.flags();
     loop {
         if job.shared.stop.load(Ordering::Relaxed) {
             return Ok(());
@@ -788,24 +857,27 @@ fn recv_udp(
             return Ok(());
         }
         let r: io::Result<()> = match mode {
-            Udp::Copy => sock::recv(fd, &mut buf, 0).map(|n| rx.datagram(&buf[..n])),
-            Udp::Trunc => sock::recv(fd, &mut buf[..HEADER_LEN], libc::MSG_TRUNC)
+            Udp::Copy => sock::recv(fd, &mut buf, flags).map(|n| rx.datagram(&buf[..n])),
+            Udp::Trunc => sock::recv(fd, &mut buf[..HEADER_LEN], libc::MSG_TRUNC | flags)
                 .map(|n| rx.datagram_truncated(&buf[..n.min(HEADER_LEN)], n)),
-            Udp::Mmsg => sock::recvmmsg(fd, &mut bufs, &mut lens, libc::MSG_WAITFORONE).map(|k| {
-                for (b, &l) in bufs.iter().zip(&lens).take(k) {
-                    rx.datagram(&b[..l.min(b.len())]);
-                }
-            }),
-            Udp::Gro => sock::recv_gro(fd, &mut buf).map(|(n, seg)| match seg {
+            Udp::Mmsg => sock::recvmmsg(fd, &mut bufs, &mut lens, libc::MSG_WAITFORONE | flags)
+                .map(|k| {
+                    for (b, &l) in bufs.iter().zip(&lens).take(k) {
+                        rx.datagram(&b[..l.min(b.len())]);
+                    }
+                }),
+            Udp::Gro => sock::recv_gro(fd, &mut buf, flags).map(|(n, seg)| match seg {
                 Some(s) => buf[..n].chunks(s).for_each(|d| rx.datagram(d)),
                 None => rx.datagram(&buf[..n]),
             }),
         };
         match r {
-            Ok(()) => catch_up(meter, rx, &job.shared),
+            Ok(()) => {
+                wait.data();
+                catch_up(meter, rx, &job.shared);
+            }
             Err(e) if transient(&e) => {
-                meter.tick(meter.now());
-                if quiet_end(job, rx.packets()) {
+                if wait.idle(meter) && quiet_end(job, rx.packets()) {
                     return Ok(());
                 }
             }
