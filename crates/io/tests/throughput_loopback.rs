@@ -159,17 +159,20 @@ fn every_send_path() {
     }
 }
 
+/// Every receive path of each protocol.
+const RECV_PATHS: [(Protocol, RecvPath); 6] = [
+    (Protocol::Tcp, RecvPath::Copy),
+    (Protocol::Tcp, RecvPath::Trunc),
+    (Protocol::Udp, RecvPath::Copy),
+    (Protocol::Udp, RecvPath::Trunc),
+    (Protocol::Udp, RecvPath::Mmsg),
+    (Protocol::Udp, RecvPath::Gro),
+];
+
 #[test]
 fn every_recv_path() {
     let (addr, _stop) = server(4);
-    for (proto, path) in [
-        (Protocol::Tcp, RecvPath::Copy),
-        (Protocol::Tcp, RecvPath::Trunc),
-        (Protocol::Udp, RecvPath::Copy),
-        (Protocol::Udp, RecvPath::Trunc),
-        (Protocol::Udp, RecvPath::Mmsg),
-        (Protocol::Udp, RecvPath::Gro),
-    ] {
+    for (proto, path) in RECV_PATHS {
         let mut p = params(proto, Direction::Reverse, 1);
         p.recv_path = path;
         if path == RecvPath::Gro {
@@ -183,14 +186,7 @@ fn every_recv_path() {
 #[test]
 fn spinning_receivers_on_every_recv_path_both_ways() {
     let (addr, _stop) = server(4);
-    for (proto, path) in [
-        (Protocol::Tcp, RecvPath::Copy),
-        (Protocol::Tcp, RecvPath::Trunc),
-        (Protocol::Udp, RecvPath::Copy),
-        (Protocol::Udp, RecvPath::Trunc),
-        (Protocol::Udp, RecvPath::Mmsg),
-        (Protocol::Udp, RecvPath::Gro),
-    ] {
+    for (proto, path) in RECV_PATHS {
         // Forward: the server's receiver spins; reverse: the client's.
         for dir in [Direction::Forward, Direction::Reverse] {
             let mut p = params(proto, dir, 1);
