@@ -11,10 +11,12 @@ use anyhow::anyhow;
 use clap::Args;
 use linerate_core::linerate::{Encap, NetLayer, TransportLayer};
 use linerate_core::throughput::model::{
-    Direction, FlowDir, FlowRole, LineMax, Protocol, RecvPath, SendPath, ThroughputParams,
-    ThroughputResult, SCHEMA, VERSION,
+    Direction, End, FlowDir, FlowRole, LineMax, Protocol, RecvPath, SendPath, SideReport,
+    ThroughputParams, ThroughputResult, SCHEMA, VERSION,
 };
-use linerate_core::units::{format_bits_per_s, parse_duration, BitRate, ByteCount};
+use linerate_core::units::{
+    format_bits_per_s, group_thousands, parse_duration, BitRate, ByteCount,
+};
 use linerate_io::throughput::client;
 
 use crate::output::{print, print_json};
@@ -453,6 +455,46 @@ fn run_one(
     Ok(build(args, ctx, addr, params, outcome))
 }
 
+/// What the egress interface of one end counted against what that end sent:
+/// packets per datagram or block (on veth, a GSO/TSO super-packet counts
+/// once; on a real link the counter counts frames).
+fn egress_note(side: &SideReport, params: &ThroughputParams) -> Option<String> {
+    let e = side.egress.as_ref()?;
+    let sent = side.sent_packets();
+    let per = e.per_packet(sent)?;
+    let who = match side.end {
+        End::Client => "client",
+        End::Server => "server",
+    };
+    let (unit, one) = match params.protocol {
+        Protocol::Udp => ("datagrams", "datagram"),
+        Protocol::Tcp => ("blocks", "block"),
+    };
+    let ratio = if per >= 1.0 {
+        format!("{per:.2} {unit} per packet")
+    } else {
+        format!("{:.2} packets per {one}", 1.0 / per)
+    };
+    let base = format!(
+        "{who}: {} packets left {} (its tx_packets counter, all traffic) for {} {unit} sent: {ratio}",
+        group_thousands(e.packets),
+        e.interface,
+        group_thousands(sent),
+    );
+    Some(match (params.protocol, params.send_path) {
+        (Protocol::Udp, SendPath::Gso) if per > 1.5 => format!(
+            "{base}. gso: the datagrams crossed {} as super-skbs, so packets/s here is not a frame \
+             rate on this link; `ethtool -K {} tx-udp-segmentation off` makes the kernel cut each \
+             send into one frame per datagram before the link",
+            e.interface, e.interface
+        ),
+        (Protocol::Udp, SendPath::Gso) if per <= 1.05 => {
+            format!("{base}. gso: cut before the link, one frame per datagram (software GSO)")
+        }
+        _ => base,
+    })
+}
+
 fn build(
     args: &ThroughputArgs,
     ctx: &Ctx,
@@ -479,7 +521,12 @@ fn build(
         }
     }
     let sides = std::iter::once(&o.client).chain(o.server.iter());
+    let mut gso_said = false;
     for side in sides {
+        if let Some(note) = egress_note(side, &params) {
+            gso_said |= params.send_path == SendPath::Gso;
+            notes.push(note);
+        }
         for f in &side.flows {
             if let Some(z) = f.zerocopy {
                 if z.copied_sends > 0 {
@@ -536,8 +583,8 @@ fn build(
             }
         }
     }
-    if params.send_path == SendPath::Gso {
-        notes.push("gso: each send is one super-packet of up to 64 datagrams that crosses veth/loopback as one skb; per-packet costs are not those of single datagrams".into());
+    if params.send_path == SendPath::Gso && !gso_said {
+        notes.push("gso: each send is one super-packet of up to 64 datagrams; unless the interface cuts it before the link (software GSO), it crosses veth/loopback as one skb and per-packet costs are not those of single datagrams".into());
     }
     if params.recv_path == RecvPath::Gro {
         notes.push("gro: the receiver got coalesced buffers and split them in user space".into());
@@ -614,8 +661,8 @@ fn build(
                     "flow {} ({} side, {}): its thread was CPU-bound ({:.0} % busy): this end's CPU, not the network, set the rate",
                     f.flow,
                     match side.end {
-                        linerate_core::throughput::model::End::Client => "client",
-                        linerate_core::throughput::model::End::Server => "server",
+                        End::Client => "client",
+                        End::Server => "server",
                     },
                     if f.role == FlowRole::Sender { "sender" } else { "receiver" },
                     busy * 100.0

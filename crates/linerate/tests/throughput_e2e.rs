@@ -149,6 +149,31 @@ fn throughput_over_a_veth_pair() {
             let z = o.client.flows[0].zerocopy.unwrap();
             assert!(z.zerocopy_sends > 0);
         }
+        // Each sending end counted its egress veth's packets; a UDP
+        // datagram is one frame, but a GSO send crosses veth (UDP
+        // segmentation offered, as by default) as one super-skb.
+        for side in [&o.client, s] {
+            let sent = side.sent_packets();
+            if sent == 0 {
+                continue;
+            }
+            let e = side
+                .egress
+                .as_ref()
+                .unwrap_or_else(|| panic!("{p:?}: no egress count"));
+            assert!(e.interface.starts_with("lr-"), "{p:?}: {}", e.interface);
+            if tcp {
+                assert!(e.packets > 0, "{p:?}");
+            } else if p.send_path == SendPath::Gso {
+                assert!(e.packets * 10 < sent, "{p:?}: {} for {sent}", e.packets);
+            } else {
+                assert!(
+                    (sent..=sent + 500).contains(&e.packets),
+                    "{p:?}: {} packets for {sent} datagrams",
+                    e.packets
+                );
+            }
+        }
     }
     drop(bed);
 }

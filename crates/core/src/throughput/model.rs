@@ -432,6 +432,29 @@ pub struct SideReport {
     pub notes: Vec<String>,
     /// Per flow.
     pub flows: Vec<FlowReport>,
+    /// What the interface carrying this end's sending flows counted while
+    /// they ran (absent: nothing sent, or the interface unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<Egress>,
+}
+
+/// Packets an interface sent, from its own counter: frames on a real link;
+/// on veth and loopback, skbs, where a GSO or TSO super-packet counts once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Egress {
+    /// Interface name (in this end's network namespace).
+    pub interface: String,
+    /// Its tx_packets counter's increase while the flows ran (all traffic
+    /// of the interface, the control connection's included).
+    pub packets: u64,
+}
+
+impl Egress {
+    /// How many datagrams or blocks each packet on the interface carried,
+    /// on average, for `sent` of them (1.0: one frame each).
+    pub fn per_packet(&self, sent: u64) -> Option<f64> {
+        (self.packets > 0).then(|| sent as f64 / self.packets as f64)
+    }
 }
 
 /// Sum of several flows of one direction, as one end saw them.
@@ -460,6 +483,15 @@ pub struct DirectionSum {
 }
 
 impl SideReport {
+    /// Datagrams or blocks this end sent, all flows and directions.
+    pub fn sent_packets(&self) -> u64 {
+        self.flows
+            .iter()
+            .filter(|f| f.role == FlowRole::Sender)
+            .map(|f| f.packets)
+            .sum()
+    }
+
     /// Sum of the flows of `dir` this end had in `role`.
     pub fn sum(&self, dir: FlowDir, role: FlowRole) -> Option<DirectionSum> {
         let flows: Vec<&FlowReport> = self

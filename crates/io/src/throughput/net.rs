@@ -195,6 +195,46 @@ impl DataSock {
     pub(crate) fn is_tcp(&self) -> bool {
         matches!(self, Self::Tcp(_))
     }
+
+    /// The local address the socket is bound to.
+    pub(crate) fn local_addr(&self) -> io::Result<SocketAddr> {
+        match self {
+            Self::Tcp(s) => s.local_addr(),
+            Self::Udp(s) => s.local_addr(),
+        }
+    }
+
+    /// The interface that owns the socket's local address (the one its
+    /// packets leave by, for a connected socket), if known.
+    pub(crate) fn egress_interface(&self) -> Option<String> {
+        let ip = self.local_addr().ok()?.ip();
+        crate::sys::ifaddrs::interface_with_addr(ip).ok().flatten()
+    }
+}
+
+/// An interface's tx_packets counter, in the calling thread's network
+/// namespace (/proc/thread-self/net/dev: a thread that entered another
+/// namespace with setns sees that one's devices, unlike /sys).
+pub(crate) fn tx_packets(interface: &str) -> io::Result<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/net/dev")?;
+    parse_tx_packets(&text, interface).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("{interface} is not in /proc/thread-self/net/dev"),
+        )
+    })
+}
+
+/// The transmit packet count of `interface` in /proc/net/dev text: after
+/// "name:", 8 receive fields, then transmit bytes and packets.
+fn parse_tx_packets(text: &str, interface: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let (name, counters) = line.split_once(':')?;
+        if name.trim() != interface {
+            return None;
+        }
+        counters.split_whitespace().nth(9)?.parse().ok()
+    })
 }
 
 impl AsRawFd for DataSock {
@@ -206,4 +246,23 @@ impl AsRawFd for DataSock {
 /// A memfd with `bytes` (for the sendfile path).
 pub(crate) fn memfd(bytes: &[u8]) -> Result<OwnedFd, NetError> {
     sock::memfd_with("linerate-payload", bytes).map_err(|e| NetError::call("memfd_create", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tx_packets_of_proc_net_dev() {
+        let text = "Inter-|   Receive                                                |  Transmit\n \
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n \
+    lo:   12345      67    0    0    0     0          0         0    12345      67    0    0    0     0       0          0\n\
+lr-x-a: 9876543  111111    0    0    0     0          0         0 55555555  222222    0    0    0     0       0          0\n";
+        assert_eq!(parse_tx_packets(text, "lr-x-a"), Some(222_222));
+        assert_eq!(parse_tx_packets(text, "lo"), Some(67));
+        assert_eq!(parse_tx_packets(text, "lr-x"), None);
+        assert_eq!(parse_tx_packets("lo: 1 2 3", "lo"), None);
+        // The live file has at least the loopback device.
+        assert!(tx_packets("lo").is_ok());
+    }
 }

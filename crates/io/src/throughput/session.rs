@@ -8,12 +8,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use linerate_core::throughput::model::{End, FlowReport, FlowRole, SideReport};
+use linerate_core::throughput::model::{Egress, End, FlowReport, FlowRole, SideReport};
 use linerate_core::throughput::session::{Action, Event, SessionMachine};
 use linerate_core::wire::control::{FlowSent, Message};
 
 use super::control::{Control, CtrlError};
 use super::flow::{self, FlowJob, FlowShared};
+use super::net;
 
 /// A random 64-bit value (SipHash with the process's random keys): session
 /// ids and cookies. Not cryptographic: the control protocol has no
@@ -32,11 +33,20 @@ pub(crate) struct RunningFlow {
     pub(crate) shared: Arc<FlowShared>,
     handle: Option<JoinHandle<FlowReport>>,
     report: Option<FlowReport>,
+    /// The egress interface and its tx_packets before the flows started
+    /// (on the first sending flow only).
+    egress0: Option<(String, u64)>,
 }
 
-/// Spawns one thread per job.
+/// Spawns one thread per job, after reading the tx_packets counter of the
+/// interface the first sender's packets leave by.
 pub(crate) fn spawn(jobs: Vec<FlowJob>) -> Result<Vec<RunningFlow>, std::io::Error> {
     let mut out = Vec::new();
+    let mut egress0 = jobs
+        .iter()
+        .find(|j| j.role == FlowRole::Sender)
+        .and_then(|j| j.sock.egress_interface())
+        .and_then(|i| net::tx_packets(&i).ok().map(|n| (i, n)));
     for job in jobs {
         let flow = job.flow;
         let role = job.role;
@@ -54,6 +64,11 @@ pub(crate) fn spawn(jobs: Vec<FlowJob>) -> Result<Vec<RunningFlow>, std::io::Err
             shared,
             handle: Some(handle),
             report: None,
+            egress0: if role == FlowRole::Sender {
+                egress0.take()
+            } else {
+                None
+            },
         });
     }
     Ok(out)
@@ -262,11 +277,21 @@ fn side_report(end: End, flows: &[RunningFlow], complete: bool, notes: Vec<Strin
             }
         }
     }
+    let egress = flows
+        .iter()
+        .find_map(|f| f.egress0.as_ref())
+        .and_then(|(i, n0)| {
+            Some(Egress {
+                interface: i.clone(),
+                packets: net::tx_packets(i).ok()?.saturating_sub(*n0),
+            })
+        });
     SideReport {
         end,
         complete,
         notes,
         flows: reports,
+        egress,
     }
 }
 
