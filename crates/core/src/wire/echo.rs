@@ -10,10 +10,12 @@
 //!  40              48            56              64
 //!  | prev seq      | prev tx sched ns | prev tx software ns |  (if room)
 //! ```
-//! The kind byte is 1 (request) or 2 (reply); its top bit ([`STAMP_FLAG`])
-//! in a request asks the reflector for a kernel transmit stamp of the reply
-//! (the client stamps a sample of its exchanges, and only those may pay for
-//! stamping). All integers are big-endian. A reply is never longer than its request:
+//! The kind byte is 1 (request) or 2 (reply); in a request its top bit
+//! ([`STAMP_FLAG`]) asks the reflector for a kernel transmit stamp of the
+//! reply, and the next bit ([`NEXT_STAMP_FLAG`]) says that the client's next
+//! request will ask for one, so the reflector reads that request with its
+//! receive stamp (the client stamps a sample of its exchanges, and only
+//! those may pay for stamping). All integers are big-endian. A reply is never longer than its request:
 //! stamps that do not fit stay out of the reply and reach the client over
 //! the control connection at the end of the run. Stamps are nanoseconds of
 //! CLOCK_REALTIME on the reflector's host (the clock of Linux software
@@ -29,6 +31,9 @@ pub const VERSION: u8 = 1;
 pub const HEADER_LEN: usize = 16;
 /// Top bit of the kind byte of a request: stamp the reply's transmission.
 pub const STAMP_FLAG: u8 = 0x80;
+/// Bit of the kind byte of a request: the next request will carry
+/// [`STAMP_FLAG`].
+pub const NEXT_STAMP_FLAG: u8 = 0x40;
 /// Bytes a probe needs to carry the reflector's receive and application stamps.
 pub const STAMPS_LEN: usize = 40;
 /// Bytes a probe needs to also carry the previous reply's transmit stamps.
@@ -122,9 +127,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// The kind byte, checked.
     pub fn kind(&self) -> Result<Kind, EchoError> {
         let k = self.buffer.as_ref()[field::KIND];
-        match k & !STAMP_FLAG {
+        match k & !(STAMP_FLAG | NEXT_STAMP_FLAG) {
             1 => Ok(Kind::Request),
-            2 if k & STAMP_FLAG == 0 => Ok(Kind::Reply),
+            2 if k == 2 => Ok(Kind::Reply),
             _ => Err(EchoError::BadKind(k)),
         }
     }
@@ -132,6 +137,11 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// Whether a request asks for a kernel transmit stamp of its reply.
     pub fn stamp_requested(&self) -> bool {
         self.buffer.as_ref()[field::KIND] & STAMP_FLAG != 0
+    }
+
+    /// Whether a request says that the next one will ask for a stamp.
+    pub fn next_stamp_requested(&self) -> bool {
+        self.buffer.as_ref()[field::KIND] & NEXT_STAMP_FLAG != 0
     }
 
     /// Session token given out over the control connection.
@@ -202,14 +212,21 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     }
 
     /// Marks a request (written by [`Packet::emit_request`]) as asking for a
-    /// kernel transmit stamp of its reply, or not.
-    pub fn set_stamp_request(&mut self, stamp: bool) {
+    /// kernel transmit stamp of its reply (`stamp`), and as announcing that
+    /// the next request will (`next`).
+    pub fn set_stamp_flags(&mut self, stamp: bool, next: bool) {
         let b = self.buffer.as_mut();
         if b.len() < HEADER_LEN {
             return;
         }
-        let kind = Kind::Request.byte();
-        b[field::KIND] = if stamp { kind | STAMP_FLAG } else { kind };
+        let mut kind = Kind::Request.byte();
+        if stamp {
+            kind |= STAMP_FLAG;
+        }
+        if next {
+            kind |= NEXT_STAMP_FLAG;
+        }
+        b[field::KIND] = kind;
     }
 
     /// Turns a checked request into its reply in place, writing in the
@@ -311,7 +328,16 @@ mod tests {
         let mut p = Packet::new_unchecked(&mut buf[..]);
         p.emit_request(7, 42);
         assert!(!p.stamp_requested());
-        p.set_stamp_request(true);
+        assert!(!p.next_stamp_requested());
+        p.set_stamp_flags(false, true);
+        let q = Packet::new_checked(&buf[..]).unwrap();
+        assert_eq!(q.kind(), Ok(Kind::Request));
+        assert!(!q.stamp_requested());
+        assert!(q.next_stamp_requested());
+        assert_eq!(buf[3], 0x41);
+        Packet::new_unchecked(&mut buf[..]).set_stamp_flags(true, true);
+        assert_eq!(buf[3], 0xc1);
+        Packet::new_unchecked(&mut buf[..]).set_stamp_flags(true, false);
         let p = Packet::new_checked(&buf[..]).unwrap();
         assert_eq!(p.kind(), Ok(Kind::Request));
         assert!(p.stamp_requested());
@@ -331,7 +357,12 @@ mod tests {
             Packet::new_checked(&buf[..]).err(),
             Some(EchoError::BadKind(0x83))
         );
-        Packet::new_unchecked(&mut buf[..]).set_stamp_request(false);
+        buf[3] = 0x42;
+        assert_eq!(
+            Packet::new_checked(&buf[..]).err(),
+            Some(EchoError::BadKind(0x42))
+        );
+        Packet::new_unchecked(&mut buf[..]).set_stamp_flags(false, false);
         assert_eq!(buf[3], 1);
     }
 

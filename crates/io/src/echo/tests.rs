@@ -126,6 +126,17 @@ fn sampled_stamps_dissect_one_exchange_in_n_and_time_the_rest_bare() {
         };
         assert_eq!(with_tx(&bare), 0, "{what}");
         assert!(with_tx(&stamped) >= 95, "{what}: {}", with_tx(&stamped));
+        // The reflector read the announced stamped requests with their
+        // receive stamp, the others with plain recvfrom.
+        let with_rx = |xs: &[&Exchange]| {
+            xs.iter()
+                .filter(|x| rec.get(&x.seq).is_some_and(|r| r.rx_kernel_ns.is_some()))
+                .count()
+        };
+        if in_flight == 1 {
+            assert_eq!(with_rx(&stamped), 100, "{what}");
+            assert_eq!(with_rx(&bare), 0, "{what}");
+        }
         check_stages(&run, &report);
         assert_eq!(run.missing_tx_stamps, 0, "{what}");
         let row = summarize(Vec::new(), 64, &run, Some(&report), true);

@@ -151,6 +151,17 @@ impl UdpReflector {
         };
         let mut batch: Vec<(usize, RxMeta, u64)> = Vec::with_capacity(BATCH);
         let mut last_drain = Instant::now();
+        // Read the next request with its receive stamp (recvmsg and a
+        // control buffer) only when the client said it will ask for stamps;
+        // the others with plain recvfrom, as a reflector that stamps nothing.
+        let mut expect_stamped = cfg.kernel_stamps;
+        let recv = |buf: &mut [u8], flags: libc::c_int, stamped: bool| {
+            if stamped {
+                timestamping::recv(fd, buf, flags)
+            } else {
+                timestamping::recv_plain(fd, buf, flags, true)
+            }
+        };
         // The limits are checked every 64 turns of the loop: a busy reflector
         // turns it once per empty receive, and two clock reads per turn
         // would slow how fast it sees a request.
@@ -167,7 +178,7 @@ impl UdpReflector {
             batch.clear();
             let first = match cfg.mode {
                 ReflectorMode::Busy => {
-                    match timestamping::recv(fd, &mut bufs[0], libc::MSG_DONTWAIT) {
+                    match recv(&mut bufs[0], libc::MSG_DONTWAIT, expect_stamped) {
                         Ok(m) => m,
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                             // Poll the error queue only while stamps are
@@ -188,7 +199,7 @@ impl UdpReflector {
                     // A blocking receive with a receive timeout (set at bind)
                     // wakes straight into the request; the error queue is
                     // drained after the reply, off the critical path.
-                    match timestamping::recv(fd, &mut bufs[0], 0) {
+                    match recv(&mut bufs[0], 0, expect_stamped) {
                         Ok(m) => m,
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                             if tx.owed() {
@@ -207,7 +218,7 @@ impl UdpReflector {
             if cfg.mode == ReflectorMode::Batch {
                 while batch.len() < BATCH {
                     let i = batch.len();
-                    match timestamping::recv(fd, &mut bufs[i], libc::MSG_DONTWAIT) {
+                    match recv(&mut bufs[i], libc::MSG_DONTWAIT, cfg.kernel_stamps) {
                         Ok(m) => batch.push((i, m, realtime_ns())),
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                         Err(e) => return Err(sock_err("recvmsg")(e)),
@@ -226,6 +237,7 @@ impl UdpReflector {
                             report.unknown_session += 1;
                             continue;
                         }
+                        expect_stamped = cfg.kernel_stamps && p.next_stamp_requested();
                         (p.seq(), cfg.kernel_stamps && p.stamp_requested())
                     }
                     _ => {
@@ -435,9 +447,10 @@ pub fn run_udp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                     owed = false;
                 }
                 let stamped = stamped_fd.is_some() && seq % every == 0;
+                let next_stamped = stamped_fd.is_some() && (seq + 1) % every == 0;
                 let mut p = Packet::new_unchecked(&mut req[..]);
                 p.emit_request(cfg.session, seq);
-                p.set_stamp_request(stamped);
+                p.set_stamp_flags(stamped, next_stamped);
                 let sock = socks.get(stamped);
                 let app_send = realtime_ns();
                 match sock.send(&req) {
@@ -475,7 +488,13 @@ pub fn run_udp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                                 flags: libc::c_int,
                                 pp: &mut PingPong|
                  -> Result<bool, EchoIoError> {
-                    match timestamping::recv(fd, &mut reply, flags) {
+                    // The plain socket has no stamps to read: recvfrom.
+                    let got = if Some(fd) == stamped_fd {
+                        timestamping::recv(fd, &mut reply, flags)
+                    } else {
+                        timestamping::recv_plain(fd, &mut reply, flags, false)
+                    };
+                    match got {
                         Ok(meta) => {
                             let app_recv = realtime_ns();
                             on_reply(

@@ -274,6 +274,55 @@ pub(crate) fn recv(fd: RawFd, buf: &mut [u8], flags: libc::c_int) -> io::Result<
     Ok(meta)
 }
 
+/// recvfrom(2) into `buf`, without control messages: the cheaper receive
+/// of a datagram nobody stamps (no msghdr for the kernel to copy in, no
+/// control buffer to clear). `from`: fill in the sender (unconnected
+/// sockets). MSG_TRUNC is added, so a datagram longer than `buf` is seen.
+pub(crate) fn recv_plain(
+    fd: RawFd,
+    buf: &mut [u8],
+    flags: libc::c_int,
+    from: bool,
+) -> io::Result<RxMeta> {
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    let mut addr: libc::sockaddr_storage = unsafe { zeroed() };
+    let mut addr_len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    let (name, name_len): (*mut libc::sockaddr, *mut libc::socklen_t) = if from {
+        (
+            (&mut addr as *mut libc::sockaddr_storage).cast(),
+            &mut addr_len,
+        )
+    } else {
+        (std::ptr::null_mut(), std::ptr::null_mut())
+    };
+    let n = loop {
+        // SAFETY: buf is live and writable for buf.len() bytes (the kernel
+        // writes at most that many, MSG_TRUNC only changes the return
+        // value); name/name_len are null or point at live `addr`/`addr_len`.
+        match syscall!(recvfrom(
+            fd,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            flags | libc::MSG_TRUNC,
+            name,
+            name_len,
+        )) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => break r? as usize,
+        }
+    };
+    Ok(RxMeta {
+        len: n.min(buf.len()),
+        from: if from {
+            sockaddr_to_std(&addr, addr_len)
+        } else {
+            None
+        },
+        truncated: n > buf.len(),
+        ..RxMeta::default()
+    })
+}
+
 /// Error-queue messages fetched per recvmmsg call.
 const ERRQ_BATCH: usize = 16;
 
