@@ -30,11 +30,6 @@ pub struct UdpReflector {
     cfg: ReflectorConfig,
 }
 
-/// Stamped replies whose transmit stamps the reflector collects in one read.
-const DRAIN_BATCH: usize = 32;
-/// Longest a transmit stamp waits on the reflector's error queue.
-const DRAIN_EVERY: Duration = Duration::from_millis(1);
-
 /// Transmit stamps of replies, matched to their records by OPT_ID.
 #[derive(Debug, Default)]
 struct TxTracker {
@@ -57,15 +52,6 @@ impl TxTracker {
     /// Transmit stamps of sent replies are still to come.
     fn owed(&self) -> bool {
         !self.pending.is_empty()
-    }
-
-    /// Time to read the error queue: a batch of stamps is owed, or the
-    /// oldest has waited [`DRAIN_EVERY`]. Reading it after every stamped
-    /// reply would put a syscall where the next request may already be
-    /// arriving (a spinning client answers within a microsecond or two),
-    /// and that request's RTT would carry it.
-    fn due(&self, last_drain: Instant) -> bool {
-        self.pending.len() >= DRAIN_BATCH || (self.owed() && last_drain.elapsed() >= DRAIN_EVERY)
     }
 
     fn drain(&mut self, fd: i32, records: &mut [ReflectorRecord]) -> io::Result<()> {
@@ -182,9 +168,12 @@ impl UdpReflector {
                         Ok(m) => m,
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                             // Poll the error queue only while stamps are
-                            // owed and due: a syscall per spin would halve
-                            // how fast a request is seen.
-                            if turn % 64 == 0 && tx.due(last_drain) {
+                            // owed, and at most every 100 µs: a syscall per
+                            // spin would halve how fast a request is seen.
+                            if tx.owed()
+                                && turn % 64 == 0
+                                && last_drain.elapsed() >= Duration::from_micros(100)
+                            {
                                 tx.drain(fd, &mut report.records)
                                     .map_err(sock_err("read error queue"))?;
                                 last_drain = Instant::now();
@@ -303,10 +292,9 @@ impl UdpReflector {
                     Err(_) => report.send_errors += 1,
                 }
             }
-            if tx.due(last_drain) {
+            if tx.owed() {
                 tx.drain(fd, &mut report.records)
                     .map_err(sock_err("read error queue"))?;
-                last_drain = Instant::now();
             }
         }
         // Last transmit stamps.
