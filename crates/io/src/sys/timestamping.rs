@@ -323,6 +323,13 @@ pub(crate) fn recv_plain(
     })
 }
 
+/// Control buffer of one error-queue message: SCM_TIMESTAMPING (16 + 48
+/// bytes) and IP(V6)_RECVERR (16 + 16 + a sockaddr_in6 of 28) fit in 256;
+/// it is cleared before every read, so it is kept small (the read follows
+/// each stamped send).
+#[repr(C, align(8))]
+struct ErrqCmsgBuf([u8; 256]);
+
 /// Error-queue messages fetched per recvmmsg call.
 const ERRQ_BATCH: usize = 16;
 
@@ -331,7 +338,7 @@ const ERRQ_BATCH: usize = 16;
 /// a send's SCHED and SND stamps cost one syscall, not three.
 pub(crate) fn read_tx_stamps(fd: RawFd, out: &mut Vec<TxStamp>) -> io::Result<()> {
     let mut scratch = [[0u8; 64]; ERRQ_BATCH];
-    let mut cbufs: [CmsgBuf; ERRQ_BATCH] = std::array::from_fn(|_| CmsgBuf([0; 512]));
+    let mut cbufs: [ErrqCmsgBuf; ERRQ_BATCH] = std::array::from_fn(|_| ErrqCmsgBuf([0; 256]));
     loop {
         let mut iovs: [libc::iovec; ERRQ_BATCH] = std::array::from_fn(|i| libc::iovec {
             iov_base: scratch[i].as_mut_ptr().cast(),
