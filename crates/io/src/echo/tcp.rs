@@ -218,13 +218,10 @@ pub fn run_tcp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
     let stream = TcpStream::connect_timeout(&cfg.target, Duration::from_secs(3))
         .map_err(sock_err(format!("connect TCP {}", cfg.target)))?;
     stream.set_nodelay(true).map_err(sock_err("TCP_NODELAY"))?;
-    if !cfg.plain_echo {
-        let mut hello = [0u8; echo::HEADER_LEN];
-        Packet::new_unchecked(&mut hello[..]).emit_request(cfg.session, cfg.size as u64);
-        (&stream)
-            .write_all(&hello)
-            .map_err(sock_err("send hello"))?;
-    }
+    // Stamping goes on before the first byte is written: a TCP OPT_ID key
+    // counts from snd_una at that moment (without Linux 6.2's OPT_ID_TCP),
+    // so with an unacknowledged hello in flight every key would be off by
+    // its length. Keys then count the hello's bytes first.
     let fd = stream.as_raw_fd();
     let want = if cfg.kernel_stamps {
         Want::RxTxAck
@@ -232,6 +229,15 @@ pub fn run_tcp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
         Want::Nothing
     };
     stamps::enable(fd, want).map_err(sock_err("setsockopt SO_TIMESTAMPING"))?;
+    let mut key_base = 0u32;
+    if !cfg.plain_echo {
+        let mut hello = [0u8; echo::HEADER_LEN];
+        Packet::new_unchecked(&mut hello[..]).emit_request(cfg.session, cfg.size as u64);
+        (&stream)
+            .write_all(&hello)
+            .map_err(sock_err("send hello"))?;
+        key_base = echo::HEADER_LEN as u32;
+    }
     warm_up_stamps();
     let req: Vec<u8> = (0..cfg.size).map(|i| b'a' + (i % 26) as u8).collect();
     let mut reply = vec![0u8; cfg.size];
@@ -310,7 +316,7 @@ pub fn run_tcp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
     }
     let size = cfg.size;
     run.finish(fd, mono0, pp.counts(), tx, move |id| {
-        exchange_of_byte(id, size)
+        exchange_of_byte(id.checked_sub(key_base)?, size)
     })
 }
 
