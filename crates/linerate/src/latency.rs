@@ -431,7 +431,12 @@ pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
                 bed_name.is_some(),
             )
         };
-        check(&run, !args.no_kernel_stamps, &mut warnings);
+        check(
+            &run,
+            !args.no_kernel_stamps,
+            responder == Responder::Reflector,
+            &mut warnings,
+        );
         runs.push(run);
     }
     let report = LatencyReport {
@@ -487,7 +492,7 @@ fn hardware_stamps(ip: std::net::IpAddr) -> String {
 }
 
 /// Flags conditions that make a run's figures less trustworthy.
-fn check(run: &LatencyRun, kernel_stamps: bool, warnings: &mut Vec<String>) {
+fn check(run: &LatencyRun, kernel_stamps: bool, reflector: bool, warnings: &mut Vec<String>) {
     // Stamps are owed only by the dissected (stamped) exchanges.
     let n = run.stage(Stage::Rtt).map_or(0, |s| s.count).max(1);
     let label = run.label();
@@ -513,6 +518,15 @@ fn check(run: &LatencyRun, kernel_stamps: bool, warnings: &mut Vec<String>) {
         warnings.push(format!(
             "{label}: {} of {} replies have no kernel receive stamp; their rx stages are left out",
             run.missing_rx_stamps, n
+        ));
+    }
+    // The reflector reads a request with its receive stamp only when the
+    // request before announced it (lost or reordered requests mislead it).
+    let resp_rx = run.stage(Stage::ResponderRx).map_or(0, |s| s.count);
+    if kernel_stamps && reflector && (n - resp_rx.min(n)) * 100 > n {
+        warnings.push(format!(
+            "{label}: {} of {n} stamped exchanges have no responder receive stamp; their resp rx and network stages are left out",
+            n - resp_rx.min(n)
         ));
     }
     if run.unrecorded > 0 {
@@ -559,4 +573,69 @@ fn expected_duration_ns(until: Until, interval: Duration) -> u64 {
 fn session_token() -> u32 {
     let t = stamps::realtime_ns();
     ((t ^ (t >> 32)) as u32 ^ std::process::id().rotate_left(16)).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_core::latency::{dissect, ClientStamps, ProbeCounts, ResponderStamps, StageStats};
+
+    /// A run of 100 stamped exchanges, `with_rx` of which carry the
+    /// responder's receive stamp.
+    fn run(with_rx: usize) -> LatencyRun {
+        let c = ClientStamps {
+            app_send_ns: 0,
+            tx_sched_ns: Some(1_000),
+            tx_soft_ns: Some(2_000),
+            tx_ack_ns: None,
+            rx_kernel_ns: Some(9_000),
+            app_recv_ns: 10_000,
+        };
+        let mut st = StageStats::default();
+        for i in 0..100 {
+            let r = ResponderStamps {
+                rx_kernel_ns: (i < with_rx).then_some(3_000),
+                rx_app_ns: 4_000,
+                tx_app_ns: 5_000,
+                tx_sched_ns: None,
+                tx_soft_ns: Some(6_000),
+            };
+            st.record(&dissect(&c, Some(&r), true));
+        }
+        LatencyRun {
+            settings: Vec::new(),
+            size_bytes: 64,
+            counts: ProbeCounts {
+                sent: 400,
+                received: 400,
+                lost: 0,
+                unexpected: 0,
+            },
+            missing_tx_stamps: 0,
+            missing_rx_stamps: 0,
+            negative_intervals: 0,
+            stages: st.summaries(),
+            duration_ns: 1,
+            unrecorded: 0,
+            stamp_every: 4,
+            rtt_unstamped: None,
+        }
+    }
+
+    #[test]
+    fn missing_responder_receive_stamps_are_said() {
+        let mut w = Vec::new();
+        check(&run(100), true, true, &mut w);
+        assert!(w.is_empty(), "{w:?}");
+        check(&run(90), true, true, &mut w);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("10 of 100 stamped exchanges have no responder receive stamp"),
+            "{w:?}"
+        );
+        // Not a reflector (plain echo, ICMP): no responder stages at all.
+        let mut w = Vec::new();
+        check(&run(0), true, false, &mut w);
+        assert!(w.is_empty(), "{w:?}");
+    }
 }
