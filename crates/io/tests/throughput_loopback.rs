@@ -215,6 +215,54 @@ fn spinning_receivers_on_every_recv_path_both_ways() {
 }
 
 #[test]
+fn tcp_receivers_set_a_low_water_mark_and_streams_still_end_whole() {
+    let (addr, _stop) = server(4);
+    let receivers = |o: &client::Outcome| -> Vec<_> {
+        o.client
+            .flows
+            .iter()
+            .chain(&o.server.as_ref().unwrap().flows)
+            .filter(|f| f.role == FlowRole::Receiver)
+            .cloned()
+            .collect()
+    };
+    // Default: the block size (64 KiB here), both ends' receivers.
+    let p = params(Protocol::Tcp, Direction::Bidir, 1);
+    let o = run(addr, &p);
+    check(&o, &p);
+    for r in receivers(&o) {
+        assert_eq!(r.recv_lowat_bytes, Some(64 * 1024), "{}", r.path);
+        assert!(r.path.contains("rcvlowat 64 KiB"), "{}", r.path);
+    }
+    // The kernel's own default, asked explicitly.
+    let mut p = params(Protocol::Tcp, Direction::Reverse, 1);
+    p.recv_lowat_bytes = Some(1);
+    let o = run(addr, &p);
+    check(&o, &p);
+    assert_eq!(receivers(&o)[0].recv_lowat_bytes, Some(1));
+    // A mark far above what a slow paced flow ever queues: the receiver
+    // still gets every byte (woken at the end of the stream), and the mark
+    // read back is what the kernel kept, never more than asked.
+    for dir in [Direction::Forward, Direction::Reverse] {
+        let mut p = params(Protocol::Tcp, dir, 1);
+        p.size_bytes = 16 * 1024;
+        p.rate_bits_per_s = Some(2_000_000);
+        p.recv_lowat_bytes = Some(4 << 20);
+        let o = run(addr, &p);
+        check(&o, &p);
+        let r = &receivers(&o)[0];
+        let kept = r.recv_lowat_bytes.unwrap();
+        assert!(kept > 0 && kept <= 4 << 20, "{kept}");
+        assert!(r.bytes > 0);
+    }
+    // UDP receivers never set one.
+    let p = params(Protocol::Udp, Direction::Forward, 1);
+    let o = run(addr, &p);
+    check(&o, &p);
+    assert_eq!(receivers(&o)[0].recv_lowat_bytes, None);
+}
+
+#[test]
 fn refuses_beyond_max_clients() {
     let (addr, _stop) = server(1);
     let p = ThroughputParams {
@@ -309,6 +357,7 @@ fn receiver_job(
         send_path: SendPath::Ideal,
         recv_path: RecvPath::Copy,
         recv_spin: false,
+        recv_lowat: Some(size as u32),
         rate_bits_per_s: None,
         duration_ns: 1_000_000_000,
         interval_ns: 100_000_000,

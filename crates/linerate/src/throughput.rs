@@ -99,6 +99,13 @@ pub(crate) struct ThroughputArgs {
     #[arg(long)]
     pub(crate) recv_spin: bool,
 
+    /// TCP receivers' low-water mark (SO_RCVLOWAT), bytes: a sleeping
+    /// receiver is woken once this much is queued, not for every arriving
+    /// segment. Default: the block size, at most 128 KiB; 1 is the kernel's
+    /// default (wake on every arrival).
+    #[arg(long, value_name = "BYTES")]
+    pub(crate) recv_lowat: Option<ByteCount>,
+
     /// SO_SNDBUF and SO_RCVBUF of every data socket, bytes.
     #[arg(long, value_name = "BYTES")]
     pub(crate) window: Option<ByteCount>,
@@ -177,6 +184,12 @@ impl ThroughputArgs {
             send_path: self.path.first().copied().unwrap_or(SendPath::Ideal),
             recv_path: self.recv_path,
             recv_spin: self.recv_spin,
+            recv_lowat_bytes: match self.recv_lowat {
+                Some(b) => Some(
+                    u32::try_from(b.get()).map_err(|_| anyhow!("--recv-lowat {b} is too large"))?,
+                ),
+                None => None,
+            },
             window_bytes: window,
             nodelay: self.nodelay,
             congestion: self.cc.clone(),

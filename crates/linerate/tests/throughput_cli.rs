@@ -62,6 +62,9 @@ fn bad_flags_exit_2() {
         vec!["throughput", "127.0.0.1", "--streams", "0"],
         vec!["throughput", "no-such-host.invalid", "--time", "1"],
         vec!["server", "--max-clients", "0"],
+        vec!["throughput", "127.0.0.1", "--udp", "--recv-lowat", "4096"],
+        vec!["throughput", "127.0.0.1", "--recv-lowat", "0"],
+        vec!["throughput", "127.0.0.1", "--recv-lowat", "lots"],
     ] {
         let o = Command::new(BIN).args(&args).output().unwrap();
         assert_eq!(o.status.code(), Some(2), "{args:?}");
@@ -150,6 +153,8 @@ fn human_output_has_the_seed_table_and_says_when_no_line_rate_is_known() {
     assert!(out.contains("% of max possible"));
     assert!(out.contains("no line rate known"));
     assert!(out.contains("CLOCK_MONOTONIC"));
+    // The receivers' wake-up threshold is said (default: the 128 KiB block).
+    assert!(out.contains("SO_RCVLOWAT 128 KiB"), "{out}");
 }
 
 #[test]

@@ -7,7 +7,7 @@ use linerate_core::throughput::model::{
     Direction, FlowDir, FlowReport, FlowRole, LineMax, Protocol, SideReport, ThroughputResult,
     Verification,
 };
-use linerate_core::units::{format_bits_per_s, group_thousands, sig4, BitRate};
+use linerate_core::units::{format_bits_per_s, group_thousands, sig4, BitRate, ByteCount};
 
 use crate::table::{Align, Table};
 
@@ -67,7 +67,7 @@ fn header(r: &ThroughputResult) -> String {
     );
     let _ = writeln!(
         s,
-        "send path {}, receive path {}{}{}",
+        "send path {}, receive path {}{}{}{}",
         p.send_path,
         p.recv_path,
         if p.recv_spin {
@@ -75,6 +75,9 @@ fn header(r: &ThroughputResult) -> String {
         } else {
             ""
         },
+        p.recv_lowat()
+            .map(|b| format!(", SO_RCVLOWAT {}", ByteCount::new(u64::from(b))))
+            .unwrap_or_default(),
         p.rate_bits_per_s
             .map(|r| format!(", paced to {} per direction", BitRate::from_bps(r)))
             .unwrap_or_default()

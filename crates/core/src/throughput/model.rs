@@ -21,6 +21,11 @@ pub const VERSION: u32 = 1;
 pub const MAX_UDP_PAYLOAD: u32 = 65_507;
 /// Largest TCP block (bounds a session's memory on the server).
 pub const MAX_TCP_BLOCK: u32 = 4 << 20;
+/// TCP receivers' SO_RCVLOWAT when none is asked: the block size, at most
+/// this. The kernel then wakes a sleeping receiver once this much is
+/// queued instead of for every arriving segment (the sender pays each
+/// wake-up inside its own send: docs/METHODOLOGY.md §5).
+pub const AUTO_RECV_LOWAT_MAX: u32 = 128 << 10;
 /// Most streams per direction one session may open (bounds a session's
 /// threads and memory on the server).
 pub const MAX_STREAMS: u16 = 64;
@@ -143,6 +148,10 @@ pub struct ThroughputParams {
     /// kernel: no wake-up per datagram, at the cost of a whole CPU.
     #[serde(default)]
     pub recv_spin: bool,
+    /// TCP receivers' SO_RCVLOWAT, bytes (None: the block size, at most
+    /// [`AUTO_RECV_LOWAT_MAX`]; 1 is the kernel's default). UDP ignores it.
+    #[serde(default)]
+    pub recv_lowat_bytes: Option<u32>,
     /// SO_SNDBUF / SO_RCVBUF, bytes.
     pub window_bytes: Option<u32>,
     /// TCP_NODELAY.
@@ -167,6 +176,7 @@ impl Default for ThroughputParams {
             send_path: SendPath::Ideal,
             recv_path: RecvPath::Copy,
             recv_spin: false,
+            recv_lowat_bytes: None,
             window_bytes: None,
             nodelay: false,
             congestion: None,
@@ -260,7 +270,31 @@ impl ThroughputParams {
                 return bad("mss must be 88..=65535 bytes".into());
             }
         }
+        if let Some(lowat) = self.recv_lowat_bytes {
+            if self.protocol == Protocol::Udp {
+                return bad(
+                    "the receive low-water mark (--recv-lowat, SO_RCVLOWAT) is TCP-only: UDP receives ignore it"
+                        .into(),
+                );
+            }
+            if lowat == 0 || lowat > MAX_TCP_BLOCK {
+                return bad(format!(
+                    "receive low-water mark must be 1..={MAX_TCP_BLOCK} bytes (1: wake on every arrival, the kernel's default)"
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// The SO_RCVLOWAT that TCP receivers ask for (None for UDP).
+    pub fn recv_lowat(&self) -> Option<u32> {
+        match self.protocol {
+            Protocol::Udp => None,
+            Protocol::Tcp => Some(
+                self.recv_lowat_bytes
+                    .unwrap_or(self.size_bytes.min(AUTO_RECV_LOWAT_MAX)),
+            ),
+        }
     }
 
     fn protocol_name(&self) -> &'static str {
@@ -394,6 +428,10 @@ pub struct FlowReport {
     pub mss_bytes: Option<u32>,
     /// TCP senders: retransmitted segments (TCP_INFO tcpi_total_retrans).
     pub retransmits: Option<u64>,
+    /// TCP receivers: the SO_RCVLOWAT in force (read back: the kernel caps
+    /// it at half the receive buffer's limit), bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recv_lowat_bytes: Option<u32>,
     /// What went wrong, if the flow ended early.
     pub error: Option<String>,
 }
@@ -618,6 +656,40 @@ mod tests {
         assert!(p.validate(Some(1_000_000_000)).is_err());
         p.streams = 0;
         assert!(p.validate(None).is_err());
+    }
+
+    #[test]
+    fn recv_lowat_defaults_and_limits() {
+        let mut p = ThroughputParams::default();
+        // TCP: the block, at most 128 KiB.
+        assert_eq!(p.recv_lowat(), Some(128 * 1024));
+        p.size_bytes = 1000;
+        assert_eq!(p.recv_lowat(), Some(1000));
+        p.size_bytes = 1 << 20;
+        assert_eq!(p.recv_lowat(), Some(AUTO_RECV_LOWAT_MAX));
+        p.recv_lowat_bytes = Some(1);
+        assert!(p.validate(None).is_ok());
+        assert_eq!(p.recv_lowat(), Some(1));
+        p.recv_lowat_bytes = Some(0);
+        assert!(p.validate(None).unwrap_err().to_string().contains("1..="));
+        p.recv_lowat_bytes = Some(MAX_TCP_BLOCK + 1);
+        assert!(p.validate(None).is_err());
+        // UDP: never set, and asking for it is an error.
+        p.protocol = Protocol::Udp;
+        p.size_bytes = 1472;
+        p.recv_lowat_bytes = None;
+        assert_eq!(p.recv_lowat(), None);
+        p.recv_lowat_bytes = Some(4096);
+        assert!(p
+            .validate(None)
+            .unwrap_err()
+            .to_string()
+            .contains("TCP-only"));
+        // Parameters from a client that predates the field.
+        let mut v = serde_json::to_value(ThroughputParams::default()).unwrap();
+        v.as_object_mut().unwrap().remove("recv_lowat_bytes");
+        let back: ThroughputParams = serde_json::from_value(v).unwrap();
+        assert_eq!(back.recv_lowat_bytes, None);
     }
 
     #[test]

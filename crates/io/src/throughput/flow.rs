@@ -18,6 +18,7 @@ use linerate_core::throughput::model::{
 };
 use linerate_core::throughput::pacer::Pacer;
 use linerate_core::throughput::receiver::FlowReceiver;
+use linerate_core::units::ByteCount;
 use linerate_core::wire::probe::{Pattern, Repr, HEADER_LEN};
 
 use super::net::{self, DataSock, NetError};
@@ -90,6 +91,8 @@ pub struct FlowJob {
     pub recv_path: RecvPath,
     /// Receivers spin on non-blocking receives (never sleep).
     pub recv_spin: bool,
+    /// TCP receivers: SO_RCVLOWAT to ask for, bytes.
+    pub recv_lowat: Option<u32>,
     /// Paced rate, bit/s (senders).
     pub rate_bits_per_s: Option<u64>,
     /// Sending time (senders), ns.
@@ -160,6 +163,7 @@ impl Meter {
             pacing: None,
             mss_bytes: None,
             retransmits: None,
+            recv_lowat_bytes: None,
             error: None,
         }
     }
@@ -627,6 +631,17 @@ fn send_zerocopy(
 fn run_receiver(job: &FlowJob) -> FlowReport {
     let mut meter = Meter::new(job.interval_ns);
     let mut rx = FlowReceiver::new(job.session, job.flow, job.size);
+    let lowat = match (job.sock.is_tcp(), job.recv_lowat) {
+        (true, Some(b)) => match net::set_recv_lowat(&job.sock, b) {
+            Ok(got) => Some(got),
+            Err(e) => {
+                let mut report = meter.finish(job, "copy".into());
+                report.error = Some(e.to_string());
+                return report;
+            }
+        },
+        _ => None,
+    };
     let (path, verification, result) = match (&job.sock, job.recv_path) {
         (DataSock::Tcp(_), RecvPath::Trunc) => (
             "trunc (MSG_TRUNC: headers only)".to_string(),
@@ -665,11 +680,16 @@ fn run_receiver(job: &FlowJob) -> FlowReport {
     } else {
         path
     };
+    let path = match lowat {
+        Some(b) => format!("{path}, rcvlowat {}", ByteCount::new(u64::from(b))),
+        None => path,
+    };
     let path = match net::rcvbuf(&job.sock) {
         Some(b) => format!("{path}, rcvbuf {} KiB", b >> 10),
         None => path,
     };
     let mut report = meter.finish(job, path);
+    report.recv_lowat_bytes = lowat;
     report.recv = Some(rx.counts((peer != u64::MAX).then_some(peer)));
     report.verification = verification;
     report.bytes = rx.bytes();

@@ -168,6 +168,20 @@ pub(crate) fn rcvbuf(fd: &impl AsRawFd) -> Option<u32> {
         .and_then(|v| u32::try_from(v).ok())
 }
 
+/// Sets a TCP receiver's low-water mark (SO_RCVLOWAT) and reads back what
+/// the kernel keeps (at most half of `tcp_rmem[2]`, or of a fixed receive
+/// buffer). A sleeping receiver is then woken once that much is queued (or
+/// at the end of the stream, or under memory pressure) rather than for every
+/// arriving segment.
+pub(crate) fn set_recv_lowat(fd: &impl AsRawFd, bytes: u32) -> Result<u32, NetError> {
+    let v = i32::try_from(bytes).unwrap_or(i32::MAX);
+    sock::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, v)
+        .map_err(|e| NetError::call(format!("SO_RCVLOWAT={bytes}"), e))?;
+    let got = sock::get_int(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT)
+        .map_err(|e| NetError::call("SO_RCVLOWAT (read back)", e))?;
+    Ok(u32::try_from(got).unwrap_or(0))
+}
+
 /// Sets receive and send timeouts on a data or control socket.
 pub(crate) fn set_timeouts(fd: &impl AsRawFd, t: Duration) -> Result<(), NetError> {
     sock::set_timeout(fd, libc::SO_RCVTIMEO, Some(t))

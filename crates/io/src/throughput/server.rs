@@ -433,6 +433,7 @@ pub(crate) fn jobs(
                 send_path: p.send_path,
                 recv_path: p.recv_path,
                 recv_spin: p.recv_spin,
+                recv_lowat: p.recv_lowat(),
                 rate_bits_per_s: p.rate_per_flow_bits_per_s(),
                 duration_ns: p.duration_ns,
                 interval_ns: p.interval_ns,
