@@ -9,7 +9,8 @@ use std::thread;
 use std::time::Duration;
 
 use linerate_core::throughput::model::{
-    Direction, FlowDir, FlowRole, Protocol, RecvPath, SendPath, SideReport, ThroughputParams,
+    Direction, FlowDir, FlowReport, FlowRole, Protocol, RecvPath, SendPath, SideReport,
+    ThroughputParams,
 };
 use linerate_io::throughput::client;
 use linerate_io::throughput::server::{Server, ServerConfig};
@@ -183,33 +184,48 @@ fn every_recv_path() {
     }
 }
 
+/// Runs one flow `dir` with receive path `path` (GSO senders for `gro`),
+/// checks both ends agree, and returns the receiving end's report.
+fn run_receiving(
+    addr: SocketAddr,
+    proto: Protocol,
+    path: RecvPath,
+    dir: Direction,
+    tweak: impl Fn(&mut ThroughputParams),
+) -> FlowReport {
+    let mut p = params(proto, dir, 1);
+    p.recv_path = path;
+    if path == RecvPath::Gro {
+        p.send_path = SendPath::Gso;
+    }
+    tweak(&mut p);
+    let o = run(addr, &p);
+    check(&o, &p);
+    let receivers: Vec<_> = o
+        .client
+        .flows
+        .iter()
+        .chain(&o.server.as_ref().unwrap().flows)
+        .filter(|f| f.role == FlowRole::Receiver)
+        .cloned()
+        .collect();
+    assert_eq!(receivers.len(), 1, "{proto:?} {path} {dir:?}");
+    receivers.into_iter().next().unwrap()
+}
+
 #[test]
 fn spinning_receivers_on_every_recv_path_both_ways() {
     let (addr, _stop) = server(4);
     for (proto, path) in RECV_PATHS {
         // Forward: the server's receiver spins; reverse: the client's.
         for dir in [Direction::Forward, Direction::Reverse] {
-            let mut p = params(proto, dir, 1);
-            p.recv_path = path;
-            p.recv_spin = true;
-            if path == RecvPath::Gro {
-                p.send_path = SendPath::Gso;
-            }
-            let o = run(addr, &p);
-            check(&o, &p);
-            let receivers: Vec<_> = o
-                .client
-                .flows
-                .iter()
-                .chain(&o.server.as_ref().unwrap().flows)
-                .filter(|f| f.role == FlowRole::Receiver)
-                .collect();
-            assert_eq!(receivers.len(), 1, "{proto:?} {path} {dir:?}");
+            let r = run_receiving(addr, proto, path, dir, |p| p.recv_spin = true);
             assert!(
-                receivers[0].path.contains("spinning"),
+                r.path.contains("spinning"),
                 "{proto:?} {path} {dir:?}: {}",
-                receivers[0].path
+                r.path
             );
+            assert_eq!(r.recv_nap_us, None, "a spinning receiver never naps");
         }
     }
 }
@@ -260,6 +276,75 @@ fn tcp_receivers_set_a_low_water_mark_and_streams_still_end_whole() {
     let o = run(addr, &p);
     check(&o, &p);
     assert_eq!(receivers(&o)[0].recv_lowat_bytes, None);
+}
+
+#[test]
+fn udp_receivers_nap_by_default_on_every_recv_path_both_ways() {
+    let (addr, _stop) = server(4);
+    for (proto, path) in RECV_PATHS {
+        if proto != Protocol::Udp {
+            continue;
+        }
+        for dir in [Direction::Forward, Direction::Reverse] {
+            for nap in [None, Some(0), Some(300)] {
+                let r = run_receiving(addr, proto, path, dir, |p| p.recv_nap_us = nap);
+                let want = match nap {
+                    None => Some(100),
+                    Some(0) => None,
+                    n => n,
+                };
+                assert_eq!(r.recv_nap_us, want, "{path} {dir:?} {nap:?}: {}", r.path);
+                assert_eq!(
+                    r.path.contains("naps"),
+                    want.is_some(),
+                    "{path} {dir:?}: {}",
+                    r.path
+                );
+            }
+        }
+    }
+}
+
+/// A UDP receiver flow (session 77, flow 0, 200-byte datagrams) on its
+/// own thread, and a socket connected to it.
+fn udp_receiver_thread() -> (
+    std::net::UdpSocket,
+    Arc<linerate_io::throughput::flow::FlowShared>,
+    thread::JoinHandle<FlowReport>,
+) {
+    use linerate_io::throughput::{flow, net::DataSock};
+    let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    tx.connect(rx.local_addr().unwrap()).unwrap();
+    let job = receiver_job(DataSock::Udp(rx), 200);
+    let shared = Arc::clone(&job.shared);
+    let h = thread::spawn(move || flow::run(job));
+    (tx, shared, h)
+}
+
+#[test]
+fn a_napping_udp_receiver_waits_out_a_pause_and_misses_nothing() {
+    use std::sync::atomic::Ordering;
+    let (tx, shared, h) = udp_receiver_thread();
+    // A burst, a pause long enough for the receiver to stop napping and
+    // wait in the kernel (> 20 ms), another burst, another pause.
+    for seq in 0..40 {
+        tx.send(&probe(77, 0, seq, 200)).unwrap();
+        if seq == 19 {
+            thread::sleep(Duration::from_millis(80));
+        }
+    }
+    thread::sleep(Duration::from_millis(150));
+    for seq in 40..50 {
+        tx.send(&probe(77, 0, seq, 200)).unwrap();
+    }
+    shared.peer_sent.store(50, Ordering::Relaxed);
+    let r = h.join().unwrap();
+    assert_eq!(r.recv_nap_us, Some(100), "{}", r.path);
+    let c = r.recv.unwrap();
+    assert_eq!(c.seq.received_unique, 50);
+    assert_eq!(c.seq.lost, 0);
+    assert_eq!(r.packets, 50);
 }
 
 #[test]
@@ -358,6 +443,7 @@ fn receiver_job(
         recv_path: RecvPath::Copy,
         recv_spin: false,
         recv_lowat: Some(size as u32),
+        recv_nap: Some(Duration::from_micros(100)),
         rate_bits_per_s: None,
         duration_ns: 1_000_000_000,
         interval_ns: 100_000_000,
@@ -371,12 +457,7 @@ fn an_injected_corrupt_payload_is_caught_udp_and_tcp() {
     use linerate_io::throughput::{flow, net::DataSock};
     use std::sync::atomic::Ordering;
     // UDP: 10 good datagrams and one with a flipped payload bit.
-    let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    tx.connect(rx.local_addr().unwrap()).unwrap();
-    let job = receiver_job(DataSock::Udp(rx), 200);
-    let shared = Arc::clone(&job.shared);
-    let h = thread::spawn(move || flow::run(job));
+    let (tx, shared, h) = udp_receiver_thread();
     for seq in 0..11 {
         let mut d = probe(77, 0, seq, 200);
         if seq == 5 {

@@ -106,6 +106,13 @@ pub(crate) struct ThroughputArgs {
     #[arg(long, value_name = "BYTES")]
     pub(crate) recv_lowat: Option<ByteCount>,
 
+    /// UDP receivers: after a receive finds the socket empty, sleep this
+    /// many microseconds before looking again, so the datagrams arriving
+    /// meanwhile queue without a wake-up each. Default 100; 0 waits in the
+    /// kernel (woken per datagram when the receiver keeps up).
+    #[arg(long, value_name = "MICROSECONDS")]
+    pub(crate) recv_nap: Option<u32>,
+
     /// SO_SNDBUF and SO_RCVBUF of every data socket, bytes.
     #[arg(long, value_name = "BYTES")]
     pub(crate) window: Option<ByteCount>,
@@ -190,6 +197,7 @@ impl ThroughputArgs {
                 ),
                 None => None,
             },
+            recv_nap_us: self.recv_nap,
             window_bytes: window,
             nodelay: self.nodelay,
             congestion: self.cc.clone(),

@@ -65,6 +65,17 @@ fn bad_flags_exit_2() {
         vec!["throughput", "127.0.0.1", "--udp", "--recv-lowat", "4096"],
         vec!["throughput", "127.0.0.1", "--recv-lowat", "0"],
         vec!["throughput", "127.0.0.1", "--recv-lowat", "lots"],
+        vec!["throughput", "127.0.0.1", "--recv-nap", "100"], // TCP
+        vec!["throughput", "127.0.0.1", "--udp", "--recv-nap", "100000"],
+        vec![
+            "throughput",
+            "127.0.0.1",
+            "--udp",
+            "--recv-spin",
+            "--recv-nap",
+            "50",
+        ],
+        vec!["throughput", "127.0.0.1", "--udp", "--recv-nap", "-1"],
     ] {
         let o = Command::new(BIN).args(&args).output().unwrap();
         assert_eq!(o.status.code(), Some(2), "{args:?}");

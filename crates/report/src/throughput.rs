@@ -77,6 +77,9 @@ fn header(r: &ThroughputResult) -> String {
         },
         p.recv_lowat()
             .map(|b| format!(", SO_RCVLOWAT {}", ByteCount::new(u64::from(b))))
+            .or_else(|| p
+                .recv_nap()
+                .map(|us| format!(" (receivers nap {us} µs whenever the socket is empty)")))
             .unwrap_or_default(),
         p.rate_bits_per_s
             .map(|r| format!(", paced to {} per direction", BitRate::from_bps(r)))

@@ -26,6 +26,14 @@ pub const MAX_TCP_BLOCK: u32 = 4 << 20;
 /// queued instead of for every arriving segment (the sender pays each
 /// wake-up inside its own send: docs/METHODOLOGY.md §5).
 pub const AUTO_RECV_LOWAT_MAX: u32 = 128 << 10;
+/// UDP receivers' nap when none is asked, µs: after a receive finds the
+/// socket empty, the receiver sleeps this long instead of waiting in the
+/// kernel, so the datagrams that arrive meanwhile queue without waking it
+/// (a wake-up the sender would pay per datagram: docs/METHODOLOGY.md §5).
+pub const AUTO_RECV_NAP_US: u32 = 100;
+/// The longest nap a receiver may take, µs (a longer one would need a
+/// receive buffer beyond what the kernel grants to hold a fast flow).
+pub const MAX_RECV_NAP_US: u32 = 10_000;
 /// Most streams per direction one session may open (bounds a session's
 /// threads and memory on the server).
 pub const MAX_STREAMS: u16 = 64;
@@ -152,6 +160,11 @@ pub struct ThroughputParams {
     /// [`AUTO_RECV_LOWAT_MAX`]; 1 is the kernel's default). UDP ignores it.
     #[serde(default)]
     pub recv_lowat_bytes: Option<u32>,
+    /// UDP receivers' nap after finding the socket empty, µs (None:
+    /// [`AUTO_RECV_NAP_US`]; 0: wait in the kernel, woken per datagram).
+    /// TCP ignores it; spinning receivers never nap.
+    #[serde(default)]
+    pub recv_nap_us: Option<u32>,
     /// SO_SNDBUF / SO_RCVBUF, bytes.
     pub window_bytes: Option<u32>,
     /// TCP_NODELAY.
@@ -177,6 +190,7 @@ impl Default for ThroughputParams {
             recv_path: RecvPath::Copy,
             recv_spin: false,
             recv_lowat_bytes: None,
+            recv_nap_us: None,
             window_bytes: None,
             nodelay: false,
             congestion: None,
@@ -283,7 +297,37 @@ impl ThroughputParams {
                 ));
             }
         }
+        if let Some(nap) = self.recv_nap_us {
+            if self.protocol == Protocol::Tcp {
+                return bad(
+                    "the receivers' nap (--recv-nap) is UDP-only: TCP receivers are woken per block (--recv-lowat)"
+                        .into(),
+                );
+            }
+            if self.recv_spin && nap > 0 {
+                return bad(
+                    "a spinning receiver (--recv-spin) never naps: give one of the two".into(),
+                );
+            }
+            if nap > MAX_RECV_NAP_US {
+                return bad(format!(
+                    "the receivers' nap must be 0..={MAX_RECV_NAP_US} µs (0: wait in the kernel)"
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// How long UDP receivers nap when their socket is empty, µs (None:
+    /// they wait in the kernel, or spin, or the flows are TCP).
+    pub fn recv_nap(&self) -> Option<u32> {
+        if self.protocol != Protocol::Udp || self.recv_spin {
+            return None;
+        }
+        match self.recv_nap_us.unwrap_or(AUTO_RECV_NAP_US) {
+            0 => None,
+            us => Some(us),
+        }
     }
 
     /// The SO_RCVLOWAT that TCP receivers ask for (None for UDP).
@@ -432,6 +476,9 @@ pub struct FlowReport {
     /// it at half the receive buffer's limit), bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recv_lowat_bytes: Option<u32>,
+    /// UDP receivers: the nap taken whenever the socket was found empty, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recv_nap_us: Option<u32>,
     /// What went wrong, if the flow ended early.
     pub error: Option<String>,
 }
@@ -690,6 +737,44 @@ mod tests {
         v.as_object_mut().unwrap().remove("recv_lowat_bytes");
         let back: ThroughputParams = serde_json::from_value(v).unwrap();
         assert_eq!(back.recv_lowat_bytes, None);
+    }
+
+    #[test]
+    fn recv_nap_defaults_and_limits() {
+        let mut p = ThroughputParams {
+            protocol: Protocol::Udp,
+            size_bytes: 18,
+            ..ThroughputParams::default()
+        };
+        assert_eq!(p.recv_nap(), Some(AUTO_RECV_NAP_US));
+        p.recv_nap_us = Some(250);
+        assert!(p.validate(None).is_ok());
+        assert_eq!(p.recv_nap(), Some(250));
+        p.recv_nap_us = Some(0);
+        assert!(p.validate(None).is_ok());
+        assert_eq!(p.recv_nap(), None, "0: wait in the kernel");
+        p.recv_nap_us = Some(MAX_RECV_NAP_US + 1);
+        assert!(p.validate(None).unwrap_err().to_string().contains("0..="));
+        // Spinning receivers never nap; asking for both is an error.
+        p.recv_nap_us = None;
+        p.recv_spin = true;
+        assert_eq!(p.recv_nap(), None);
+        assert!(p.validate(None).is_ok());
+        p.recv_nap_us = Some(100);
+        assert!(p
+            .validate(None)
+            .unwrap_err()
+            .to_string()
+            .contains("never naps"));
+        // TCP: never, and asking is an error.
+        let mut t = ThroughputParams::default();
+        assert_eq!(t.recv_nap(), None);
+        t.recv_nap_us = Some(100);
+        assert!(t
+            .validate(None)
+            .unwrap_err()
+            .to_string()
+            .contains("UDP-only"));
     }
 
     #[test]

@@ -93,6 +93,9 @@ pub struct FlowJob {
     pub recv_spin: bool,
     /// TCP receivers: SO_RCVLOWAT to ask for, bytes.
     pub recv_lowat: Option<u32>,
+    /// UDP receivers: nap this long whenever the socket is found empty
+    /// (None: wait in the kernel, or spin).
+    pub recv_nap: Option<Duration>,
     /// Paced rate, bit/s (senders).
     pub rate_bits_per_s: Option<u64>,
     /// Sending time (senders), ns.
@@ -164,6 +167,7 @@ impl Meter {
             mss_bytes: None,
             retransmits: None,
             recv_lowat_bytes: None,
+            recv_nap_us: None,
             error: None,
         }
     }
@@ -675,8 +679,13 @@ fn run_receiver(job: &FlowJob) -> FlowReport {
         ),
     };
     let peer = job.shared.peer_sent.load(Ordering::Relaxed);
+    let nap = job
+        .recv_nap
+        .filter(|_| !job.recv_spin && !job.sock.is_tcp());
     let path = if job.recv_spin {
         format!("{path}, spinning (MSG_DONTWAIT, never sleeps)")
+    } else if let Some(n) = nap {
+        format!("{path}, naps {} µs when empty", n.as_micros())
     } else {
         path
     };
@@ -690,6 +699,7 @@ fn run_receiver(job: &FlowJob) -> FlowReport {
     };
     let mut report = meter.finish(job, path);
     report.recv_lowat_bytes = lowat;
+    report.recv_nap_us = nap.map(|n| u32::try_from(n.as_micros()).unwrap_or(u32::MAX));
     report.recv = Some(rx.counts((peer != u64::MAX).then_some(peer)));
     report.verification = verification;
     report.bytes = rx.bytes();
@@ -714,22 +724,38 @@ fn catch_up(meter: &mut Meter, rx: &FlowReceiver, shared: &FlowShared) {
     meter.add(now, db, dp, shared);
 }
 
-/// How a receiver waits for data: asleep in the kernel until data or the
-/// receive timeout (one poll period), or spinning on non-blocking receives
-/// (`recv_spin`), which never sleep and so spare the sender a wake-up per
-/// datagram.
+/// How a receiver waits for data:
+/// - asleep in the kernel until data or the receive timeout (one poll
+///   period): every datagram that finds it asleep costs a wake-up, paid on
+///   veth and loopback by the sender inside its own send;
+/// - spinning on non-blocking receives (`recv_spin`): never sleeps, so no
+///   wake-ups, at the cost of a whole CPU;
+/// - napping (`recv_nap`, UDP): non-blocking receives until the socket is
+///   empty, then a sleep of the nap's length during which datagrams queue
+///   without waking anyone; after [`NAP_ACTIVE`] without data it waits in
+///   the kernel again (one wake-up when traffic resumes).
 struct Waiter {
     spin: bool,
+    nap: Option<Duration>,
+    fd: libc::c_int,
     /// Empty receives since the last data (spinning).
     empty: u32,
-    /// Meter time of the first empty receive after data (spinning), ns.
+    /// Meter time of the first empty receive after data, ns.
     empty_since: Option<u64>,
 }
+
+/// A napping receiver keeps napping this long after its last data, then
+/// waits in the kernel.
+const NAP_ACTIVE: Duration = Duration::from_millis(20);
 
 impl Waiter {
     fn new(job: &FlowJob) -> Self {
         Self {
             spin: job.recv_spin,
+            nap: job
+                .recv_nap
+                .filter(|_| !job.recv_spin && !job.sock.is_tcp()),
+            fd: job.sock.fd(),
             empty: 0,
             empty_since: None,
         }
@@ -737,7 +763,7 @@ impl Waiter {
 
     /// Flags for the receive call.
     fn flags(&self) -> libc::c_int {
-        if self.spin {
+        if self.spin || self.nap.is_some() {
             libc::MSG_DONTWAIT
         } else {
             0
@@ -751,9 +777,22 @@ impl Waiter {
 
     /// After a receive that found nothing: true when a whole poll period
     /// has passed without data (the receive timed out, or spinning found
-    /// nothing for that long). The meter's intervals are ticked here, at
-    /// most every 1,024 spins.
+    /// nothing for that long, or a napping receiver's wait in the kernel
+    /// timed out). The meter's intervals are ticked here (spinning: at most
+    /// every 1,024 spins).
     fn idle(&mut self, meter: &mut Meter) -> bool {
+        if let Some(nap) = self.nap {
+            let now = meter.now();
+            meter.tick(now);
+            let since = *self.empty_since.get_or_insert(now);
+            if now.saturating_sub(since) < NAP_ACTIVE.as_nanos() as u64 {
+                std::thread::sleep(nap);
+                return false;
+            }
+            // Quiet: wait in the kernel for the next datagram (or a poll
+            // period), then receive without blocking again.
+            return !sock::poll_readable(self.fd, POLL).unwrap_or(false);
+        }
         if !self.spin {
             meter.tick(meter.now());
             return true;

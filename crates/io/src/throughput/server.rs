@@ -434,6 +434,7 @@ pub(crate) fn jobs(
                 recv_path: p.recv_path,
                 recv_spin: p.recv_spin,
                 recv_lowat: p.recv_lowat(),
+                recv_nap: p.recv_nap().map(|us| Duration::from_micros(u64::from(us))),
                 rate_bits_per_s: p.rate_per_flow_bits_per_s(),
                 duration_ns: p.duration_ns,
                 interval_ns: p.interval_ns,
