@@ -18,9 +18,11 @@
 #        wake-up per block) and with --recv-lowat 1 (the kernel's default, a
 #        wake-up per arriving segment, as iperf3's receiver has).
 #   UDP: datagrams per second that arrived at the receiver (linerate: server
-#        receive side, --path mmsg --recv-path mmsg, once with a sleeping
-#        receiver and once with --recv-spin, whose receiver never sleeps and
-#        so spares the sender a wake-up per datagram; iperf3: packets −
+#        receive side, --path mmsg --recv-path mmsg: by default, whose
+#        receiver naps 100 µs off the socket whenever it is empty; with
+#        --recv-nap 0, whose receiver waits in the kernel and so costs the
+#        sender a wake-up per datagram or batch; with --recv-spin, whose
+#        receiver never sleeps (a whole CPU); iperf3: packets −
 #        lost_packets over its time). sockperf's throughput mode reports only
 #        the sender's message rate, so the sockperf ratio compares sender
 #        rates (linerate's sender figure).
@@ -87,7 +89,7 @@ json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 echo "linerate vs peers over veth ($A ↔ $B), ${T} s per run, $ROUNDS rounds, $(date -u +%FT%TZ)"
 echo "kernel $(uname -r), $(nproc) CPUs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-lr_tcp=(); lr_tcp1=(); ip_tcp=(); lr_rx=(); lr_tx=(); lr_srx=(); lr_stx=(); lr_gso=(); ip_udp=(); sp_udp=()
+lr_tcp=(); lr_tcp1=(); ip_tcp=(); lr_rx=(); lr_tx=(); lr_srx=(); lr_stx=(); lr_nrx=(); lr_ntx=(); lr_gso=(); ip_udp=(); sp_udp=()
 # Both servers stay up for the whole run (an idle server sleeps), so the
 # runs of one round follow each other within seconds.
 bg_B "$BIN" server --bind $IP_B --port 5300
@@ -109,6 +111,10 @@ for round in $(seq 1 "$ROUNDS"); do
       --path mmsg --recv-path mmsg --recv-spin --time "$T" --json | json \
       "'%f %f' % (sum(f['packets'] for f in d['server_side']['flows'])/max(f['elapsed_ns'] for f in d['server_side']['flows'])*1e9, sum(f['packets'] for f in d['client']['flows'])/max(f['elapsed_ns'] for f in d['client']['flows'])*1e9)")
     lr_srx+=("$rx"); lr_stx+=("$tx")
+    read -r rx tx < <(inA "$BIN" throughput $IP_B --port 5300 --udp --size 18 \
+      --path mmsg --recv-path mmsg --recv-nap 0 --time "$T" --json | json \
+      "'%f %f' % (sum(f['packets'] for f in d['server_side']['flows'])/max(f['elapsed_ns'] for f in d['server_side']['flows'])*1e9, sum(f['packets'] for f in d['client']['flows'])/max(f['elapsed_ns'] for f in d['client']['flows'])*1e9)")
+    lr_nrx+=("$rx"); lr_ntx+=("$tx")
     lr_gso+=("$(inA "$BIN" throughput $IP_B --port 5300 --udp --size 18 \
       --path gso --recv-path mmsg --time "$T" --json | json \
       "(lambda sent, frames: sum(f['packets'] for f in d['server_side']['flows'])/max(f['elapsed_ns'] for f in d['server_side']['flows'])*1e9 if frames >= 0.99*sent else 0.0)(sum(f['packets'] for f in d['client']['flows']), d['client'].get('egress', {}).get('packets', 0))")")
@@ -120,10 +126,10 @@ for round in $(seq 1 "$ROUNDS"); do
     stop_bg
 done
 
-python3 - "${lr_tcp[*]}" "${ip_tcp[*]}" "${lr_rx[*]}" "${lr_tx[*]}" "${ip_udp[*]}" "${sp_udp[*]:-0}" "${lr_gso[*]}" "${lr_srx[*]}" "${lr_stx[*]}" "${lr_tcp1[*]}" <<'PY'
+python3 - "${lr_tcp[*]}" "${ip_tcp[*]}" "${lr_rx[*]}" "${lr_tx[*]}" "${ip_udp[*]}" "${sp_udp[*]:-0}" "${lr_gso[*]}" "${lr_srx[*]}" "${lr_stx[*]}" "${lr_tcp1[*]}" "${lr_nrx[*]}" "${lr_ntx[*]}" <<'PY'
 import statistics, sys
 cols = [[float(x) for x in a.split()] or [0.0] for a in sys.argv[1:]]
-lr_tcp, ip_tcp, lr_rx, lr_tx, ip_udp, sp, gso, lr_srx, lr_stx, lr_tcp1 = cols
+lr_tcp, ip_tcp, lr_rx, lr_tx, ip_udp, sp, gso, lr_srx, lr_stx, lr_tcp1, lr_nrx, lr_ntx = cols
 med = statistics.median
 def r(a, b): return med(a) / med(b) if med(b) else float('nan')
 def paired(a, b): return med([x / y for x, y in zip(a, b) if y]) if any(b) else float('nan')
@@ -136,9 +142,11 @@ print(f"  ratio of medians {r(lr_tcp, ip_tcp):.2f}x, median of per-round ratios 
 print(f"  with --recv-lowat 1 (a wake-up per segment, the kernel's default): {spread(lr_tcp1, 1e9, '{:.2f}')} = {r(lr_tcp1, ip_tcp):.2f}x")
 print(f"UDP 18 B received, pkt/s:    linerate {spread(lr_rx)}   iperf3 {spread(ip_udp)}")
 print(f"  ratio of medians {r(lr_rx, ip_udp):.2f}x, per-round {paired(lr_rx, ip_udp):.2f}x  (target >= 3.0x)")
+print(f"  with --recv-nap 0:          linerate {spread(lr_nrx)} = {r(lr_nrx, ip_udp):.2f}x iperf3")
 print(f"  with --recv-spin:           linerate {spread(lr_srx)} = {r(lr_srx, ip_udp):.2f}x iperf3")
 print(f"UDP 18 B sent, pkt/s:        linerate {spread(lr_tx)}   sockperf {spread(sp)}")
-print(f"  ratio of medians {r(lr_tx, sp):.2f}x  (target >= 1.0x)")
+print(f"  ratio of medians {r(lr_tx, sp):.2f}x, per-round {paired(lr_tx, sp):.2f}x  (target >= 1.0x)")
+print(f"  with --recv-nap 0:          linerate {spread(lr_ntx)} = {r(lr_ntx, sp):.2f}x sockperf")
 print(f"  with --recv-spin:           linerate {spread(lr_stx)} = {r(lr_stx, sp):.2f}x sockperf")
 print("  (linerate UDP: --path mmsg --recv-path mmsg, one datagram per skb on the veth)")
 print(f"UDP 18 B received with --path gso, pkt/s: {spread(gso)} = {r(gso, ip_udp):.2f}x iperf3, per-round {paired(gso, ip_udp):.2f}x  (target >= 3.0x)")

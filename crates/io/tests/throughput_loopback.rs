@@ -77,6 +77,9 @@ fn agree(sender: &SideReport, receiver: &SideReport, dir: FlowDir, tcp: bool) {
             assert!(r.packets <= t.packets);
             assert_eq!(c.seq.received_unique + c.seq.lost, t.packets);
             assert_eq!(c.seq.expected, t.packets);
+            // What the receiving socket dropped is part of the loss.
+            let drops = r.socket_drops.expect("sk_drops read back");
+            assert!(drops <= c.seq.lost, "{drops} drops, {} lost", c.seq.lost);
         }
         assert!(!t.intervals.is_empty());
         assert_eq!(t.intervals.iter().map(|i| i.bytes).sum::<u64>(), t.bytes);
@@ -345,6 +348,40 @@ fn a_napping_udp_receiver_waits_out_a_pause_and_misses_nothing() {
     assert_eq!(c.seq.received_unique, 50);
     assert_eq!(c.seq.lost, 0);
     assert_eq!(r.packets, 50);
+}
+
+#[test]
+fn datagrams_dropped_at_a_full_receive_buffer_are_counted_as_the_receivers() {
+    use linerate_io::throughput::{flow, net};
+    use std::sync::atomic::Ordering;
+    // The smallest receive buffer the kernel grants (a few KiB).
+    let small = ThroughputParams {
+        window_bytes: Some(1),
+        ..params(Protocol::Udp, Direction::Forward, 1)
+    };
+    let rx = net::udp_bind("127.0.0.1".parse().unwrap(), &small).unwrap();
+    let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    tx.connect(rx.local_addr().unwrap()).unwrap();
+    // Start the flow (it reads its drop counter first), let it nap, and
+    // send a burst far beyond the buffer inside one nap.
+    let mut job = receiver_job(net::DataSock::Udp(rx), 200);
+    job.recv_nap = Some(Duration::from_millis(10));
+    let shared = Arc::clone(&job.shared);
+    let h = thread::spawn(move || flow::run(job));
+    thread::sleep(Duration::from_millis(5));
+    for seq in 0..500 {
+        tx.send(&probe(77, 0, seq, 200)).unwrap();
+    }
+    shared.peer_sent.store(500, Ordering::Relaxed);
+    thread::sleep(Duration::from_millis(300));
+    shared.drain.store(true, Ordering::Relaxed);
+    let r = h.join().unwrap();
+    let c = r.recv.unwrap();
+    let drops = r.socket_drops.unwrap();
+    assert!(drops > 0, "no drops with a tiny buffer: {c:?}");
+    // On loopback every lost datagram died at the receiving socket.
+    assert_eq!(drops, c.seq.lost, "{c:?}");
+    assert_eq!(c.seq.received_unique + drops, 500);
 }
 
 #[test]

@@ -691,6 +691,7 @@ fn build(
             }
         }
     }
+    notes.extend(socket_drop_notes(&o.client, o.server.as_ref()));
     if args.discard {
         notes.push("one-sided: --discard reports what was sent, not what arrived".into());
     }
@@ -707,6 +708,39 @@ fn build(
         complete,
         notes,
     }
+}
+
+/// Receiving flows whose own socket dropped packets (sk_drops): that loss
+/// is the receiver's, not the path's.
+fn socket_drop_notes(client: &SideReport, server: Option<&SideReport>) -> Vec<String> {
+    let mut notes = Vec::new();
+    for side in std::iter::once(client).chain(server) {
+        for f in side.flows.iter().filter(|f| f.role == FlowRole::Receiver) {
+            let Some(d) = f.socket_drops.filter(|&d| d > 0) else {
+                continue;
+            };
+            let end = match side.end {
+                End::Client => "client",
+                End::Server => "server",
+            };
+            let lost = f.recv.map(|c| c.seq.lost).unwrap_or(0);
+            notes.push(if f.mss_bytes.is_some() {
+                format!(
+                    "flow {} ({end} side, receiver): the kernel dropped {} segments at its socket (sk_drops, SO_MEMINFO); TCP sent them again, no data lost",
+                    f.flow,
+                    group_thousands(d)
+                )
+            } else {
+                format!(
+                    "flow {} ({end} side, receiver): the kernel dropped {} datagrams at its own socket (sk_drops, SO_MEMINFO: receive buffer full), of {} lost in all: those the receiver lost, not the path (a larger --window, or a shorter --recv-nap, keeps them)",
+                    f.flow,
+                    group_thousands(d),
+                    group_thousands(lost)
+                )
+            });
+        }
+    }
+    notes
 }
 
 /// `linerate demo`'s throughput part: a TCP test of `secs` seconds over
@@ -742,4 +776,69 @@ pub(crate) fn demo_run(secs: u32) -> Result<ThroughputResult, Failure> {
         params,
         &Arc::new(AtomicBool::new(false)),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_core::stats::sequence::SeqCounts;
+    use linerate_core::throughput::model::{FlowReport, RecvCounts, Verification};
+
+    fn receiver(socket_drops: Option<u64>, lost: u64, tcp: bool) -> FlowReport {
+        FlowReport {
+            flow: 3,
+            direction: FlowDir::Forward,
+            role: FlowRole::Receiver,
+            path: "copy".into(),
+            bytes: 0,
+            packets: 0,
+            elapsed_ns: 1,
+            cpu_user_ns: 0,
+            cpu_sys_ns: 0,
+            intervals: Vec::new(),
+            recv: Some(RecvCounts {
+                seq: SeqCounts {
+                    lost,
+                    ..SeqCounts::default()
+                },
+                ..RecvCounts::default()
+            }),
+            verification: Verification::Full,
+            zerocopy: None,
+            pacing: None,
+            mss_bytes: tcp.then_some(1448),
+            retransmits: None,
+            recv_lowat_bytes: None,
+            recv_nap_us: None,
+            socket_drops,
+            error: None,
+        }
+    }
+
+    fn side(end: End, flows: Vec<FlowReport>) -> SideReport {
+        SideReport {
+            end,
+            complete: true,
+            notes: Vec::new(),
+            flows,
+            egress: None,
+        }
+    }
+
+    #[test]
+    fn socket_drops_are_said_to_be_the_receivers() {
+        let server = side(End::Server, vec![receiver(Some(7_000), 10_000, false)]);
+        let client = side(
+            End::Client,
+            vec![receiver(Some(0), 5, false), receiver(None, 5, false)],
+        );
+        let notes = socket_drop_notes(&client, Some(&server));
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].starts_with("flow 3 (server side, receiver)"));
+        assert!(notes[0].contains("dropped 7,000 datagrams"), "{}", notes[0]);
+        assert!(notes[0].contains("of 10,000 lost in all"), "{}", notes[0]);
+        let tcp = side(End::Client, vec![receiver(Some(2), 0, true)]);
+        let notes = socket_drop_notes(&tcp, None);
+        assert!(notes[0].contains("TCP sent them again"), "{notes:?}");
+    }
 }

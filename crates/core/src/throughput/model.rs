@@ -479,6 +479,12 @@ pub struct FlowReport {
     /// UDP receivers: the nap taken whenever the socket was found empty, µs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recv_nap_us: Option<u32>,
+    /// Receivers: packets the kernel dropped on this flow's own socket
+    /// during the flow (`sk_drops` via SO_MEMINFO; for UDP mostly a full
+    /// receive buffer), so loss can be told apart: the receiver's, or the
+    /// path's. None where the kernel does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_drops: Option<u64>,
     /// What went wrong, if the flow ended early.
     pub error: Option<String>,
 }

@@ -92,6 +92,34 @@ pub(crate) fn set_bytes(
     Ok(())
 }
 
+/// SO_MEMINFO (Linux 4.6+; the asm-generic value, as on x86 and arm).
+const SO_MEMINFO: libc::c_int = 55;
+/// Entries of the SO_MEMINFO array (SK_MEMINFO_VARS).
+const SK_MEMINFO_VARS: usize = 9;
+
+/// Packets the kernel dropped on this socket (`sk_drops`, read with
+/// SO_MEMINFO): for UDP mostly a full receive buffer.
+pub(crate) fn socket_drops(fd: &impl AsRawFd) -> io::Result<u32> {
+    let mut info = [0u32; SK_MEMINFO_VARS];
+    let mut len = (size_of::<u32>() * SK_MEMINFO_VARS) as libc::socklen_t;
+    // SAFETY: info and len are live locals; the kernel writes at most len bytes.
+    syscall!(getsockopt(
+        fd.as_raw_fd(),
+        libc::SOL_SOCKET,
+        SO_MEMINFO,
+        info.as_mut_ptr().cast(),
+        std::ptr::addr_of_mut!(len)
+    ))?;
+    let at = libc::SK_MEMINFO_DROPS as usize;
+    if (len as usize) < (at + 1) * size_of::<u32>() {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "SO_MEMINFO without a drop count",
+        ));
+    }
+    Ok(info[at])
+}
+
 /// Reads TCP_INFO: (tcpi_snd_mss, tcpi_total_retrans).
 pub(crate) fn tcp_info(fd: &impl AsRawFd) -> io::Result<(u32, u32)> {
     // SAFETY: tcp_info is plain old data; all-zero is a valid value.

@@ -168,6 +168,7 @@ impl Meter {
             retransmits: None,
             recv_lowat_bytes: None,
             recv_nap_us: None,
+            socket_drops: None,
             error: None,
         }
     }
@@ -635,6 +636,7 @@ fn send_zerocopy(
 fn run_receiver(job: &FlowJob) -> FlowReport {
     let mut meter = Meter::new(job.interval_ns);
     let mut rx = FlowReceiver::new(job.session, job.flow, job.size);
+    let drops0 = sock::socket_drops(&job.sock).ok();
     let lowat = match (job.sock.is_tcp(), job.recv_lowat) {
         (true, Some(b)) => match net::set_recv_lowat(&job.sock, b) {
             Ok(got) => Some(got),
@@ -700,6 +702,11 @@ fn run_receiver(job: &FlowJob) -> FlowReport {
     let mut report = meter.finish(job, path);
     report.recv_lowat_bytes = lowat;
     report.recv_nap_us = nap.map(|n| u32::try_from(n.as_micros()).unwrap_or(u32::MAX));
+    report.socket_drops = match (drops0, sock::socket_drops(&job.sock).ok()) {
+        // sk_drops is a wrapping 32-bit counter.
+        (Some(a), Some(b)) => Some(u64::from(b.wrapping_sub(a))),
+        _ => None,
+    };
     report.recv = Some(rx.counts((peer != u64::MAX).then_some(peer)));
     report.verification = verification;
     report.bytes = rx.bytes();

@@ -147,7 +147,7 @@ pub const UDP_RCVBUF_BYTES: i32 = 16 << 20;
 /// A UDP socket bound to `ip`, ephemeral port, with the options of `p`.
 /// Without `--window`, asks for a [`UDP_RCVBUF_BYTES`] receive buffer
 /// (SO_RCVBUFFORCE when privileged, else SO_RCVBUF capped by rmem_max).
-pub(crate) fn udp_bind(ip: IpAddr, p: &ThroughputParams) -> Result<UdpSocket, NetError> {
+pub fn udp_bind(ip: IpAddr, p: &ThroughputParams) -> Result<UdpSocket, NetError> {
     let s = UdpSocket::bind(SocketAddr::new(ip, 0))
         .map_err(|e| NetError::call(format!("bind UDP on {ip}"), e))?;
     if p.window_bytes.is_none() {
