@@ -641,7 +641,7 @@ fn run_receiver(job: &FlowJob) -> FlowReport {
         (true, Some(b)) => match net::set_recv_lowat(&job.sock, b) {
             Ok(got) => Some(got),
             Err(e) => {
-                let mut report = meter.finish(job, "copy".into());
+                let mut report = meter.finish(job, job.recv_path.to_string());
                 report.error = Some(e.to_string());
                 return report;
             }
@@ -681,9 +681,7 @@ fn run_receiver(job: &FlowJob) -> FlowReport {
         ),
     };
     let peer = job.shared.peer_sent.load(Ordering::Relaxed);
-    let nap = job
-        .recv_nap
-        .filter(|_| !job.recv_spin && !job.sock.is_tcp());
+    let nap = nap_of(job);
     let path = if job.recv_spin {
         format!("{path}, spinning (MSG_DONTWAIT, never sleeps)")
     } else if let Some(n) = nap {
@@ -755,13 +753,17 @@ struct Waiter {
 /// waits in the kernel.
 const NAP_ACTIVE: Duration = Duration::from_millis(20);
 
+/// The nap a receiver really takes: UDP only, never when spinning.
+fn nap_of(job: &FlowJob) -> Option<Duration> {
+    job.recv_nap
+        .filter(|_| !job.recv_spin && !job.sock.is_tcp())
+}
+
 impl Waiter {
     fn new(job: &FlowJob) -> Self {
         Self {
             spin: job.recv_spin,
-            nap: job
-                .recv_nap
-                .filter(|_| !job.recv_spin && !job.sock.is_tcp()),
+            nap: nap_of(job),
             fd: job.sock.fd(),
             empty: 0,
             empty_since: None,
