@@ -69,6 +69,18 @@ fn agree(sender: &SideReport, receiver: &SideReport, dir: FlowDir, tcp: bool) {
         assert!(t.packets > 0, "flow {} sent nothing", t.flow);
         if tcp {
             assert_eq!(r.bytes, t.bytes, "TCP flow {} bytes", t.flow);
+            // Segments as each kernel counted them: none larger than the
+            // sender's MSS, none empty.
+            let mss = u64::from(t.mss_bytes.expect("sender MSS"));
+            for (end, f) in [("sender", t), ("receiver", r)] {
+                let segs = f.tcp_segments.expect("TCP_INFO data segments");
+                assert!(
+                    segs * mss >= f.bytes && segs <= f.bytes,
+                    "{end} of flow {}: {segs} segments for {} bytes, MSS {mss}",
+                    t.flow,
+                    f.bytes
+                );
+            }
             assert_eq!(r.packets, t.packets);
             assert_eq!(c.seq.lost, 0);
             assert_eq!(c.seq.reordered, 0);

@@ -11,8 +11,8 @@ use anyhow::anyhow;
 use clap::Args;
 use linerate_core::linerate::{Encap, NetLayer, TransportLayer};
 use linerate_core::throughput::model::{
-    Direction, End, FlowDir, FlowRole, LineMax, Protocol, RecvPath, SendPath, SideReport,
-    ThroughputParams, ThroughputResult, SCHEMA, VERSION,
+    sender_mss, Direction, End, FlowDir, FlowRole, LineMax, Protocol, RecvPath, SendPath,
+    SideReport, ThroughputParams, ThroughputResult, SCHEMA, VERSION,
 };
 use linerate_core::units::{
     format_bits_per_s, group_thousands, parse_duration, BitRate, ByteCount,
@@ -629,11 +629,7 @@ fn build(
         };
         let payload = match params.protocol {
             Protocol::Udp => Some(params.size_bytes),
-            Protocol::Tcp => o
-                .client
-                .flows
-                .iter()
-                .find_map(|f| f.mss_bytes),
+            Protocol::Tcp => sender_mss(std::iter::once(&o.client).chain(o.server.iter())),
         };
         let Some(payload) = payload else {
             notes.push("--link given but the MSS in use could not be read: no maximum computed".into());
@@ -786,16 +782,7 @@ mod tests {
 
     fn receiver(socket_drops: Option<u64>, lost: u64, tcp: bool) -> FlowReport {
         FlowReport {
-            flow: 3,
-            direction: FlowDir::Forward,
-            role: FlowRole::Receiver,
-            path: "copy".into(),
-            bytes: 0,
-            packets: 0,
             elapsed_ns: 1,
-            cpu_user_ns: 0,
-            cpu_sys_ns: 0,
-            intervals: Vec::new(),
             recv: Some(RecvCounts {
                 seq: SeqCounts {
                     lost,
@@ -804,14 +791,9 @@ mod tests {
                 ..RecvCounts::default()
             }),
             verification: Verification::Full,
-            zerocopy: None,
-            pacing: None,
             mss_bytes: tcp.then_some(1448),
-            retransmits: None,
-            recv_lowat_bytes: None,
-            recv_nap_us: None,
             socket_drops,
-            error: None,
+            ..FlowReport::new(3, FlowDir::Forward, FlowRole::Receiver, "copy".into())
         }
     }
 

@@ -166,6 +166,13 @@ fn human_output_has_the_seed_table_and_says_when_no_line_rate_is_known() {
     assert!(out.contains("CLOCK_MONOTONIC"));
     // The receivers' wake-up threshold is said (default: the 128 KiB block).
     assert!(out.contains("SO_RCVLOWAT 128 KiB"), "{out}");
+    // TCP packets are the kernel's segment counts, not estimates.
+    assert!(
+        out.contains("data segments as each end's kernel counted them"),
+        "{out}"
+    );
+    let table = out.split("Table 1").nth(1).unwrap();
+    assert!(!table.lines().take(4).any(|l| l.contains('~')), "{out}");
 }
 
 #[test]

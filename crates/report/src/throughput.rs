@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 
 use linerate_core::throughput::model::{
-    Direction, FlowDir, FlowReport, FlowRole, LineMax, Protocol, SideReport, ThroughputResult,
-    Verification,
+    sender_mss, Direction, DirectionSum, FlowDir, FlowReport, FlowRole, LineMax, Protocol,
+    SideReport, ThroughputResult, Verification,
 };
 use linerate_core::units::{format_bits_per_s, group_thousands, sig4, BitRate, ByteCount};
 
@@ -16,6 +16,44 @@ fn dir_name(d: FlowDir) -> &'static str {
         FlowDir::Forward => "forward (client→server)",
         FlowDir::Reverse => "reverse (server→client)",
     }
+}
+
+/// The "Packets" cell of a seed-000 row: datagrams (UDP); TCP segments as
+/// the kernel counted them, else estimated as bytes / MSS ("~").
+fn packets_cell(sum: &DirectionSum, tcp: bool, mss: Option<u32>) -> String {
+    match (tcp, sum.tcp_segments, mss) {
+        (false, _, _) => group_thousands(sum.packets),
+        (true, Some(n), _) => group_thousands(n),
+        (true, None, Some(m)) if m > 0 => {
+            format!("~{}", group_thousands(sum.bytes.div_ceil(u64::from(m))))
+        }
+        (true, None, _) => "?".into(),
+    }
+}
+
+/// The "Payload/packet" cell: the datagram payload (UDP); for TCP the mean
+/// payload of the counted segments, else the MSS (`per_packet`).
+fn payload_cell(sum: &DirectionSum, per_packet: Option<u32>) -> String {
+    match sum.tcp_segments {
+        Some(n) if n > 0 => group_thousands((sum.bytes + n / 2) / n),
+        _ => per_packet.map_or_else(|| "?".into(), |p| group_thousands(u64::from(p))),
+    }
+}
+
+/// What a TCP row's packets and payload per packet are.
+fn tcp_packets_footnote(s: &mut String, estimated: bool, mss: Option<u32>) {
+    let mss = mss.map(|m| format!(": {m} B")).unwrap_or_default();
+    let _ = if estimated {
+        writeln!(
+            s,
+            "  TCP packets: segments, counted by the kernel where it says (TCP_INFO data_segs_out/_in; payload per packet then their mean), else estimated as bytes / MSS (~, payload per packet the MSS in use: TCP_MAXSEG read back{mss})."
+        )
+    } else {
+        writeln!(
+            s,
+            "  TCP packets: data segments as each end's kernel counted them (TCP_INFO data_segs_out at senders, retransmissions included; data_segs_in at receivers; a TSO/GSO super-packet counts as the segments it carries); payload per packet: their mean (bytes / segments; the MSS in use, TCP_MAXSEG read back{mss}, is the largest)."
+        )
+    };
 }
 
 fn end_name(s: &SideReport) -> &'static str {
@@ -253,29 +291,21 @@ fn seed_table(r: &ThroughputResult) -> String {
         t.row(max_possible_row(m));
     }
     let tcp = r.params.protocol == Protocol::Tcp;
-    let mss = r.client.flows.iter().find_map(|f| f.mss_bytes).or_else(|| {
-        r.server_side
-            .as_ref()
-            .and_then(|s| s.flows.iter().find_map(|f| f.mss_bytes))
-    });
+    let mss = sender_mss(std::iter::once(&r.client).chain(r.server_side.iter()));
     let per_packet = if tcp { mss } else { Some(r.params.size_bytes) };
     let mut sides = vec![&r.client];
     if let Some(s) = &r.server_side {
         sides.push(s);
     }
+    let mut estimated = false;
     for dir in [FlowDir::Forward, FlowDir::Reverse] {
         for role in [FlowRole::Sender, FlowRole::Receiver] {
             for side in &sides {
                 let Some(sum) = side.sum(dir, role) else {
                     continue;
                 };
-                let packets = match (tcp, per_packet) {
-                    (true, Some(m)) if m > 0 => {
-                        format!("~{}", group_thousands(sum.bytes.div_ceil(u64::from(m))))
-                    }
-                    (true, _) => "?".into(),
-                    (false, _) => group_thousands(sum.packets),
-                };
+                let packets = packets_cell(&sum, tcp, per_packet);
+                estimated |= tcp && sum.tcp_segments.is_none();
                 t.row(vec![
                     format!(
                         "{} {} by {} ({})",
@@ -295,7 +325,7 @@ fn seed_table(r: &ThroughputResult) -> String {
                         }
                     ),
                     packets,
-                    per_packet.map_or_else(|| "?".into(), |p| group_thousands(u64::from(p))),
+                    payload_cell(&sum, per_packet),
                     group_thousands(sum.bytes),
                     format!("{:.2}", sum.elapsed_ns as f64 / 1e6),
                     sig4(sum.bytes_per_s / 1e6),
@@ -311,11 +341,7 @@ fn seed_table(r: &ThroughputResult) -> String {
         String::from("\nTable 1 (as in AN11053): throughput against the maximum possible\n");
     s.push_str(&t.render(2));
     if tcp {
-        let _ = writeln!(
-            s,
-            "  TCP packets are segments estimated as bytes / MSS; payload per packet is the MSS in use (TCP_MAXSEG read back{}).",
-            mss.map(|m| format!(": {m} B")).unwrap_or_default()
-        );
+        tcp_packets_footnote(&mut s, estimated, mss);
     }
     match lm {
         Some(m) => {
@@ -390,10 +416,7 @@ pub fn render_scenarios(runs: &[ThroughputResult]) -> String {
         let tx = sides.iter().find_map(|s| s.sum(dir, FlowRole::Sender));
         let rx = sides.iter().find_map(|s| s.sum(dir, FlowRole::Receiver));
         let tcp = r.params.protocol == Protocol::Tcp;
-        let mss = sides
-            .iter()
-            .flat_map(|s| s.flows.iter())
-            .find_map(|f| f.mss_bytes);
+        let mss = sender_mss(sides.iter().copied());
         let per_packet = if tcp { mss } else { Some(r.params.size_bytes) };
         let Some(tx) = tx else { continue };
         // What arrived, when the receiver's figures are known; else what was sent.
@@ -403,14 +426,8 @@ pub fn render_scenarios(runs: &[ThroughputResult]) -> String {
         };
         t.row(vec![
             format!("Scenario {}: {}{label}", i + 1, r.params.send_path),
-            match (tcp, per_packet) {
-                (true, Some(m)) if m > 0 => {
-                    format!("~{}", group_thousands(tx.bytes.div_ceil(u64::from(m))))
-                }
-                (true, _) => "?".into(),
-                (false, _) => group_thousands(tx.packets),
-            },
-            per_packet.map_or_else(|| "?".into(), |p| group_thousands(u64::from(p))),
+            packets_cell(&tx, tcp, per_packet),
+            payload_cell(&tx, per_packet),
             group_thousands(tx.bytes),
             format!("{:.2}", time_ns as f64 / 1e6),
             sig4(rate / 1e6),

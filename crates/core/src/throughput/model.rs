@@ -485,11 +485,45 @@ pub struct FlowReport {
     /// path's. None where the kernel does not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket_drops: Option<u64>,
+    /// TCP: data segments this end sent (retransmissions included) or
+    /// received (duplicates included) during the flow, as the kernel counts
+    /// them (TCP_INFO tcpi_data_segs_out / tcpi_data_segs_in: MSS-sized
+    /// segments, a TSO/GSO super-packet counted as the segments it carries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_segments: Option<u64>,
     /// What went wrong, if the flow ended early.
     pub error: Option<String>,
 }
 
 impl FlowReport {
+    /// A report of flow `flow` with nothing measured yet: no bytes, no
+    /// time, no counts (the flow thread fills in what it measured).
+    pub fn new(flow: u16, direction: FlowDir, role: FlowRole, path: String) -> Self {
+        Self {
+            flow,
+            direction,
+            role,
+            path,
+            bytes: 0,
+            packets: 0,
+            elapsed_ns: 0,
+            cpu_user_ns: 0,
+            cpu_sys_ns: 0,
+            intervals: Vec::new(),
+            recv: None,
+            verification: Verification::None,
+            zerocopy: None,
+            pacing: None,
+            mss_bytes: None,
+            retransmits: None,
+            recv_lowat_bytes: None,
+            recv_nap_us: None,
+            socket_drops: None,
+            tcp_segments: None,
+            error: None,
+        }
+    }
+
     /// Bytes per second over the flow.
     pub fn bytes_per_s(&self) -> f64 {
         rate(self.bytes, self.elapsed_ns)
@@ -548,6 +582,21 @@ impl Egress {
     }
 }
 
+/// The MSS of a TCP test as its senders read it back (a receiving
+/// socket's TCP_MAXSEG need not be the MSS the data was sent with); a
+/// receiver's only when no sender said.
+pub fn sender_mss<'a>(sides: impl IntoIterator<Item = &'a SideReport> + Clone) -> Option<u32> {
+    let of = |role: Option<FlowRole>| {
+        sides
+            .clone()
+            .into_iter()
+            .flat_map(|s| s.flows.iter())
+            .filter(|f| role.map_or(true, |r| f.role == r))
+            .find_map(|f| f.mss_bytes)
+    };
+    of(Some(FlowRole::Sender)).or_else(|| of(None))
+}
+
 /// Sum of several flows of one direction, as one end saw them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct DirectionSum {
@@ -571,6 +620,8 @@ pub struct DirectionSum {
     pub duplicates: u64,
     /// Corrupt (receivers).
     pub corrupt: u64,
+    /// TCP data segments counted by the kernel, when every flow has them.
+    pub tcp_segments: Option<u64>,
 }
 
 impl SideReport {
@@ -593,7 +644,10 @@ impl SideReport {
         if flows.is_empty() {
             return None;
         }
-        let mut s = DirectionSum::default();
+        let mut s = DirectionSum {
+            tcp_segments: flows.iter().map(|f| f.tcp_segments).sum(),
+            ..DirectionSum::default()
+        };
         for f in &flows {
             s.bytes += f.bytes;
             s.packets += f.packets;
@@ -781,6 +835,32 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("UDP-only"));
+    }
+
+    #[test]
+    fn the_mss_is_the_senders() {
+        let flow = |role, mss| FlowReport {
+            mss_bytes: mss,
+            ..FlowReport::new(0, FlowDir::Reverse, role, String::new())
+        };
+        let side = |end, flows| SideReport {
+            end,
+            complete: true,
+            notes: Vec::new(),
+            flows,
+            egress: None,
+        };
+        // Reverse: the client receives (its socket says 32768), the server sends.
+        let client = side(End::Client, vec![flow(FlowRole::Receiver, Some(32_768))]);
+        let server = side(End::Server, vec![flow(FlowRole::Sender, Some(65_483))]);
+        assert_eq!(sender_mss([&client, &server]), Some(65_483));
+        assert_eq!(
+            sender_mss([&client]),
+            Some(32_768),
+            "no sender: a receiver's"
+        );
+        let none = side(End::Client, vec![flow(FlowRole::Sender, None)]);
+        assert_eq!(sender_mss([&none]), None);
     }
 
     #[test]

@@ -120,12 +120,46 @@ pub(crate) fn socket_drops(fd: &impl AsRawFd) -> io::Result<u32> {
     Ok(info[at])
 }
 
-/// Reads TCP_INFO: (tcpi_snd_mss, tcpi_total_retrans).
-pub(crate) fn tcp_info(fd: &impl AsRawFd) -> io::Result<(u32, u32)> {
-    // SAFETY: tcp_info is plain old data; all-zero is a valid value.
-    let mut info: libc::tcp_info = unsafe { zeroed() };
-    let mut len = socklen::<libc::tcp_info>();
-    // SAFETY: info and len are live locals; the kernel writes at most len bytes.
+/// The head of the kernel's `struct tcp_info` (include/uapi/linux/tcp.h)
+/// up to `tcpi_data_segs_out` (Linux 4.6+); glibc's copy in the libc crate
+/// ends before the segment counters.
+#[repr(C)]
+#[derive(Default)]
+struct TcpInfoHead {
+    /// state, ca_state, retransmits, probes, backoff, options, wscales, flags.
+    bytes: [u8; 8],
+    /// rto, ato, snd_mss, rcv_mss, unacked, sacked, lost, retrans, fackets,
+    /// last_data_sent, last_ack_sent, last_data_recv, last_ack_recv, pmtu,
+    /// rcv_ssthresh, rtt, rttvar, snd_ssthresh, snd_cwnd, advmss,
+    /// reordering, rcv_rtt, rcv_space, total_retrans.
+    words: [u32; 24],
+    /// pacing_rate, max_pacing_rate, bytes_acked, bytes_received.
+    longs: [u64; 4],
+    /// segs_out, segs_in, notsent_bytes, min_rtt, data_segs_in,
+    /// data_segs_out.
+    segs: [u32; 6],
+}
+
+/// What linerate reads from TCP_INFO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TcpInfo {
+    /// tcpi_snd_mss.
+    pub snd_mss: u32,
+    /// tcpi_total_retrans: segments retransmitted.
+    pub total_retrans: u32,
+    /// tcpi_data_segs_out: data segments sent, retransmissions included
+    /// (None before Linux 4.6).
+    pub data_segs_out: Option<u32>,
+    /// tcpi_data_segs_in: data segments received, duplicates included.
+    pub data_segs_in: Option<u32>,
+}
+
+/// Reads TCP_INFO.
+pub(crate) fn tcp_info(fd: &impl AsRawFd) -> io::Result<TcpInfo> {
+    let mut info = TcpInfoHead::default();
+    let mut len = socklen::<TcpInfoHead>();
+    // SAFETY: info is a live repr(C) struct of plain integers and len its
+    // size; the kernel writes at most len bytes and says how many in len.
     syscall!(getsockopt(
         fd.as_raw_fd(),
         libc::IPPROTO_TCP,
@@ -133,7 +167,13 @@ pub(crate) fn tcp_info(fd: &impl AsRawFd) -> io::Result<(u32, u32)> {
         (std::ptr::addr_of_mut!(info)).cast(),
         std::ptr::addr_of_mut!(len)
     ))?;
-    Ok((info.tcpi_snd_mss, info.tcpi_total_retrans))
+    let filled = len as usize >= size_of::<TcpInfoHead>();
+    Ok(TcpInfo {
+        snd_mss: info.words[2],
+        total_retrans: info.words[23],
+        data_segs_out: filled.then_some(info.segs[5]),
+        data_segs_in: filled.then_some(info.segs[4]),
+    })
 }
 
 pub(super) fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {

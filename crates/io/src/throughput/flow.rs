@@ -150,26 +150,13 @@ impl Meter {
         let cpu1 = sock::thread_cpu_ns().unwrap_or(self.cpu0);
         let end = self.last_ns.max(1);
         FlowReport {
-            flow: job.flow,
-            direction: job.direction,
-            role: job.role,
-            path,
             bytes: self.bytes,
             packets: self.packets,
             elapsed_ns: end,
             cpu_user_ns: cpu1.0.saturating_sub(self.cpu0.0),
             cpu_sys_ns: cpu1.1.saturating_sub(self.cpu0.1),
             intervals: self.series.finish(end, self.bytes, self.packets),
-            recv: None,
-            verification: Verification::None,
-            zerocopy: None,
-            pacing: None,
-            mss_bytes: None,
-            retransmits: None,
-            recv_lowat_bytes: None,
-            recv_nap_us: None,
-            socket_drops: None,
-            error: None,
+            ..FlowReport::new(job.flow, job.direction, job.role, path)
         }
     }
 }
@@ -184,6 +171,12 @@ fn transient(e: &io::Error) -> bool {
 /// Runs a flow to its end and reports it. Never panics on the network.
 pub fn run(job: FlowJob) -> FlowReport {
     let _ = net::set_timeouts(&job.sock, POLL);
+    let sends = job.role == FlowRole::Sender;
+    // The data connection carried its hello before the flow: count from here.
+    let segs0 = match &job.sock {
+        DataSock::Tcp(s) => net::tcp_data_segs(s, sends),
+        DataSock::Udp(_) => None,
+    };
     let mut report = match job.role {
         FlowRole::Sender => run_sender(&job),
         FlowRole::Receiver => run_receiver(&job),
@@ -191,9 +184,14 @@ pub fn run(job: FlowJob) -> FlowReport {
     if let DataSock::Tcp(s) = &job.sock {
         let (mss, retrans) = net::tcp_facts(s);
         report.mss_bytes = mss;
-        if job.role == FlowRole::Sender {
+        if sends {
             report.retransmits = retrans;
         }
+        report.tcp_segments = match (segs0, net::tcp_data_segs(s, sends)) {
+            // 32-bit kernel counters.
+            (Some(a), Some(b)) => Some(u64::from(b.wrapping_sub(a))),
+            _ => None,
+        };
     }
     report
 }

@@ -110,8 +110,20 @@ pub(crate) fn tcp_facts(fd: &impl AsRawFd) -> (Option<u32>, Option<u64>) {
     let mss = sock::get_int(fd, libc::IPPROTO_TCP, libc::TCP_MAXSEG)
         .ok()
         .and_then(|v| u32::try_from(v).ok());
-    let retrans = sock::tcp_info(fd).ok().map(|(_, r)| u64::from(r));
+    let retrans = sock::tcp_info(fd).ok().map(|i| u64::from(i.total_retrans));
     (mss, retrans)
+}
+
+/// Data segments this socket has sent (`out`) or received so far, as the
+/// kernel counts them (TCP_INFO tcpi_data_segs_out / _in: one per MSS-sized
+/// segment, a TSO/GSO super-packet counted as the segments it stands for).
+pub(crate) fn tcp_data_segs(fd: &impl AsRawFd, out: bool) -> Option<u32> {
+    let i = sock::tcp_info(fd).ok()?;
+    if out {
+        i.data_segs_out
+    } else {
+        i.data_segs_in
+    }
 }
 
 fn domain(ip: &IpAddr) -> i32 {
