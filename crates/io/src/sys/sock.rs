@@ -152,6 +152,10 @@ pub(crate) struct TcpInfo {
     pub data_segs_out: Option<u32>,
     /// tcpi_data_segs_in: data segments received, duplicates included.
     pub data_segs_in: Option<u32>,
+    /// tcpi_unacked: segments sent and not yet acknowledged.
+    pub unacked: u32,
+    /// tcpi_notsent_bytes: bytes queued and not yet sent.
+    pub notsent_bytes: Option<u32>,
 }
 
 /// Reads TCP_INFO.
@@ -173,6 +177,8 @@ pub(crate) fn tcp_info(fd: &impl AsRawFd) -> io::Result<TcpInfo> {
         total_retrans: info.words[23],
         data_segs_out: filled.then_some(info.segs[5]),
         data_segs_in: filled.then_some(info.segs[4]),
+        unacked: info.words[4],
+        notsent_bytes: filled.then_some(info.segs[2]),
     })
 }
 

@@ -44,6 +44,10 @@ pub fn typical_buffer_bytes(senders: usize) -> usize {
 pub const BATCH: usize = 64;
 /// Zero-copy buffers in flight before a sender waits for completions.
 const ZC_BUFFERS: usize = 32;
+/// How long a TCP sender waits, after its last write, for its data to be
+/// sent and acknowledged before it counts its segments (else it reports
+/// none and the table estimates them).
+const SEGMENTS_DRAIN: Duration = Duration::from_secs(3);
 /// How often a blocked flow looks at its stop flag.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -187,7 +191,10 @@ pub fn run(job: FlowJob) -> FlowReport {
         if sends {
             report.retransmits = retrans;
         }
-        report.tcp_segments = match (segs0, net::tcp_data_segs(s, sends)) {
+        // A sender's last writes may still sit in its socket: count its
+        // segments once they have all left and been acknowledged.
+        let out = !sends || net::wait_all_acked(s, SEGMENTS_DRAIN, &job.shared.stop);
+        report.tcp_segments = match (segs0, net::tcp_data_segs(s, sends).filter(|_| out)) {
             // 32-bit kernel counters.
             (Some(a), Some(b)) => Some(u64::from(b.wrapping_sub(a))),
             _ => None,

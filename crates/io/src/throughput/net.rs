@@ -4,6 +4,7 @@
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use linerate_core::throughput::model::ThroughputParams;
@@ -112,6 +113,26 @@ pub(crate) fn tcp_facts(fd: &impl AsRawFd) -> (Option<u32>, Option<u64>) {
         .and_then(|v| u32::try_from(v).ok());
     let retrans = sock::tcp_info(fd).ok().map(|i| u64::from(i.total_retrans));
     (mss, retrans)
+}
+
+/// Waits until everything written on a TCP socket has been sent and
+/// acknowledged (TCP_INFO: nothing unsent, nothing unacknowledged), at most
+/// `limit`, looking every millisecond; false on timeout, on an error, or
+/// when `stop` is set.
+pub(crate) fn wait_all_acked(fd: &impl AsRawFd, limit: Duration, stop: &AtomicBool) -> bool {
+    let until = sock::monotonic_ns() + u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX);
+    loop {
+        match sock::tcp_info(fd) {
+            Ok(i) if i.unacked == 0 && i.notsent_bytes == Some(0) => return true,
+            Ok(i) if i.notsent_bytes.is_none() => return false,
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+        if stop.load(Ordering::Relaxed) || sock::monotonic_ns() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// Data segments this socket has sent (`out`) or received so far, as the
