@@ -152,6 +152,8 @@ pub(crate) struct TcpInfo {
     pub data_segs_out: Option<u32>,
     /// tcpi_data_segs_in: data segments received, duplicates included.
     pub data_segs_in: Option<u32>,
+    /// tcpi_state (TCP_ESTABLISHED = 1 … TCP_CLOSE = 7).
+    pub state: u8,
     /// tcpi_unacked: segments sent and not yet acknowledged.
     pub unacked: u32,
     /// tcpi_notsent_bytes: bytes queued and not yet sent.
@@ -177,6 +179,7 @@ pub(crate) fn tcp_info(fd: &impl AsRawFd) -> io::Result<TcpInfo> {
         total_retrans: info.words[23],
         data_segs_out: filled.then_some(info.segs[5]),
         data_segs_in: filled.then_some(info.segs[4]),
+        state: info.bytes[0],
         unacked: info.words[4],
         notsent_bytes: filled.then_some(info.segs[2]),
     })

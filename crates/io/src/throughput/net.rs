@@ -117,14 +117,16 @@ pub(crate) fn tcp_facts(fd: &impl AsRawFd) -> (Option<u32>, Option<u64>) {
 
 /// Waits until everything written on a TCP socket has been sent and
 /// acknowledged (TCP_INFO: nothing unsent, nothing unacknowledged), at most
-/// `limit`, looking every millisecond; false on timeout, on an error, or
-/// when `stop` is set.
+/// `limit`, looking every millisecond; false on timeout, on an error, when
+/// the connection is gone (reset: TCP_CLOSE), or when `stop` is set.
 pub(crate) fn wait_all_acked(fd: &impl AsRawFd, limit: Duration, stop: &AtomicBool) -> bool {
+    /// TCP_CLOSE in include/net/tcp_states.h.
+    const TCP_CLOSE: u8 = 7;
     let until = sock::monotonic_ns() + u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX);
     loop {
         match sock::tcp_info(fd) {
             Ok(i) if i.unacked == 0 && i.notsent_bytes == Some(0) => return true,
-            Ok(i) if i.notsent_bytes.is_none() => return false,
+            Ok(i) if i.notsent_bytes.is_none() || i.state == TCP_CLOSE => return false,
             Ok(_) => {}
             Err(_) => return false,
         }
