@@ -55,6 +55,19 @@ fn agree(sender: &SideReport, receiver: &SideReport, dir: FlowDir, tcp: bool) {
             assert_eq!(r.bytes, t.bytes);
             assert_eq!(c.seq.lost, 0);
             assert_eq!(c.seq.reordered, 0);
+            // Both kernels' data-segment counts cover every byte at the
+            // sender's MSS (the sender counts after its queue drained).
+            let mss = u64::from(t.mss_bytes.unwrap());
+            for f in [t, r] {
+                let segs = f.tcp_segments.expect("TCP_INFO segment count");
+                assert!(
+                    segs * mss >= f.bytes && segs <= f.bytes,
+                    "flow {} {:?}: {segs} segments for {} bytes at MSS {mss}",
+                    t.flow,
+                    f.role,
+                    f.bytes
+                );
+            }
         }
     }
     assert!(n > 0);
