@@ -71,6 +71,13 @@ fn agree(sender: &SideReport, receiver: &SideReport, dir: FlowDir, tcp: bool) {
             assert_eq!(r.bytes, t.bytes, "TCP flow {} bytes", t.flow);
             // Segments as each kernel counted them: none larger than the
             // sender's MSS, none empty.
+            // The sender saw its last byte acknowledged, after its last write.
+            let acked = t.acked_ns.expect("TCP sender's acknowledgement time");
+            assert!(
+                acked >= t.elapsed_ns,
+                "acked {acked} < elapsed {}",
+                t.elapsed_ns
+            );
             let mss = u64::from(t.mss_bytes.expect("sender MSS"));
             for (end, f) in [("sender", t), ("receiver", r)] {
                 let segs = f.tcp_segments.expect("TCP_INFO data segments");

@@ -57,6 +57,13 @@ fn agree(sender: &SideReport, receiver: &SideReport, dir: FlowDir, tcp: bool) {
             assert_eq!(c.seq.reordered, 0);
             // Both kernels' data-segment counts cover every byte at the
             // sender's MSS (the sender counts after its queue drained).
+            // The sender saw its last byte acknowledged, after its last write.
+            let acked = t.acked_ns.expect("TCP sender's acknowledgement time");
+            assert!(
+                acked >= t.elapsed_ns,
+                "acked {acked} < elapsed {}",
+                t.elapsed_ns
+            );
             let mss = u64::from(t.mss_bytes.unwrap());
             for f in [t, r] {
                 let segs = f.tcp_segments.expect("TCP_INFO segment count");

@@ -298,6 +298,7 @@ fn seed_table(r: &ThroughputResult) -> String {
         sides.push(s);
     }
     let mut estimated = false;
+    let mut acked_rows = false;
     for dir in [FlowDir::Forward, FlowDir::Reverse] {
         for role in [FlowRole::Sender, FlowRole::Receiver] {
             for side in &sides {
@@ -306,6 +307,14 @@ fn seed_table(r: &ThroughputResult) -> String {
                 };
                 let packets = packets_cell(&sum, tcp, per_packet);
                 estimated |= tcp && sum.tcp_segments.is_none();
+                // A TCP sender's time runs to its last acknowledgement.
+                let (time_ns, rate) = match sum.acked_ns {
+                    Some(a) if role == FlowRole::Sender && a > 0 => {
+                        acked_rows = true;
+                        (a, sum.bytes as f64 * 1e9 / a as f64)
+                    }
+                    _ => (sum.elapsed_ns, sum.bytes_per_s),
+                };
                 t.row(vec![
                     format!(
                         "{} {} by {} ({})",
@@ -327,12 +336,9 @@ fn seed_table(r: &ThroughputResult) -> String {
                     packets,
                     payload_cell(&sum, per_packet),
                     group_thousands(sum.bytes),
-                    format!("{:.2}", sum.elapsed_ns as f64 / 1e6),
-                    sig4(sum.bytes_per_s / 1e6),
-                    lm.map_or_else(
-                        || "–".into(),
-                        |m| format!("{:.2}%", m.percent_of(sum.bytes_per_s)),
-                    ),
+                    format!("{:.2}", time_ns as f64 / 1e6),
+                    sig4(rate / 1e6),
+                    lm.map_or_else(|| "–".into(), |m| format!("{:.2}%", m.percent_of(rate))),
                 ]);
             }
         }
@@ -342,6 +348,11 @@ fn seed_table(r: &ThroughputResult) -> String {
     s.push_str(&t.render(2));
     if tcp {
         tcp_packets_footnote(&mut s, estimated, mss);
+    }
+    if acked_rows {
+        s.push_str(
+            "  TCP senders' time: from the first write until every byte had been sent and acknowledged (TCP_INFO), not the last write, after which data may still sit in the socket.\n",
+        );
     }
     match lm {
         Some(m) => {

@@ -491,6 +491,11 @@ pub struct FlowReport {
     /// segments, a TSO/GSO super-packet counted as the segments it carries).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp_segments: Option<u64>,
+    /// TCP senders: from the flow's start until every byte written had
+    /// been sent and acknowledged (TCP_INFO: nothing unsent or unacked), ns.
+    /// `elapsed_ns` ends at the last write, when data may still be queued.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acked_ns: Option<u64>,
     /// What went wrong, if the flow ended early.
     pub error: Option<String>,
 }
@@ -520,6 +525,7 @@ impl FlowReport {
             recv_nap_us: None,
             socket_drops: None,
             tcp_segments: None,
+            acked_ns: None,
             error: None,
         }
     }
@@ -622,6 +628,9 @@ pub struct DirectionSum {
     pub corrupt: u64,
     /// TCP data segments counted by the kernel, when every flow has them.
     pub tcp_segments: Option<u64>,
+    /// TCP senders: the latest flow's time to its last acknowledgement, ns,
+    /// when every flow has one.
+    pub acked_ns: Option<u64>,
 }
 
 impl SideReport {
@@ -646,6 +655,11 @@ impl SideReport {
         }
         let mut s = DirectionSum {
             tcp_segments: flows.iter().map(|f| f.tcp_segments).sum(),
+            acked_ns: flows
+                .iter()
+                .map(|f| f.acked_ns)
+                .collect::<Option<Vec<u64>>>()
+                .and_then(|v| v.into_iter().max()),
             ..DirectionSum::default()
         };
         for f in &flows {

@@ -45,8 +45,8 @@ pub const BATCH: usize = 64;
 /// Zero-copy buffers in flight before a sender waits for completions.
 const ZC_BUFFERS: usize = 32;
 /// How long a TCP sender waits, after its last write, for its data to be
-/// sent and acknowledged before it counts its segments (else it reports
-/// none and the table estimates them).
+/// sent and acknowledged, to say when that was and to count its segments
+/// (else it reports neither, and the table estimates the segments).
 const SEGMENTS_DRAIN: Duration = Duration::from_secs(3);
 /// How often a blocked flow looks at its stop flag.
 const POLL: Duration = Duration::from_millis(100);
@@ -191,9 +191,9 @@ pub fn run(job: FlowJob) -> FlowReport {
         if sends {
             report.retransmits = retrans;
         }
-        // A sender's last writes may still sit in its socket: count its
-        // segments once they have all left and been acknowledged.
-        let out = !sends || net::wait_all_acked(s, SEGMENTS_DRAIN, &job.shared.stop);
+        // A sender's segments are counted once its last writes have all
+        // left and been acknowledged (run_sender waited for that).
+        let out = !sends || report.acked_ns.is_some();
         report.tcp_segments = match (segs0, net::tcp_data_segs(s, sends).filter(|_| out)) {
             // 32-bit kernel counters.
             (Some(a), Some(b)) => Some(u64::from(b.wrapping_sub(a))),
@@ -338,7 +338,16 @@ fn run_sender(job: &FlowJob) -> FlowReport {
         let _ = s.shutdown(std::net::Shutdown::Write);
     }
     let pacer = st.pacer.take();
+    let start_ns = st.meter.start_ns;
     let mut report = st.meter.finish(job, path);
+    // After the flow's CPU time is taken: a TCP sender's last writes may
+    // still sit in its socket, so it also says when they had all been sent
+    // and acknowledged.
+    if let DataSock::Tcp(s) = &job.sock {
+        if net::wait_all_acked(s, SEGMENTS_DRAIN, &job.shared.stop) {
+            report.acked_ns = Some(sock::monotonic_ns().saturating_sub(start_ns));
+        }
+    }
     report.zerocopy = zc;
     if let Some(p) = pacer {
         let achieved = report.bytes_per_s() * 8.0;
