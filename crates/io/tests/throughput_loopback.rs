@@ -382,16 +382,19 @@ fn datagrams_dropped_at_a_full_receive_buffer_are_counted_as_the_receivers() {
     let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     tx.connect(rx.local_addr().unwrap()).unwrap();
     // Start the flow (it reads its drop counter first), let it nap, and
-    // send a burst far beyond the buffer inside one nap.
+    // send a burst far beyond the buffer inside one nap (so many that even
+    // a receiver woken per datagram could not keep a few-KiB buffer from
+    // overflowing).
+    const BURST: u64 = 2000;
     let mut job = receiver_job(net::DataSock::Udp(rx), 200);
     job.recv_nap = Some(Duration::from_millis(10));
     let shared = Arc::clone(&job.shared);
     let h = thread::spawn(move || flow::run(job));
     thread::sleep(Duration::from_millis(5));
-    for seq in 0..500 {
+    for seq in 0..BURST {
         tx.send(&probe(77, 0, seq, 200)).unwrap();
     }
-    shared.peer_sent.store(500, Ordering::Relaxed);
+    shared.peer_sent.store(BURST, Ordering::Relaxed);
     thread::sleep(Duration::from_millis(300));
     shared.drain.store(true, Ordering::Relaxed);
     let r = h.join().unwrap();
@@ -400,7 +403,7 @@ fn datagrams_dropped_at_a_full_receive_buffer_are_counted_as_the_receivers() {
     assert!(drops > 0, "no drops with a tiny buffer: {c:?}");
     // On loopback every lost datagram died at the receiving socket.
     assert_eq!(drops, c.seq.lost, "{c:?}");
-    assert_eq!(c.seq.received_unique + drops, 500);
+    assert_eq!(c.seq.received_unique + drops, BURST);
 }
 
 #[test]
