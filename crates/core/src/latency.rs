@@ -473,6 +473,25 @@ fn one() -> u64 {
 }
 
 impl LatencyRun {
+    /// A run of `size_bytes` requests with `counts`, its stages (and
+    /// negative intervals) from `stats`: every exchange stamped, no stamp
+    /// missing, no settings; the caller fills in the rest.
+    pub fn new(size_bytes: u64, counts: ProbeCounts, stats: &StageStats) -> Self {
+        Self {
+            settings: Vec::new(),
+            size_bytes,
+            counts,
+            missing_tx_stamps: 0,
+            missing_rx_stamps: 0,
+            negative_intervals: stats.negative,
+            stages: stats.summaries(),
+            duration_ns: 0,
+            unrecorded: 0,
+            stamp_every: 1,
+            rtt_unstamped: None,
+        }
+    }
+
     /// The summary of one stage, if it has samples.
     pub fn stage(&self, stage: Stage) -> Option<&Summary> {
         self.stages

@@ -602,23 +602,16 @@ mod tests {
             };
             st.record(&dissect(&c, Some(&r), true));
         }
+        let counts = ProbeCounts {
+            sent: 400,
+            received: 400,
+            lost: 0,
+            unexpected: 0,
+        };
         LatencyRun {
-            settings: Vec::new(),
-            size_bytes: 64,
-            counts: ProbeCounts {
-                sent: 400,
-                received: 400,
-                lost: 0,
-                unexpected: 0,
-            },
-            missing_tx_stamps: 0,
-            missing_rx_stamps: 0,
-            negative_intervals: 0,
-            stages: st.summaries(),
             duration_ns: 1,
-            unrecorded: 0,
             stamp_every: 4,
-            rtt_unstamped: None,
+            ..LatencyRun::new(64, counts, &st)
         }
     }
 

@@ -222,21 +222,17 @@ mod tests {
             same_clock: true,
             runs: vec![LatencyRun {
                 settings: vec![("reflector-mode".into(), "busy".into())],
-                size_bytes: 64,
-                counts: ProbeCounts {
-                    sent: 1,
-                    received: 1,
-                    lost: 0,
-                    unexpected: 0,
-                },
-                missing_tx_stamps: 0,
-                missing_rx_stamps: 0,
-                negative_intervals: 0,
-                stages: st.summaries(),
                 duration_ns: 1,
-                unrecorded: 0,
-                stamp_every: 1,
-                rtt_unstamped: None,
+                ..LatencyRun::new(
+                    64,
+                    ProbeCounts {
+                        sent: 1,
+                        received: 1,
+                        lost: 0,
+                        unexpected: 0,
+                    },
+                    &st,
+                )
             }],
             warnings: vec!["x".into()],
         }

@@ -172,22 +172,20 @@ pub fn summarize(
             .or_else(|| x.inline.map(|s| ResponderStamps::from_reply(&s, None)));
         stats.record(&dissect(&x.client, responder.as_ref(), same_clock));
     }
+    let counts = ProbeCounts {
+        sent: run.counts.sent,
+        received: run.counts.received,
+        lost: run.counts.lost,
+        unexpected: run.counts.unexpected,
+    };
     LatencyRun {
         settings,
-        size_bytes,
-        counts: ProbeCounts {
-            sent: run.counts.sent,
-            received: run.counts.received,
-            lost: run.counts.lost,
-            unexpected: run.counts.unexpected,
-        },
         missing_tx_stamps: run.missing_tx_stamps,
         missing_rx_stamps: run.missing_rx_stamps,
-        negative_intervals: stats.negative,
-        stages: stats.summaries(),
         duration_ns: u64::try_from(run.duration.as_nanos()).unwrap_or(u64::MAX),
         unrecorded: run.unrecorded,
         stamp_every: u64::from(run.stamp_every.max(1)),
         rtt_unstamped: unstamped.summary(),
+        ..LatencyRun::new(size_bytes, counts, &stats)
     }
 }
