@@ -260,18 +260,20 @@ fn broken_pipe_is_a_clean_exit() {
     assert!(!err.contains("panicked"), "{err}");
 }
 
+/// `linerate latency 127.0.0.1 --in-process --count COUNT EXTRA…`, which
+/// must succeed; its standard output.
+fn latency_loopback(count: &str, extra: &[&str]) -> String {
+    let mut args = vec!["latency", "127.0.0.1", "--in-process", "--count", count];
+    args.extend_from_slice(extra);
+    let o = linerate(&args);
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    stdout(&o)
+}
+
 #[test]
 fn latency_in_process_udp_dissects_stages() {
-    let o = linerate(&[
-        "latency",
-        "127.0.0.1",
-        "--in-process",
-        "--count",
-        "300",
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
+    let out = latency_loopback("300", &["--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
     assert_eq!(v["schema"], "linerate.latency");
     assert_eq!(v["clock"], "CLOCK_REALTIME");
     assert_eq!(v["same_clock"], true);
@@ -312,19 +314,7 @@ fn latency_in_process_udp_dissects_stages() {
 
 #[test]
 fn latency_stamp_every_one_dissects_every_exchange() {
-    let table = |every: &str| {
-        let o = linerate(&[
-            "latency",
-            "127.0.0.1",
-            "--in-process",
-            "--count",
-            "100",
-            "--stamp-every",
-            every,
-        ]);
-        assert!(o.status.success(), "{}", stderr(&o));
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    };
+    let table = |every: &str| latency_loopback("100", &["--stamp-every", every]);
     let out = table("1");
     assert!(!out.contains("RTT unstamped"), "{out}");
     assert!(!out.contains("RTT stamped"), "{out}");
@@ -346,19 +336,15 @@ fn latency_stamp_every_one_dissects_every_exchange() {
 
 #[test]
 fn latency_sweep_prints_a_row_per_configuration() {
-    let o = linerate(&[
-        "latency",
-        "127.0.0.1",
-        "--in-process",
-        "--count",
+    let out = latency_loopback(
         "100",
-        "--sweep",
-        "reflector-copy=off,on",
-        "--sweep",
-        "udp-checksum=on,off",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
+        &[
+            "--sweep",
+            "reflector-copy=off,on",
+            "--sweep",
+            "udp-checksum=on,off",
+        ],
+    );
     for row in [
         "reflector-copy=off udp-checksum=on",
         "reflector-copy=on udp-checksum=off",
@@ -370,17 +356,8 @@ fn latency_sweep_prints_a_row_per_configuration() {
 
 #[test]
 fn latency_tcp_one_byte_echo_in_process() {
-    let o = linerate(&[
-        "latency",
-        "127.0.0.1",
-        "--tcp",
-        "--in-process",
-        "--count",
-        "100",
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
+    let out = latency_loopback("100", &["--tcp", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
     assert_eq!(v["protocol"], "tcp");
     assert_eq!(v["runs"][0]["size_bytes"], 1);
     assert_eq!(v["runs"][0]["counts"]["received"], 100);
