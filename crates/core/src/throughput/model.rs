@@ -758,16 +758,17 @@ pub struct ThroughputResult {
 mod tests {
     use super::*;
 
+    /// `p` is refused, and the reason says `why`.
+    fn refused(p: &ThroughputParams, why: &str) -> bool {
+        p.validate(None).is_err_and(|e| e.to_string().contains(why))
+    }
+
     #[test]
     fn params_validate() {
         let mut p = ThroughputParams::default();
         assert!(p.validate(None).is_ok());
         p.send_path = SendPath::Gso;
-        assert!(p
-            .validate(None)
-            .unwrap_err()
-            .to_string()
-            .contains("UDP-only"));
+        assert!(refused(&p, "UDP-only"));
         p.protocol = Protocol::Udp;
         p.size_bytes = 1472;
         assert!(p.validate(None).is_ok());
@@ -792,7 +793,7 @@ mod tests {
         assert!(p.validate(None).is_ok());
         assert_eq!(p.recv_lowat(), Some(1));
         p.recv_lowat_bytes = Some(0);
-        assert!(p.validate(None).unwrap_err().to_string().contains("1..="));
+        assert!(refused(&p, "1..="));
         p.recv_lowat_bytes = Some(MAX_TCP_BLOCK + 1);
         assert!(p.validate(None).is_err());
         // UDP: never set, and asking for it is an error.
@@ -801,11 +802,7 @@ mod tests {
         p.recv_lowat_bytes = None;
         assert_eq!(p.recv_lowat(), None);
         p.recv_lowat_bytes = Some(4096);
-        assert!(p
-            .validate(None)
-            .unwrap_err()
-            .to_string()
-            .contains("TCP-only"));
+        assert!(refused(&p, "TCP-only"));
         // Parameters from a client that predates the field.
         let mut v = serde_json::to_value(ThroughputParams::default()).unwrap();
         v.as_object_mut().unwrap().remove("recv_lowat_bytes");
@@ -828,27 +825,19 @@ mod tests {
         assert!(p.validate(None).is_ok());
         assert_eq!(p.recv_nap(), None, "0: wait in the kernel");
         p.recv_nap_us = Some(MAX_RECV_NAP_US + 1);
-        assert!(p.validate(None).unwrap_err().to_string().contains("0..="));
+        assert!(refused(&p, "0..="));
         // Spinning receivers never nap; asking for both is an error.
         p.recv_nap_us = None;
         p.recv_spin = true;
         assert_eq!(p.recv_nap(), None);
         assert!(p.validate(None).is_ok());
         p.recv_nap_us = Some(100);
-        assert!(p
-            .validate(None)
-            .unwrap_err()
-            .to_string()
-            .contains("never naps"));
+        assert!(refused(&p, "never naps"));
         // TCP: never, and asking is an error.
         let mut t = ThroughputParams::default();
         assert_eq!(t.recv_nap(), None);
         t.recv_nap_us = Some(100);
-        assert!(t
-            .validate(None)
-            .unwrap_err()
-            .to_string()
-            .contains("UDP-only"));
+        assert!(refused(&t, "UDP-only"));
     }
 
     #[test]
