@@ -19,6 +19,8 @@
 pub mod latency;
 pub mod linerate;
 pub mod procedure;
+pub mod progress;
+pub mod result;
 pub mod stats;
 pub mod throughput;
 pub mod units;

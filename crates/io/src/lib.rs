@@ -11,6 +11,7 @@
 
 pub mod dut;
 pub mod echo;
+pub mod host;
 pub mod netns;
 pub mod packet;
 pub mod signal;

@@ -59,7 +59,8 @@ pub(crate) fn model(args: &CalcArgs) -> Result<Calc, Failure> {
 }
 
 /// `linerate calc`.
-pub(crate) fn run(args: &CalcArgs) -> Result<(), Failure> {
+pub(crate) fn run(args: &CalcArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
+    let _ = ctx.width;
     let calc = model(args)?;
     if args.json {
         print_json(&calc.to_json())

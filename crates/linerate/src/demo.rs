@@ -23,7 +23,7 @@ use crate::Failure;
 const DEMO_EXCHANGES: u64 = 1000;
 
 /// `linerate demo`.
-pub(crate) fn run(_args: &DemoArgs) -> Result<(), Failure> {
+pub(crate) fn run(_args: &DemoArgs, _ctx: &crate::Ctx) -> Result<(), Failure> {
     let mut text = String::from(
         "linerate demo (no hardware, no second host, no privileges)\n\n\
          1. The line-rate model: the maximum every linerate result is measured against\n\n",

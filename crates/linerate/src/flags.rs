@@ -12,6 +12,11 @@ use linerate_core::units::{BitRate, ByteCount};
 #[derive(Debug, Parser)]
 #[command(name = "linerate", version, propagate_version = true)]
 pub(crate) struct Cli {
+    /// Human output as wide as it needs to be, every column shown (default:
+    /// at most 100 columns, notes wrapped, less important columns left out).
+    #[arg(long, global = true)]
+    pub(crate) wide: bool,
+
     #[command(subcommand)]
     pub(crate) command: Command,
 }

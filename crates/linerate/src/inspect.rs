@@ -47,7 +47,8 @@ const MAIN_OFFLOADS: [(&str, &str); 12] = [
 ];
 
 /// Runs `linerate inspect`.
-pub(crate) fn run(args: &InspectArgs) -> Result<(), Failure> {
+pub(crate) fn run(args: &InspectArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
+    let _ = ctx.width;
     if let Some(name) = &args.bed {
         let bed = linerate_bed::Bed::open(name)?;
         let (Some(ns), Some(iface)) = (bed.netns(&args.host), bed.iface(&args.host)) else {
@@ -60,7 +61,7 @@ pub(crate) fn run(args: &InspectArgs) -> Result<(), Failure> {
             host: args.host.clone(),
             json: args.json,
         };
-        return run(&args);
+        return run(&args, ctx);
     }
     if let Some(ns) = &args.netns {
         if ns.is_empty() || ns.contains('/') || !linerate_bed::guard::netns_exists(ns) {

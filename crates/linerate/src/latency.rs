@@ -231,7 +231,8 @@ fn expand(base: Config, sweeps: &[String]) -> anyhow::Result<Vec<(Config, Settin
 }
 
 /// `linerate latency`.
-pub(crate) fn run(args: &LatencyArgs) -> Result<(), Failure> {
+pub(crate) fn run(args: &LatencyArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
+    let _ = ctx.width;
     let proto = if args.tcp {
         Proto::Tcp
     } else if args.icmp {

@@ -20,6 +20,7 @@ mod throughput;
 use std::process::ExitCode;
 
 use clap::Parser as _;
+use linerate_core::result::{exit_code, Flag, Severity};
 
 use crate::flags::{Cli, Command};
 
@@ -38,7 +39,52 @@ impl<E: Into<anyhow::Error>> From<E> for Failure {
     }
 }
 
+/// What every command gets besides its own flags.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ctx {
+    /// How wide human output may be (`--wide`: unlimited).
+    pub(crate) width: linerate_report::table::Width,
+}
+
+/// What a command's `run` returns: the flags its result earned. The exit code
+/// is decided here, once, from them (0 clean, 1 any invalid flag).
+pub(crate) trait IntoFlags {
+    /// The flags.
+    fn into_flags(self) -> Vec<Flag>;
+}
+
+impl IntoFlags for () {
+    fn into_flags(self) -> Vec<Flag> {
+        Vec::new()
+    }
+}
+
+impl IntoFlags for Vec<Flag> {
+    fn into_flags(self) -> Vec<Flag> {
+        self
+    }
+}
+
+/// Commands the specification lists that are not built yet.
+const NOT_BUILT: [(&str, &str); 6] = [
+    ("journey", "the packet journey through the kernel"),
+    ("ceilings", "host ceilings (copy, checksum, syscalls)"),
+    ("scenario", "experiments as files and the seed replays"),
+    ("report", "HTML reports and plots"),
+    ("history", "the results history"),
+    ("compare", "comparing two stored results"),
+];
+
 fn main() -> ExitCode {
+    if let Some((name, what)) = std::env::args()
+        .nth(1)
+        .and_then(|a| NOT_BUILT.iter().find(|(n, _)| *n == a))
+    {
+        eprintln!(
+            "linerate: error: `linerate {name}` ({what}) is specified but not built yet; `linerate --help` lists the commands that are"
+        );
+        return ExitCode::from(2);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -48,18 +94,40 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
-    let result = match cli.command {
-        Command::Calc(args) => calc::run(&args),
-        Command::Demo(args) => demo::run(&args),
-        Command::Latency(args) => latency::run(&args),
-        Command::Server(args) => server::run(&args),
-        Command::Throughput(args) => throughput::run(&args),
-        Command::Testbed(args) => testbed::run(&args),
-        Command::Inspect(args) => inspect::run(&args),
-        Command::Rfc2544(args) => rfc2544::run(&args),
+    let ctx = Ctx {
+        width: linerate_report::table::Width::new(cli.wide),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
+    match cli.command {
+        Command::Calc(args) => finish(calc::run(&args, &ctx)),
+        Command::Demo(args) => finish(demo::run(&args, &ctx)),
+        Command::Latency(args) => finish(latency::run(&args, &ctx)),
+        Command::Server(args) => finish(server::run(&args, &ctx)),
+        Command::Throughput(args) => finish(throughput::run(&args, &ctx)),
+        Command::Testbed(args) => finish(testbed::run(&args, &ctx)),
+        Command::Inspect(args) => finish(inspect::run(&args, &ctx)),
+        Command::Rfc2544(args) => finish(rfc2544::run(&args, &ctx)),
+    }
+}
+
+/// The exit code of a command's outcome; every error is printed here, once.
+fn finish<T: IntoFlags>(outcome: Result<T, Failure>) -> ExitCode {
+    match outcome {
+        Ok(t) => {
+            let flags = t.into_flags();
+            let code = exit_code(&flags);
+            if code != 0 {
+                let codes: Vec<&str> = flags
+                    .iter()
+                    .filter(|f| f.severity == Severity::Invalid)
+                    .map(|f| f.code.as_str())
+                    .collect();
+                eprintln!(
+                    "linerate: measurement not trustworthy ({}): see the flags in the result",
+                    codes.join(", ")
+                );
+            }
+            ExitCode::from(code)
+        }
         Err(Failure::Usage(e)) => {
             eprintln!("linerate: error: {e:#}");
             ExitCode::from(2)

@@ -849,7 +849,8 @@ fn render(
 }
 
 /// Runs `linerate rfc2544`.
-pub(crate) fn run(args: &Rfc2544Args) -> Result<(), Failure> {
+pub(crate) fn run(args: &Rfc2544Args, ctx: &crate::Ctx) -> Result<(), Failure> {
+    let _ = ctx.width;
     let setup = setup(args)?;
     let mut sizes = args.frames.sizes();
     if args.ipv6 && args.frames == SizeList::Rfc2544 {

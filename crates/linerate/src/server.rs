@@ -36,7 +36,8 @@ pub(crate) struct ServerArgs {
 }
 
 /// Runs `linerate server` until killed (or after one session with --once).
-pub(crate) fn run(args: &ServerArgs) -> Result<(), Failure> {
+pub(crate) fn run(args: &ServerArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
+    let _ = ctx.width;
     let log = Arc::new(|s: &str| eprintln!("linerate server: {s}"));
     let mk = |ip: IpAddr| ServerConfig {
         bind: SocketAddr::new(ip, args.port),

@@ -145,7 +145,8 @@ fn json<T: Serialize>(body: T) -> TestbedJson<T> {
 }
 
 /// Runs `linerate testbed …`.
-pub(crate) fn run(args: &TestbedArgs) -> Result<(), Failure> {
+pub(crate) fn run(args: &TestbedArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
+    let _ = ctx.width;
     match &args.action {
         Action::Up(a) => up(a),
         Action::Down(a) => down(a),

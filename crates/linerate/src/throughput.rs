@@ -260,7 +260,8 @@ fn interrupt_flag() -> Arc<AtomicBool> {
 }
 
 /// Runs `linerate throughput`: one test per send path given.
-pub(crate) fn run(args: &ThroughputArgs) -> Result<(), Failure> {
+pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
+    let _ = ctx.width;
     let interrupt = interrupt_flag();
     let bed = match &args.bed {
         Some(name) => Some(BedServer::start(name, args.ipv6)?),

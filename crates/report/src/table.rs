@@ -1,6 +1,49 @@
-//! A plain-text table: a header row and right-aligned columns.
+//! A plain-text table: a header row and aligned columns, fitted to a width.
+//!
+//! Terminal output is at most [`DEFAULT_COLUMNS`] wide unless the user asks
+//! for `--wide` ([`Width::Unlimited`]): a table too wide for its width first
+//! drops the columns marked [`Table::optional`] (the order given is the order
+//! they go), then wraps the widest left-aligned column's cells onto
+//! continuation lines.
 
 use std::fmt::Write as _;
+
+/// The width of terminal output unless `--wide`.
+pub const DEFAULT_COLUMNS: usize = 100;
+
+/// How wide output may be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Width {
+    /// At most this many columns.
+    Columns(usize),
+    /// `--wide`: every column, nothing wrapped.
+    Unlimited,
+}
+
+impl Width {
+    /// [`DEFAULT_COLUMNS`], or unlimited with `--wide`.
+    pub fn new(wide: bool) -> Self {
+        if wide {
+            Self::Unlimited
+        } else {
+            Self::Columns(DEFAULT_COLUMNS)
+        }
+    }
+
+    /// The limit, if any.
+    pub fn limit(self) -> Option<usize> {
+        match self {
+            Self::Columns(n) => Some(n),
+            Self::Unlimited => None,
+        }
+    }
+}
+
+impl Default for Width {
+    fn default() -> Self {
+        Self::Columns(DEFAULT_COLUMNS)
+    }
+}
 
 /// Column alignment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,6 +59,8 @@ pub enum Align {
 pub struct Table {
     header: Vec<(String, Align)>,
     rows: Vec<Vec<String>>,
+    /// Column indices that may be dropped to fit, first dropped first.
+    optional: Vec<usize>,
 }
 
 impl Table {
@@ -24,7 +69,20 @@ impl Table {
         Self {
             header: columns.into_iter().map(|(s, a)| (s.into(), a)).collect(),
             rows: Vec::new(),
+            optional: Vec::new(),
         }
+    }
+
+    /// Marks columns (by title) that are left out when the table does not fit
+    /// its width, in this order; `--wide` shows them.
+    #[must_use]
+    pub fn optional(mut self, titles: &[&str]) -> Self {
+        for t in titles {
+            if let Some(i) = self.header.iter().position(|(h, _)| h == t) {
+                self.optional.push(i);
+            }
+        }
+        self
     }
 
     /// Adds a row; missing cells are blank and extra cells are dropped.
@@ -32,43 +90,134 @@ impl Table {
         self.rows.push(cells);
     }
 
-    /// Renders the table, each line indented by `indent` spaces, two spaces
-    /// between columns.
+    /// Renders every column with nothing wrapped, each line indented by
+    /// `indent` spaces, two spaces between columns.
     pub fn render(&self, indent: usize) -> String {
-        let mut widths: Vec<usize> = self.header.iter().map(|(h, _)| h.chars().count()).collect();
-        for row in &self.rows {
-            for (w, cell) in widths.iter_mut().zip(row) {
-                *w = (*w).max(cell.chars().count());
+        self.fit(indent, Width::Unlimited)
+    }
+
+    /// Renders the table within `width` (see the module's note).
+    pub fn fit(&self, indent: usize, width: Width) -> String {
+        let n = self.header.len();
+        let cell = |row: &Vec<String>, i: usize| row.get(i).map_or("", String::as_str).to_string();
+        let mut keep: Vec<usize> = (0..n).collect();
+        let natural = |keep: &[usize]| -> Vec<usize> {
+            keep.iter()
+                .map(|&i| {
+                    self.rows
+                        .iter()
+                        .map(|r| cell(r, i).chars().count())
+                        .chain(std::iter::once(self.header[i].0.chars().count()))
+                        .max()
+                        .unwrap_or(0)
+                })
+                .collect()
+        };
+        let total = |w: &[usize]| indent + w.iter().sum::<usize>() + 2 * w.len().saturating_sub(1);
+        let mut widths = natural(&keep);
+        let mut wrap_col = None;
+        if let Some(limit) = width.limit() {
+            let mut drop = self.optional.iter();
+            while total(&widths) > limit {
+                let Some(d) = drop.next() else { break };
+                keep.retain(|i| i != d);
+                widths = natural(&keep);
+            }
+            if total(&widths) > limit {
+                // Wrap the widest left-aligned column.
+                let widest = keep
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &i)| self.header[i].1 == Align::Left)
+                    .max_by_key(|(k, _)| widths[*k]);
+                if let Some((k, _)) = widest {
+                    let over = total(&widths) - limit;
+                    let floor = self.header[keep[k]].0.chars().count().max(12);
+                    let w = widths[k].saturating_sub(over).max(floor);
+                    if w < widths[k] {
+                        widths[k] = w;
+                        wrap_col = Some(k);
+                    }
+                }
             }
         }
         let mut out = String::new();
-        let line = |out: &mut String, cells: &mut dyn Iterator<Item = &str>| {
-            let mut text = " ".repeat(indent);
-            for (i, (width, (_, align))) in widths.iter().zip(&self.header).enumerate() {
-                let cell = cells.next().unwrap_or("");
-                let pad = width.saturating_sub(cell.chars().count());
-                if i > 0 {
-                    text.push_str("  ");
-                }
-                match align {
-                    Align::Right => {
-                        text.push_str(&" ".repeat(pad));
-                        text.push_str(cell);
+        let mut line = |cells: Vec<String>| {
+            // Each cell as lines (only the wrapped column has several).
+            let parts: Vec<Vec<String>> = cells
+                .into_iter()
+                .enumerate()
+                .map(|(k, c)| match wrap_col {
+                    Some(w) if w == k => wrap_words(&c, widths[k]),
+                    _ => vec![c],
+                })
+                .collect();
+            let height = parts.iter().map(Vec::len).max().unwrap_or(1);
+            for l in 0..height {
+                let mut text = " ".repeat(indent);
+                for (k, p) in parts.iter().enumerate() {
+                    let c = p.get(l).map_or("", String::as_str);
+                    let pad = widths[k].saturating_sub(c.chars().count());
+                    if k > 0 {
+                        text.push_str("  ");
                     }
-                    Align::Left => {
-                        text.push_str(cell);
-                        text.push_str(&" ".repeat(pad));
+                    match self.header[keep[k]].1 {
+                        Align::Right => {
+                            text.push_str(&" ".repeat(pad));
+                            text.push_str(c);
+                        }
+                        Align::Left => {
+                            text.push_str(c);
+                            text.push_str(&" ".repeat(pad));
+                        }
                     }
                 }
+                let _ = writeln!(out, "{}", text.trim_end());
             }
-            let _ = writeln!(out, "{}", text.trim_end());
         };
-        line(&mut out, &mut self.header.iter().map(|(h, _)| h.as_str()));
+        line(keep.iter().map(|&i| self.header[i].0.clone()).collect());
         for row in &self.rows {
-            line(&mut out, &mut row.iter().map(String::as_str));
+            line(keep.iter().map(|&i| cell(row, i)).collect());
         }
         out
     }
+}
+
+/// Splits `text` into lines of at most `width` characters at spaces (a word
+/// longer than `width` stands alone on its line).
+pub fn wrap_words(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut cur = String::new();
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let len = cur.chars().count();
+        if len > 0 && len + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut cur));
+        }
+        if !cur.is_empty() {
+            cur.push(' ');
+        }
+        cur.push_str(word);
+    }
+    if !cur.is_empty() || lines.is_empty() {
+        lines.push(cur);
+    }
+    lines
+}
+
+/// A paragraph: `first` before its first line, `rest` (usually spaces) before
+/// the others, wrapped within `width`; ends with a newline.
+pub fn paragraph(first: &str, rest: &str, text: &str, width: Width) -> String {
+    let Some(limit) = width.limit() else {
+        return format!("{first}{text}\n");
+    };
+    let room = limit
+        .saturating_sub(first.chars().count().max(rest.chars().count()))
+        .max(20);
+    let mut out = String::new();
+    for (i, l) in wrap_words(text, room).into_iter().enumerate() {
+        let _ = writeln!(out, "{}{l}", if i == 0 { first } else { rest });
+    }
+    out
 }
 
 #[cfg(test)]
@@ -84,5 +233,30 @@ mod tests {
             t.render(1),
             " name        fps\n a       148,809\n longer        1\n"
         );
+    }
+
+    #[test]
+    fn too_wide_tables_drop_optional_columns_then_wrap() {
+        let mut t = Table::new([
+            ("a", Align::Right),
+            ("extra", Align::Right),
+            ("note", Align::Left),
+        ])
+        .optional(&["extra"]);
+        t.row(vec!["1".into(), "x".repeat(30), "word ".repeat(12)]);
+        let wide = t.fit(0, Width::Unlimited);
+        assert!(wide.lines().any(|l| l.chars().count() > 40), "{wide}");
+        let narrow = t.fit(0, Width::Columns(40));
+        assert!(!narrow.contains("extra"), "{narrow}");
+        assert!(narrow.lines().all(|l| l.chars().count() <= 40), "{narrow}");
+        assert_eq!(narrow.matches("word").count(), 12, "{narrow}");
+    }
+
+    #[test]
+    fn paragraphs_wrap() {
+        let p = paragraph("note: ", "      ", &"abc ".repeat(40), Width::Columns(50));
+        assert!(p.lines().all(|l| l.chars().count() <= 50), "{p}");
+        assert!(p.starts_with("note: abc") && p.lines().nth(1).unwrap().starts_with("      abc"));
+        assert_eq!(wrap_words("", 5), vec![String::new()]);
     }
 }

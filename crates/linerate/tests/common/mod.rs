@@ -1,0 +1,64 @@
+//! Shared by the binary's integration tests: the published JSON Schemas.
+//!
+//! Every command's result type publishes its schema as
+//! `docs/schema/<schema>.schema.json`, generated from the Rust type
+//! (schemars). [`published`] fails when the committed file differs from the
+//! type (run with `LINERATE_UPDATE_SCHEMAS=1` to rewrite it, then review the
+//! diff: a change that is not additive needs a new `version`); [`validate`]
+//! checks a document a command printed against the committed file.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+fn schema_path(schema: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../docs/schema")
+        .join(format!("{schema}.schema.json"))
+}
+
+/// The committed schema of `schema` equals the one generated from `T`.
+pub(crate) fn published<T: schemars::JsonSchema>(schema: &str) {
+    let generated = schemars::generate::SchemaSettings::draft2020_12()
+        .into_generator()
+        .into_root_schema_for::<T>();
+    let mut text = serde_json::to_string_pretty(&generated).expect("schema serialises");
+    text.push('\n');
+    let path = schema_path(schema);
+    if std::env::var_os("LINERATE_UPDATE_SCHEMAS").is_some() {
+        std::fs::write(&path, &text).expect("writing the schema");
+        return;
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == text,
+        "{} is not the schema of the Rust type: run the tests with LINERATE_UPDATE_SCHEMAS=1 and review the diff",
+        path.display()
+    );
+}
+
+/// `doc` validates against the committed schema of `schema`.
+pub(crate) fn validate(schema: &str, doc: &serde_json::Value) {
+    let path = schema_path(schema);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let schema_json: serde_json::Value = serde_json::from_str(&text).expect("schema is JSON");
+    let validator = jsonschema::validator_for(&schema_json).expect("a valid JSON Schema");
+    let errors: Vec<String> = validator
+        .iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "document does not validate against {}:\n{}",
+        path.display(),
+        errors.join("\n")
+    );
+}
+
+/// A v1 fixture (`tests/fixtures/v1/<file>`), parsed.
+pub(crate) fn fixture(file: &str) -> serde_json::Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/v1")
+        .join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).expect("fixture is JSON")
+}
