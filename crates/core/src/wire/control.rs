@@ -23,6 +23,9 @@ use crate::throughput::model::{SideReport, ThroughputParams};
 pub const CONTROL_MAGIC: &str = "linerate-control";
 /// The protocol version this build speaks.
 pub const CONTROL_VERSION: u32 = 1;
+/// The port `linerate server` listens on unless told otherwise (control,
+/// TCP data connections and latency sessions).
+pub const DEFAULT_PORT: u16 = 5300;
 /// Reflector records per `ReflectorRecords` frame: one record encodes to
 /// at most ~260 bytes of JSON, so a full chunk stays far below the frame limit.
 pub const MAX_RECORDS_PER_FRAME: usize = 2_000;
