@@ -38,9 +38,9 @@ pub(crate) struct LatencyArgs {
     #[arg(long, requires = "bed")]
     pub(crate) ipv6: bool,
 
-    /// Port: `linerate server`'s control port (default 5300), or the echo
-    /// service with --echo (default 7).
-    #[arg(long, short = 'p')]
+    /// Port: `linerate server`'s control port, or the echo service with
+    /// --echo (defaults in `port_help`).
+    #[arg(long, short = 'p', help = port_help())]
     pub(crate) port: Option<u16>,
 
     /// UDP echo (default).
@@ -152,6 +152,15 @@ impl From<ModeArg> for ReflectorMode {
     }
 }
 
+/// `--port`'s help, with the defaults from where they are defined.
+fn port_help() -> String {
+    format!(
+        "Port: `linerate server`'s control port (default {}), or the echo service with --echo (default {})",
+        linerate_core::wire::control::DEFAULT_PORT,
+        linerate_core::latency::ECHO_PORT
+    )
+}
+
 /// The flag that sets `p`.
 fn flag_of(p: Parameter) -> &'static str {
     match p {
@@ -167,8 +176,13 @@ fn flag_of(p: Parameter) -> &'static str {
 }
 
 /// A configuration error in the words of the command line.
-fn usage(e: ConfigError) -> Failure {
-    Failure::Usage(anyhow!("{}: {}", flag_of(e.parameter), e.reason))
+fn usage(e: &ConfigError, args: &LatencyArgs) -> Failure {
+    let flag = match e.parameter {
+        // A size out of range may come from a sweep of sizes.
+        Parameter::Size if args.sweep.iter().any(|s| s.starts_with("size=")) => "--sweep size",
+        p => flag_of(p),
+    };
+    Failure::Usage(anyhow!("{flag}: {}", e.reason))
 }
 
 /// The responder as the flags name it: a bed's hosts, or HOST resolved.
@@ -230,7 +244,7 @@ fn config(args: &LatencyArgs) -> Result<Config, Failure> {
         sweep: args.sweep.clone(),
         ..Request::new(peer(args)?, protocol)
     };
-    Config::new(&req).map_err(usage)
+    Config::new(&req).map_err(|e| usage(&e, args))
 }
 
 /// `linerate latency`.

@@ -229,6 +229,19 @@ fn demo_runs_without_privileges_or_hardware() {
     let out = stdout(&o);
     assert!(out.contains("148,809"), "{out}");
     assert!(out.contains("98.43 %"), "{out}");
+    // The loopback latency part, as `linerate latency` prints it, within
+    // 100 columns.
+    let start = out.find("2. A UDP echo").expect("latency part");
+    let end = out.find("3. TCP throughput").expect("throughput part");
+    let part = &out[start..end];
+    assert!(part.contains("Median (p50) of each stage"), "{part}");
+    for l in part.lines() {
+        assert!(
+            l.chars().count() <= 100,
+            "{} columns: {l}",
+            l.chars().count()
+        );
+    }
 }
 
 #[test]

@@ -544,7 +544,7 @@ mod tests {
         assert_eq!((c.stamp_every, c.variants[0].size_bytes), (1, 1));
         let c = config(|r| r.peer = Peer::Server(lo())).unwrap();
         assert_eq!(c.target.port(), DEFAULT_PORT);
-        assert_eq!(c.target_label(), "127.0.0.1:5300");
+        assert_eq!(c.target_label(), format!("127.0.0.1:{DEFAULT_PORT}"));
         let c = config(|r| r.peer = Peer::Echo(lo())).unwrap();
         assert_eq!((c.target.port(), c.responder), (7, Responder::PlainEcho));
         assert!(!c.same_clock_expected());
