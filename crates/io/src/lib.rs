@@ -18,3 +18,4 @@ pub mod signal;
 pub mod stamps;
 pub(crate) mod sys;
 pub mod throughput;
+pub mod token;

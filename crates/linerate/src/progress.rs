@@ -59,3 +59,35 @@ impl Drop for Ticker {
         }
     }
 }
+
+/// A driver's progress as a [`Ticker`] line: each step replaces the line
+/// (`{prefix}: {step}: 1.5 s of 5.0 s`), `done` erases it.
+#[derive(Debug)]
+pub(crate) struct TickerProgress {
+    prefix: String,
+    of: Option<Duration>,
+    ticker: Option<Ticker>,
+}
+
+impl TickerProgress {
+    /// Lines start with `prefix`; each step is expected to take `of`, if known.
+    pub(crate) fn new(prefix: &str, of: Option<Duration>) -> Self {
+        Self {
+            prefix: prefix.to_string(),
+            of,
+            ticker: None,
+        }
+    }
+}
+
+impl linerate_core::progress::Progress for TickerProgress {
+    fn step(&mut self, line: &str) {
+        // The old line goes before the new one starts.
+        self.ticker = None;
+        self.ticker = Some(Ticker::start(format!("{}: {line}", self.prefix), self.of));
+    }
+
+    fn done(&mut self) {
+        self.ticker = None;
+    }
+}

@@ -37,6 +37,15 @@ fn latency_across_a_veth_pair() {
     let v = json(&linerate(&[
         "latency", "--bed", &name, "--count", "300", "--json",
     ]));
+    assert_eq!(
+        (v["schema"].as_str(), v["version"].as_u64()),
+        (Some("linerate.latency"), Some(2))
+    );
+    assert!(v["flags"].is_array(), "{v}");
+    assert_eq!(
+        v["target"],
+        format!("198.18.0.2 (bed {name}: host a → reflector in host b)").as_str()
+    );
     assert_eq!(v["same_clock"], true);
     assert_eq!(v["responder"], "reflector");
     let run = &v["runs"][0];
@@ -101,6 +110,30 @@ fn latency_across_a_veth_pair() {
     assert!(stage(run, "client_tx").is_some());
     assert!(stage(run, "responder_app").is_none());
     assert!(stage(run, "one_way_forward").is_none());
+
+    // IPv6 without UDP checksums: a note that SO_NO_CHECK does nothing there.
+    let v = json(&linerate(&[
+        "latency",
+        "--bed",
+        &name,
+        "--ipv6",
+        "--no-udp-checksum",
+        "--count",
+        "100",
+        "--stamp-every",
+        "1",
+        "--json",
+    ]));
+    assert_eq!(v["ipv6"], true);
+    assert!(
+        v["flags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["code"] == "no_udp_checksum_ipv6" && f["severity"] == "info"),
+        "{}",
+        v["flags"]
+    );
 
     // A bed that does not exist: a clear error, exit 2.
     let o = linerate(&["latency", "--bed", "lr-no-such-bed-x", "--count", "1"]);

@@ -229,6 +229,19 @@ fn demo_runs_without_privileges_or_hardware() {
     let out = stdout(&o);
     assert!(out.contains("148,809"), "{out}");
     assert!(out.contains("98.43 %"), "{out}");
+    // The loopback latency part, as `linerate latency` prints it, within
+    // 100 columns.
+    let start = out.find("2. A UDP echo").expect("latency part");
+    let end = out.find("3. TCP throughput").expect("throughput part");
+    let part = &out[start..end];
+    assert!(part.contains("Median (p50) of each stage"), "{part}");
+    for l in part.lines() {
+        assert!(
+            l.chars().count() <= 100,
+            "{} columns: {l}",
+            l.chars().count()
+        );
+    }
 }
 
 #[test]
@@ -448,7 +461,13 @@ fn latency_without_a_responder_fails_as_a_measurement() {
         "50ms",
     ]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("no replies"), "{}", stderr(&o));
+    // The result says why (flag no_replies, invalid); the exit line names it.
+    assert!(stderr(&o).contains("no_replies"), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("INVALID: default: no replies"),
+        "{}",
+        stdout(&o)
+    );
 }
 
 /// Kills the child on drop (also when an assertion fails).
@@ -562,6 +581,10 @@ fn latency_reports_what_it_measured_when_the_server_dies() {
         run["counts"]["lost"].as_u64().unwrap() > 0,
         "lost after the kill"
     );
-    let warnings = v["warnings"].to_string();
-    assert!(warnings.contains("incomplete"), "{warnings}");
+    let flags = v["flags"].as_array().expect("flags");
+    let incomplete = flags
+        .iter()
+        .find(|f| f["code"] == "incomplete")
+        .unwrap_or_else(|| panic!("no incomplete flag: {flags:?}"));
+    assert_eq!(incomplete["severity"], "invalid");
 }

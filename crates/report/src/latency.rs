@@ -1,12 +1,18 @@
 //! `linerate latency`: the seeds' stage table and per-stage statistics.
+//!
+//! Everything here formats fields of the result (ns shown as µs); the
+//! figures themselves, the stamping cost included, come from
+//! `linerate_core::latency`.
 
 use std::fmt::Write as _;
 
 use linerate_core::latency::{LatencyReport, LatencyRun, Responder, Stage};
+use linerate_core::result::Envelope;
 use linerate_core::units::group_thousands;
 
-use crate::table::{Align, Table};
+use crate::table::{paragraph, Align, Table, Width};
 
+/// A duration in ns as µs with two decimals.
 fn us(ns: f64) -> String {
     format!("{:.2}", ns / 1000.0)
 }
@@ -21,36 +27,47 @@ fn present(report: &LatencyReport, skip: &[Stage]) -> Vec<Stage> {
         .collect()
 }
 
-/// Renders the whole report for a terminal.
-pub fn to_table(report: &LatencyReport) -> String {
+/// Renders a whole result (its flags included) for a terminal, within
+/// `width`.
+pub fn render(doc: &Envelope<LatencyReport>, width: Width) -> String {
+    let report = &doc.result;
     let mut out = String::new();
     let responder = match report.responder {
         Responder::Reflector => "linerate reflector (returns its own stamps)",
         Responder::PlainEcho => "plain echo server (RFC 862): client-side stages only",
         Responder::Kernel => "the peer's kernel (ICMP echo): client-side stages only",
     };
-    let _ = writeln!(
-        out,
-        "Response time to {} over {}; responder: {responder}",
-        report.target,
-        report.protocol.to_uppercase()
-    );
-    let _ = writeln!(
-        out,
-        "  clock: {}; stamps: {}; hardware stamps: {}",
-        report.clock, report.timestamp_source, report.hardware_timestamps
-    );
-    let _ = writeln!(
-        out,
-        "  {}",
+    out.push_str(&paragraph(
+        "",
+        "  ",
+        &format!(
+            "Response time to {} over {}; responder: {responder}",
+            report.target,
+            report.protocol.name().to_uppercase()
+        ),
+        width,
+    ));
+    out.push_str(&paragraph(
+        "  ",
+        "    ",
+        &format!(
+            "clock: {}; stamps: {}; hardware stamps: {}",
+            report.clock, report.timestamp_source, report.hardware_timestamps
+        ),
+        width,
+    ));
+    out.push_str(&paragraph(
+        "  ",
+        "    ",
         if report.same_clock && report.responder == Responder::Reflector {
             "client and responder share one clock (one host): one-way delays are shown"
         } else if report.responder != Responder::Reflector {
             "the responder returns no stamps: its time is inside \"network\", no one-way delays"
         } else {
             "client and responder clocks differ or are unknown: every stage uses one clock, no one-way delays"
-        }
-    );
+        },
+        width,
+    ));
     out.push('\n');
 
     // The seeds' form: a row per configuration, a column per stage.
@@ -71,7 +88,9 @@ pub fn to_table(report: &LatencyReport) -> String {
         ("sent".to_string(), Align::Right),
         ("lost".to_string(), Align::Right),
     ]);
-    let mut t = Table::new(cols);
+    // Counts stand in each run's own line below too, and the stamped RTT
+    // in its table: they go first when the width is short.
+    let mut t = Table::new(cols).optional(&["sent", "RTT stamped", "lost"]);
     for run in &report.runs {
         let mut row = vec![run.label()];
         for &s in &stages {
@@ -89,22 +108,48 @@ pub fn to_table(report: &LatencyReport) -> String {
         t.row(row);
     }
     let _ = writeln!(out, "Median (p50) of each stage, µs:");
-    out.push_str(&t.render(2));
-    let _ = writeln!(
-        out,
-        "  (medians of stages need not add up to the median RTT; per exchange the stages add up exactly, and so do the means)"
-    );
+    out.push_str(&t.fit(2, width));
+    out.push_str(&paragraph(
+        "  ",
+        "   ",
+        "(medians of stages need not add up to the median RTT; per exchange the stages add up exactly, and so do the means)",
+        width,
+    ));
     if sampled {
-        let _ = writeln!(
-            out,
-            "  (stages from the kernel-stamped sample, whose RTT is \"RTT stamped\"; \"RTT\" is that of the exchanges that asked for no stamp)"
-        );
+        out.push_str(&paragraph(
+            "  ",
+            "   ",
+            "(stages from the kernel-stamped sample, whose RTT is \"RTT stamped\", the RTT row below; \"RTT\" is that of the exchanges that asked for no stamp)",
+            width,
+        ));
     }
 
     for run in &report.runs {
         out.push('\n');
-        let _ = writeln!(
-            out,
+        out.push_str(&run_stats(run, width));
+    }
+    if !doc.flags.is_empty() {
+        out.push('\n');
+        out.push_str(&crate::flags::render(&doc.flags, width));
+    }
+    out.push('\n');
+    for s in present(report, &[]) {
+        out.push_str(&paragraph(
+            &format!("  {:<10} ", s.title()),
+            &" ".repeat(13),
+            s.definition(),
+            width,
+        ));
+    }
+    out
+}
+
+/// One run's line and its table of per-stage statistics.
+fn run_stats(run: &LatencyRun, width: Width) -> String {
+    let mut out = paragraph(
+        "",
+        "  ",
+        &format!(
             "{}: {} B requests, {} sent, {} answered, {} lost{}",
             run.label(),
             run.size_bytes,
@@ -112,71 +157,69 @@ pub fn to_table(report: &LatencyReport) -> String {
             group_thousands(run.counts.received),
             group_thousands(run.counts.lost),
             if run.counts.unexpected > 0 {
-                format!(", {} unexpected replies", run.counts.unexpected)
+                format!(
+                    ", {} unexpected replies",
+                    group_thousands(run.counts.unexpected)
+                )
             } else {
                 String::new()
             }
-        );
-        let mut t = Table::new([
-            ("stage (µs)", Align::Left),
-            ("min", Align::Right),
-            ("p50", Align::Right),
-            ("p90", Align::Right),
-            ("p99", Align::Right),
-            ("p99.9", Align::Right),
-            ("max", Align::Right),
-            ("mean", Align::Right),
-            ("stddev", Align::Right),
-            ("n", Align::Right),
+        ),
+        width,
+    );
+    let mut t = Table::new([
+        ("stage (µs)", Align::Left),
+        ("min", Align::Right),
+        ("p50", Align::Right),
+        ("p90", Align::Right),
+        ("p99", Align::Right),
+        ("p99.9", Align::Right),
+        ("max", Align::Right),
+        ("mean", Align::Right),
+        ("stddev", Align::Right),
+        ("n", Align::Right),
+    ])
+    .optional(&["stddev", "p99.9", "p90"]);
+    let unstamped = run.rtt_unstamped.as_ref().map(|x| ("RTT unstamped", x));
+    let rows = run
+        .stages
+        .iter()
+        .map(|s| (s.stage.title(), &s.summary))
+        .chain(unstamped);
+    for (title, x) in rows {
+        t.row(vec![
+            title.to_string(),
+            us(x.min_ns as f64),
+            us(x.p50_ns as f64),
+            us(x.p90_ns as f64),
+            us(x.p99_ns as f64),
+            us(x.p999_ns as f64),
+            us(x.max_ns as f64),
+            us(x.mean_ns),
+            us(x.stddev_ns),
+            group_thousands(x.count),
         ]);
-        let unstamped = run.rtt_unstamped.as_ref().map(|x| ("RTT unstamped", x));
-        let rows = run
-            .stages
-            .iter()
-            .map(|s| (s.stage.title(), &s.summary))
-            .chain(unstamped);
-        for (title, x) in rows {
-            t.row(vec![
-                title.to_string(),
-                us(x.min_ns as f64),
-                us(x.p50_ns as f64),
-                us(x.p90_ns as f64),
-                us(x.p99_ns as f64),
-                us(x.p999_ns as f64),
-                us(x.max_ns as f64),
-                us(x.mean_ns),
-                us(x.stddev_ns),
-                group_thousands(x.count),
-            ]);
-        }
-        out.push_str(&t.render(2));
-        if let (Some(cost), Some(plain)) = (run.stamping_cost_ns(), &run.rtt_unstamped) {
-            let stamped = run.stage(Stage::Rtt).map_or(0, |x| x.count);
-            let _ = writeln!(
-                out,
-                "  kernel stamps on 1 exchange in {} ({} stamped, {} not): the stages are the stamped ones'; \
+    }
+    out.push_str(&t.fit(2, width));
+    if let (Some(cost), Some(plain)) = (run.stamping_cost_ns, &run.rtt_unstamped) {
+        out.push_str(&paragraph(
+            "  ",
+            "  ",
+            &format!(
+                "kernel stamps on 1 exchange in {} ({} stamped, {} not): the stages are the stamped ones'; \
                  stamping added {} µs to the median RTT",
                 run.stamp_every,
-                group_thousands(stamped),
+                group_thousands(run.stamped_exchanges()),
                 group_thousands(plain.count),
                 us(cost as f64)
-            );
-        }
-    }
-    if !report.warnings.is_empty() {
-        out.push('\n');
-        for w in &report.warnings {
-            let _ = writeln!(out, "warning: {w}");
-        }
-    }
-    out.push('\n');
-    for s in present(report, &[]) {
-        let _ = writeln!(out, "  {:<10} {}", s.title(), s.definition());
+            ),
+            width,
+        ));
     }
     out
 }
 
-/// The table for one run only (used while sweeping).
+/// One run in a line (for progress while sweeping).
 pub fn run_line(run: &LatencyRun) -> String {
     format!(
         "{}: RTT p50 {} µs, {} of {} answered",
@@ -190,9 +233,13 @@ pub fn run_line(run: &LatencyRun) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use linerate_core::latency::{dissect, ClientStamps, ProbeCounts, ResponderStamps, StageStats};
+    use linerate_core::latency::{
+        dissect, ClientStamps, EchoProtocol, ProbeCounts, ResponderStamps, StageStats, SCHEMA,
+        SCHEMA_VERSION,
+    };
+    use linerate_core::result::Flag;
 
-    fn report() -> LatencyReport {
+    fn report() -> Envelope<LatencyReport> {
         let c = ClientStamps {
             app_send_ns: 0,
             tx_sched_ns: Some(3_000),
@@ -210,16 +257,16 @@ mod tests {
         };
         let mut st = StageStats::default();
         st.record(&dissect(&c, Some(&r), true));
-        LatencyReport {
-            schema: "linerate.latency".into(),
-            version: 1,
+        let report = LatencyReport {
             target: "198.18.0.2:5301".into(),
-            protocol: "udp".into(),
+            protocol: EchoProtocol::Udp,
             responder: Responder::Reflector,
             clock: "CLOCK_REALTIME".into(),
             timestamp_source: "software".into(),
             hardware_timestamps: "none".into(),
             same_clock: true,
+            kernel_stamps: true,
+            ipv6: false,
             runs: vec![LatencyRun {
                 settings: vec![("reflector-mode".into(), "busy".into())],
                 duration_ns: 1,
@@ -234,13 +281,13 @@ mod tests {
                     &st,
                 )
             }],
-            warnings: vec!["x".into()],
-        }
+        };
+        Envelope::new(SCHEMA, SCHEMA_VERSION, report).flagged([Flag::warning("x", "x")])
     }
 
     #[test]
     fn table_has_a_row_per_configuration_and_a_column_per_stage() {
-        let t = to_table(&report());
+        let t = render(&report(), Width::default());
         assert!(t.contains("reflector-mode=busy"), "{t}");
         for col in [
             "client tx",
@@ -257,16 +304,45 @@ mod tests {
         assert!(t.contains("CLOCK_REALTIME"));
         assert!(t.contains("one-way delays are shown"));
         assert!(t.contains("warning: x"));
+        assert!(t.lines().all(|l| l.chars().count() <= 100), "{t}");
+    }
+
+    #[test]
+    fn a_sweep_fits_100_columns_and_shows_everything_when_wide() {
+        let mut doc = report();
+        let run = doc.result.runs[0].clone();
+        let mut h = linerate_core::stats::Histogram::default();
+        h.record(24_500);
+        doc.result.runs = ["off", "on"]
+            .iter()
+            .map(|v| LatencyRun {
+                settings: vec![
+                    ("reflector-copy".into(), (*v).into()),
+                    ("udp-checksum".into(), "on".into()),
+                ],
+                stamp_every: 4,
+                rtt_unstamped: h.summary(),
+                ..run.clone()
+            })
+            .collect();
+        let t = render(&doc, Width::default());
+        assert!(t.lines().all(|l| l.chars().count() <= 100), "{t}");
+        let wide = render(&doc, Width::Unlimited);
+        assert!(wide.contains("RTT stamped"), "{wide}");
+        assert!(wide.lines().any(|l| l.chars().count() > 100), "{wide}");
     }
 
     #[test]
     fn sampled_stamps_show_both_rtts_and_the_cost() {
-        let mut r = report();
+        let mut doc = report();
+        let r = &mut doc.result;
         let mut h = linerate_core::stats::Histogram::default();
         h.record(24_500);
         r.runs[0].stamp_every = 4;
         r.runs[0].rtt_unstamped = h.summary();
-        let t = to_table(&r);
+        r.runs[0] = r.runs[0].clone().with_derived();
+        let t = render(&doc, Width::Unlimited);
+        let r = &doc.result;
         assert!(t.contains("RTT stamped"), "{t}");
         assert!(t.contains("RTT unstamped"), "{t}");
         assert!(t.contains("24.50"), "{t}");
@@ -274,16 +350,16 @@ mod tests {
         assert!(t.contains("stamping added 1.50 µs"), "{t}");
         assert_eq!(r.runs[0].rtt().map(|x| x.p50_ns), Some(24_500));
         assert!(run_line(&r.runs[0]).contains("RTT p50 24.50 µs"));
-        let back: LatencyReport =
-            serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
-        assert_eq!(back, r);
+        let back: Envelope<LatencyReport> =
+            serde_json::from_str(&serde_json::to_string(&doc).unwrap()).unwrap();
+        assert_eq!(back, doc);
     }
 
     #[test]
     fn json_round_trips() {
         let r = report();
         let s = serde_json::to_string(&r).unwrap();
-        let back: LatencyReport = serde_json::from_str(&s).unwrap();
+        let back: Envelope<LatencyReport> = serde_json::from_str(&s).unwrap();
         assert_eq!(back, r);
         assert!(s.contains("\"p50_ns\""));
         assert!(s.contains("\"stage\":\"client_tx\""));

@@ -7,6 +7,7 @@
 //! kernel's software timestamps and intervals are only ever taken between
 //! stamps of one host's clock.
 
+mod driver;
 mod icmp;
 mod remote;
 mod session;
@@ -17,16 +18,15 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use linerate_core::latency::ClientStamps;
+use linerate_core::latency::{ClientStamps, EchoProtocol};
 pub use linerate_core::latency::{ReflectorMode, ReflectorRecord, ReflectorReport};
 use linerate_core::procedure::pingpong::{Counts, Schedule};
 use linerate_core::wire::echo::ReflectorStamps;
 
+pub use driver::{hardware_stamps, run, TIMESTAMP_SOURCE};
 pub use icmp::run_icmp_client;
 pub use remote::{run_remote, serve, RemoteRun};
-pub use session::{
-    run_client, run_client_in, run_with_local_reflector, summarize, Placement, Proto,
-};
+pub use session::{run_client, run_client_in, run_with_local_reflector, summarize, Placement};
 pub use tcp::{run_tcp_client, TcpReflector};
 pub use udp::{run_udp_client, UdpReflector};
 
@@ -34,7 +34,7 @@ pub use udp::{run_udp_client, UdpReflector};
 #[derive(Debug, thiserror::Error)]
 pub enum EchoIoError {
     /// A socket call failed.
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Socket {
         /// Which call, on what.
         what: String,
@@ -44,6 +44,22 @@ pub enum EchoIoError {
     /// The peer broke the protocol.
     #[error("protocol: {0}")]
     Protocol(String),
+    /// A thread could not enter its network namespace.
+    #[error(transparent)]
+    Netns(#[from] crate::netns::NetnsError),
+}
+
+/// An error with its causes, `: `-joined (for the control protocol, which
+/// carries one string).
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
 }
 
 pub(crate) fn sock_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> EchoIoError {
@@ -102,14 +118,14 @@ pub(crate) enum Reflector {
 impl Reflector {
     /// Binds a reflector for `proto` (not ICMP: the kernel answers that).
     pub(crate) fn bind(
-        proto: Proto,
+        proto: EchoProtocol,
         addr: SocketAddr,
         cfg: ReflectorConfig,
     ) -> Result<Self, EchoIoError> {
         match proto {
-            Proto::Udp => UdpReflector::bind(addr, cfg).map(Self::Udp),
-            Proto::Tcp => TcpReflector::bind(addr, cfg).map(Self::Tcp),
-            Proto::Icmp => Err(EchoIoError::Protocol(
+            EchoProtocol::Udp => UdpReflector::bind(addr, cfg).map(Self::Udp),
+            EchoProtocol::Tcp => TcpReflector::bind(addr, cfg).map(Self::Tcp),
+            EchoProtocol::Icmp => Err(EchoIoError::Protocol(
                 "ICMP is answered by the kernel, not by a reflector".into(),
             )),
         }

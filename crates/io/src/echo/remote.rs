@@ -24,7 +24,7 @@ use std::time::Duration;
 use linerate_core::latency::{LatencyParams, ReflectorReport};
 use linerate_core::wire::control::{Message, SessionKind, MAX_RECORDS_PER_FRAME};
 
-use super::{ClientConfig, ClientRun, EchoIoError, Proto, Reflector, ReflectorConfig};
+use super::{chain, ClientConfig, ClientRun, EchoIoError, Reflector, ReflectorConfig};
 use crate::stamps;
 use crate::throughput::control::{Control, CtrlError};
 use crate::throughput::net;
@@ -57,9 +57,8 @@ pub fn serve(
     rc.max_duration = Duration::from_nanos(params.duration_ns) + GRACE;
     let stop = Arc::new(AtomicBool::new(false));
     let bind = SocketAddr::new(local, 0);
-    let proto = Proto::from(params.protocol);
-    let reflector = Reflector::bind(proto, bind, rc).map_err(|e| e.to_string())?;
-    let port = reflector.local_addr().map_err(|e| e.to_string())?.port();
+    let reflector = Reflector::bind(params.protocol, bind, rc).map_err(|e| chain(&e))?;
+    let port = reflector.local_addr().map_err(|e| chain(&e))?.port();
     let s = Arc::clone(&stop);
     let handle = std::thread::Builder::new()
         .name("lr-reflector".into())
@@ -70,7 +69,7 @@ pub fn serve(
         handle
             .join()
             .map_err(|_| "the reflector thread panicked".to_string())?
-            .map_err(|e| e.to_string())
+            .map_err(|e| chain(&e))
     };
     let ready = ctrl
         .send(&Message::ReflectorReady {
@@ -204,8 +203,7 @@ pub fn run_remote(
     let mut cfg = *client;
     cfg.session = session_id;
     cfg.target = SocketAddr::new(server.ip(), port);
-    let proto = Proto::from(params.protocol);
-    let run = super::run_client(proto, &cfg)?;
+    let run = super::run_client(params.protocol, &cfg)?;
     // Whatever happened to the probes, end the session so the server stops
     // its reflector, and collect its records. A server that died keeps the
     // client's side: the run is reported, marked incomplete.

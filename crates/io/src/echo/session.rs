@@ -6,7 +6,9 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 
-use linerate_core::latency::{dissect, LatencyRun, ProbeCounts, ResponderStamps, StageStats};
+use linerate_core::latency::{
+    dissect, EchoProtocol, LatencyRun, ProbeCounts, ResponderStamps, StageStats,
+};
 use linerate_core::stats::Histogram;
 
 use crate::netns;
@@ -16,43 +18,12 @@ use super::{
     Reflector, ReflectorConfig, ReflectorReport,
 };
 
-/// The probe protocol.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Proto {
-    /// UDP echo.
-    Udp,
-    /// TCP echo (1 byte by default).
-    Tcp,
-    /// ICMP echo.
-    Icmp,
-}
-
-impl From<linerate_core::latency::EchoProtocol> for Proto {
-    fn from(p: linerate_core::latency::EchoProtocol) -> Self {
-        match p {
-            linerate_core::latency::EchoProtocol::Udp => Self::Udp,
-            linerate_core::latency::EchoProtocol::Tcp => Self::Tcp,
-        }
-    }
-}
-
-impl Proto {
-    /// Lower-case name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Udp => "udp",
-            Self::Tcp => "tcp",
-            Self::Icmp => "icmp",
-        }
-    }
-}
-
 /// Runs the client against an existing responder.
-pub fn run_client(proto: Proto, cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
+pub fn run_client(proto: EchoProtocol, cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
     match proto {
-        Proto::Udp => run_udp_client(cfg),
-        Proto::Tcp => run_tcp_client(cfg),
-        Proto::Icmp => run_icmp_client(cfg),
+        EchoProtocol::Udp => run_udp_client(cfg),
+        EchoProtocol::Tcp => run_tcp_client(cfg),
+        EchoProtocol::Icmp => run_icmp_client(cfg),
     }
 }
 
@@ -70,7 +41,7 @@ pub struct Placement {
 /// it, both in this process, each on a thread in its namespace; both ends
 /// stamp with this host's clock.
 pub fn run_with_local_reflector(
-    proto: Proto,
+    proto: EchoProtocol,
     bind: SocketAddr,
     reflector: ReflectorConfig,
     client: &ClientConfig,
@@ -89,23 +60,24 @@ pub fn run_with_local_reflector(
                     r.run(&s)
                 }
                 Err(e) => {
-                    let _ = addr_tx.send(Err(EchoIoError::Protocol(e.to_string())));
+                    let _ = addr_tx.send(Err(EchoIoError::Protocol(
+                        "the reflector did not start".into(),
+                    )));
                     Err(e)
                 }
             }
-        })
-        .map_err(|e| EchoIoError::Protocol(e.to_string()))?;
+        })?;
     let join_reflector = |h: std::thread::JoinHandle<
         Result<Result<ReflectorReport, EchoIoError>, netns::NetnsError>,
     >| {
         h.join()
-            .map_err(|_| EchoIoError::Protocol("the reflector thread panicked".into()))?
-            .map_err(|e| EchoIoError::Protocol(e.to_string()))?
+            .map_err(|_| EchoIoError::Protocol("the reflector thread panicked".into()))??
     };
     let addr = match addr_rx.recv() {
         Ok(Ok(a)) => a,
         Ok(Err(e)) => {
-            let _ = join_reflector(reflector_thread);
+            // The thread's own error says why (its bind failed).
+            join_reflector(reflector_thread)?;
             return Err(e);
         }
         Err(_) => {
@@ -118,12 +90,10 @@ pub fn run_with_local_reflector(
     cfg.target = addr;
     let client_thread = netns::spawn_in(place.client_ns.as_deref(), "lr-echo-client", move || {
         run_client(proto, &cfg)
-    })
-    .map_err(|e| EchoIoError::Protocol(e.to_string()));
-    let run = client_thread.and_then(|h| {
+    });
+    let run = client_thread.map_err(EchoIoError::from).and_then(|h| {
         h.join()
-            .map_err(|_| EchoIoError::Protocol("the client thread panicked".into()))?
-            .map_err(|e| EchoIoError::Protocol(e.to_string()))?
+            .map_err(|_| EchoIoError::Protocol("the client thread panicked".into()))??
     });
     stop.store(true, Ordering::Relaxed);
     let report = join_reflector(reflector_thread)?;
@@ -133,19 +103,18 @@ pub fn run_with_local_reflector(
 /// Runs the client alone (ICMP, plain echo, a remote reflector) on a thread
 /// in namespace `ns`.
 pub fn run_client_in(
-    proto: Proto,
+    proto: EchoProtocol,
     cfg: &ClientConfig,
     ns: Option<&str>,
 ) -> Result<ClientRun, EchoIoError> {
     let cfg = *cfg;
-    netns::spawn_in(ns, "lr-echo-client", move || run_client(proto, &cfg))
-        .map_err(|e| EchoIoError::Protocol(e.to_string()))?
+    netns::spawn_in(ns, "lr-echo-client", move || run_client(proto, &cfg))?
         .join()
-        .map_err(|_| EchoIoError::Protocol("the client thread panicked".into()))?
-        .map_err(|e| EchoIoError::Protocol(e.to_string()))?
+        .map_err(|_| EchoIoError::Protocol("the client thread panicked".into()))??
 }
 
-/// Turns a client run and the responder's records into one result row.
+/// Turns a client run and the responder's records into one result row (its
+/// derived figures filled in).
 pub fn summarize(
     settings: Vec<(String, String)>,
     size_bytes: u64,
@@ -188,4 +157,5 @@ pub fn summarize(
         rtt_unstamped: unstamped.summary(),
         ..LatencyRun::new(size_bytes, counts, &stats)
     }
+    .with_derived()
 }

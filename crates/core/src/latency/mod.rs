@@ -18,7 +18,17 @@
 use serde::{Deserialize, Serialize};
 
 use crate::stats::{Histogram, Summary};
+
+mod assess;
+mod config;
+
 use crate::wire::echo::{ReflectorStamps, TxStamps};
+pub use assess::{assess, codes, MIN_STAMPED};
+pub use config::{
+    default_size, expand, size_range, BedPeer, Config, ConfigError, Parameter, Peer, Request,
+    Setup, Variant, DEFAULT_COUNT, DEFAULT_STAMP_EVERY, ECHO_PORT, MAX_CONFIGURATIONS,
+    MAX_ICMP_DATA_BYTES, MAX_IN_FLIGHT, MAX_RATE_PER_S, MAX_UDP_REQUEST_BYTES, SWEEP_KEYS,
+};
 
 /// What the client stamped for one exchange (ns of its clock; CLOCK_REALTIME
 /// for software timestamps).
@@ -69,7 +79,7 @@ impl ResponderStamps {
 }
 
 /// The stages of a response, in the order a table shows them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
     /// Client send call → its TX_SND stamp (UDP/IP/driver on the way out).
@@ -221,7 +231,7 @@ pub struct StageStats {
 }
 
 /// One stage's summary as reported.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StageSummary {
     /// The stage.
     pub stage: Stage,
@@ -283,14 +293,34 @@ pub enum ReflectorMode {
     Batch,
 }
 
-/// The echo protocol of a latency session with linerate's reflector.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The echo protocol of a latency run (and of a session with linerate's
+/// reflector, which answers UDP and TCP; the peer's kernel answers ICMP).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum EchoProtocol {
     /// UDP echo.
     Udp,
-    /// TCP echo.
+    /// TCP echo (1 byte per request by default, TCP_NODELAY).
     Tcp,
+    /// ICMP echo.
+    Icmp,
+}
+
+impl EchoProtocol {
+    /// Lower-case name: `udp`, `tcp`, `icmp`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Udp => "udp",
+            Self::Tcp => "tcp",
+            Self::Icmp => "icmp",
+        }
+    }
+}
+
+impl std::fmt::Display for EchoProtocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// What a client asks of the server's reflector (control protocol).
@@ -335,9 +365,12 @@ pub enum LatencyParamsError {
         /// `udp` or `tcp`.
         protocol: &'static str,
     },
+    /// ICMP is answered by the kernel, not by a reflector.
+    #[error("ICMP is answered by the peer's kernel, not by a reflector")]
+    Icmp,
     /// Longer than the server allows.
     #[error(
-        "a {asked_s:.0} s session exceeds the server's limit of {limit_s:.0} s (--max-duration)"
+        "a {asked_s:.0} s session exceeds the server's limit of {limit_s:.0} s (its maximum session duration)"
     )]
     TooLong {
         /// Asked, s.
@@ -350,10 +383,11 @@ pub enum LatencyParamsError {
 impl LatencyParams {
     /// Checks the parameters against the protocol and the server's limit.
     pub fn validate(&self, max_duration_ns: Option<u64>) -> Result<(), LatencyParamsError> {
-        let (min, max, protocol) = match self.protocol {
-            EchoProtocol::Udp => (crate::wire::echo::HEADER_LEN as u64, 65_507, "udp"),
-            EchoProtocol::Tcp => (1, MAX_REQUEST_BYTES, "tcp"),
-        };
+        let protocol = self.protocol.name();
+        if self.protocol == EchoProtocol::Icmp {
+            return Err(LatencyParamsError::Icmp);
+        }
+        let (min, max) = size_range(self.protocol);
         if !(min..=max).contains(&self.size_bytes) {
             return Err(LatencyParamsError::Size {
                 size: self.size_bytes,
@@ -406,11 +440,15 @@ pub struct ReflectorReport {
 
 /// Schema name of a latency result document.
 pub const SCHEMA: &str = "linerate.latency";
-/// Its version; bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Its version; bumped on any incompatible change. Version 2: the common
+/// envelope, `warnings` replaced by the envelope's flags; `kernel_stamps`,
+/// `ipv6`, and per run `no_udp_checksum`, `incomplete` and
+/// `stamping_cost_ns` added (version-1 documents read back with their
+/// defaults).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Who answered the probes, which decides the stages that exist.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Responder {
     /// linerate's reflector: it returns its own stamps, every stage exists.
@@ -422,7 +460,9 @@ pub enum Responder {
 }
 
 /// Sent, answered and lost probes of one run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct ProbeCounts {
     /// Requests sent.
     pub sent: u64,
@@ -435,7 +475,7 @@ pub struct ProbeCounts {
 }
 
 /// One configuration's result: a row of the seed-style table.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LatencyRun {
     /// The settings that make this row (`reflector-mode=busy`, …).
     pub settings: Vec<(String, String)>,
@@ -466,6 +506,18 @@ pub struct LatencyRun {
     /// observer's cost. `None` when every exchange was stamped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rtt_unstamped: Option<Summary>,
+    /// What kernel stamping added to the median RTT, ns: the stamped
+    /// sample's p50 minus the unstamped exchanges' (when both were
+    /// measured; see [`LatencyRun::with_derived`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stamping_cost_ns: Option<i64>,
+    /// SO_NO_CHECK was set on both ends (UDP checksums off).
+    #[serde(default)]
+    pub no_udp_checksum: bool,
+    /// Why this run's result is incomplete (e.g. the server's stamps never
+    /// came), if it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
 }
 
 fn one() -> u64 {
@@ -489,7 +541,22 @@ impl LatencyRun {
             unrecorded: 0,
             stamp_every: 1,
             rtt_unstamped: None,
+            stamping_cost_ns: None,
+            no_udp_checksum: false,
+            incomplete: None,
         }
+    }
+
+    /// The run with its derived figures filled in ([`Self::stamping_cost_ns`]).
+    #[must_use]
+    pub fn with_derived(mut self) -> Self {
+        self.stamping_cost_ns = self.stamping_cost();
+        self
+    }
+
+    /// The stamped exchanges: the RTT sample the stages come from.
+    pub fn stamped_exchanges(&self) -> u64 {
+        self.stage(Stage::Rtt).map_or(0, |s| s.count)
     }
 
     /// The summary of one stage, if it has samples.
@@ -510,7 +577,7 @@ impl LatencyRun {
 
     /// What kernel stamping added to the median RTT, ns (stamped sample's
     /// p50 minus the unstamped exchanges'), when both were measured.
-    pub fn stamping_cost_ns(&self) -> Option<i64> {
+    fn stamping_cost(&self) -> Option<i64> {
         let stamped = self.stage(Stage::Rtt)?;
         let plain = self.rtt_unstamped.as_ref()?;
         Some(stamped.p50_ns as i64 - plain.p50_ns as i64)
@@ -529,17 +596,15 @@ impl LatencyRun {
     }
 }
 
-/// A whole `linerate latency` result document.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A whole `linerate latency` result: the body of its document, in
+/// [`crate::result::Envelope`] under [`SCHEMA`] and [`SCHEMA_VERSION`]
+/// (whose flags replace version 1's `warnings`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LatencyReport {
-    /// [`SCHEMA`].
-    pub schema: String,
-    /// [`SCHEMA_VERSION`].
-    pub version: u32,
     /// The responder's address.
     pub target: String,
     /// `udp`, `tcp` or `icmp`.
-    pub protocol: String,
+    pub protocol: EchoProtocol,
     /// Who answered.
     pub responder: Responder,
     /// Clock of every stamp (`CLOCK_REALTIME`).
@@ -550,10 +615,14 @@ pub struct LatencyReport {
     pub hardware_timestamps: String,
     /// Client and responder share a clock (one host): one-way delays valid.
     pub same_clock: bool,
+    /// Both ends asked the kernel for timestamps (absent in version 1: yes).
+    #[serde(default = "yes")]
+    pub kernel_stamps: bool,
+    /// The responder was reached over IPv6.
+    #[serde(default)]
+    pub ipv6: bool,
     /// One entry per configuration.
     pub runs: Vec<LatencyRun>,
-    /// Conditions that make the figures less trustworthy.
-    pub warnings: Vec<String>,
 }
 
 #[cfg(test)]

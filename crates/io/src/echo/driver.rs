@@ -1,0 +1,210 @@
+//! `linerate latency` as one call: [`run`] takes a validated
+//! [`Config`] and measures each of its configurations where the config
+//! says (against `linerate server`, with a reflector in this process or on
+//! a testbed's host, or the client alone against a plain echo server or a
+//! kernel), then assesses the result.
+
+use linerate_core::latency::{
+    assess, Config, LatencyReport, Responder, Setup, Variant, SCHEMA, SCHEMA_VERSION,
+};
+use linerate_core::latency::{LatencyParams, LatencyRun};
+use linerate_core::progress::Progress;
+use linerate_core::result::Envelope;
+
+use super::{
+    run_client_in, run_remote, run_with_local_reflector, summarize, ClientConfig, EchoIoError,
+    Placement, ReflectorConfig,
+};
+use crate::stamps;
+
+/// Where the stamps of a latency result come from.
+pub const TIMESTAMP_SOURCE: &str =
+    "software (SO_TIMESTAMPING: RX_SOFTWARE, TX_SCHED, TX_SOFTWARE; TX_ACK on TCP)";
+
+/// Runs every configuration of `cfg`, one row each, and returns the result
+/// in its envelope, flagged ([`assess`]). Progress: a step per
+/// configuration, `done` at the end.
+pub fn run(
+    cfg: &Config,
+    progress: &mut dyn Progress,
+) -> Result<Envelope<LatencyReport>, EchoIoError> {
+    let t0 = crate::host::unix_now_ns();
+    let place = Placement {
+        reflector_ns: cfg.bed.as_ref().and_then(|b| b.responder_netns.clone()),
+        client_ns: cfg.bed.as_ref().and_then(|b| b.client_netns.clone()),
+    };
+    let hardware = {
+        let ip = cfg.target.ip();
+        // Probe the device in the client's namespace: that is where it lives.
+        crate::netns::spawn_in(place.client_ns.as_deref(), "lr-probe", move || {
+            hardware_stamps(ip)
+        })
+        .ok()
+        .and_then(|h| h.join().ok())
+        .and_then(Result::ok)
+        .unwrap_or_else(|| "unknown (could not probe the client's namespace)".into())
+    };
+    let mut same_clock = cfg.same_clock_expected();
+    let mut runs = Vec::with_capacity(cfg.variants.len());
+    let n = cfg.variants.len();
+    for (i, v) in cfg.variants.iter().enumerate() {
+        progress.step(&format!("configuration {}/{n}", i + 1));
+        let (run, clock) = run_one(cfg, v, &place);
+        let run = match run {
+            Ok(r) => r,
+            Err(e) => {
+                progress.done();
+                return Err(e);
+            }
+        };
+        same_clock &= clock;
+        runs.push(run);
+    }
+    progress.done();
+    let report = LatencyReport {
+        target: cfg.target_label(),
+        protocol: cfg.protocol,
+        responder: cfg.responder,
+        clock: stamps::CLOCK_NAME.into(),
+        timestamp_source: TIMESTAMP_SOURCE.into(),
+        hardware_timestamps: hardware,
+        same_clock,
+        kernel_stamps: cfg.kernel_stamps,
+        ipv6: cfg.target.is_ipv6(),
+        runs,
+    };
+    let flags = assess(&report);
+    Ok(Envelope::new(SCHEMA, SCHEMA_VERSION, report)
+        .started(t0)
+        .on(crate::host::facts())
+        .flagged(flags))
+}
+
+/// One configuration: its row, and whether both ends shared a clock.
+fn run_one(
+    cfg: &Config,
+    v: &Variant,
+    place: &Placement,
+) -> (Result<LatencyRun, EchoIoError>, bool) {
+    let size = usize::try_from(v.size_bytes).unwrap_or(usize::MAX);
+    let client = ClientConfig {
+        target: cfg.target,
+        session: crate::token::session_token(),
+        size,
+        schedule: cfg.schedule,
+        spin: v.spin,
+        no_udp_checksum: v.no_udp_checksum,
+        plain_echo: cfg.responder != Responder::Reflector,
+        kernel_stamps: cfg.kernel_stamps,
+        stamp_every: cfg.stamp_every,
+    };
+    let settings = v.settings.clone();
+    let row = |mut r: LatencyRun| {
+        r.no_udp_checksum = v.no_udp_checksum;
+        r
+    };
+    match cfg.setup {
+        Setup::LocalReflector => {
+            let mut rc = ReflectorConfig::new(client.session);
+            rc.mode = v.reflector_mode;
+            rc.copy = v.reflector_copy;
+            rc.no_udp_checksum = v.no_udp_checksum;
+            rc.kernel_stamps = cfg.kernel_stamps;
+            let r = run_with_local_reflector(cfg.protocol, cfg.target, rc, &client, place).map(
+                |(run, report)| row(summarize(settings, v.size_bytes, &run, Some(&report), true)),
+            );
+            (r, true)
+        }
+        Setup::Server => {
+            let params = LatencyParams {
+                protocol: cfg.protocol,
+                size_bytes: v.size_bytes,
+                mode: v.reflector_mode,
+                copy: v.reflector_copy,
+                no_udp_checksum: v.no_udp_checksum,
+                duration_ns: cfg.expected_duration_ns(),
+                kernel_stamps: cfg.kernel_stamps,
+            };
+            match run_remote(cfg.target, &params, &client) {
+                Ok(r) => {
+                    let mut out = row(summarize(
+                        settings,
+                        v.size_bytes,
+                        &r.client,
+                        r.reflector.as_ref(),
+                        r.same_clock,
+                    ));
+                    out.incomplete = r.incomplete;
+                    (Ok(out), r.same_clock)
+                }
+                Err(e) => (Err(e), false),
+            }
+        }
+        Setup::ClientOnly => {
+            let r = run_client_in(cfg.protocol, &client, place.client_ns.as_deref()).map(|run| {
+                row(summarize(
+                    settings,
+                    v.size_bytes,
+                    &run,
+                    None,
+                    cfg.bed.is_some(),
+                ))
+            });
+            (r, true)
+        }
+    }
+}
+
+/// What the device carrying traffic to `ip` (from this thread's namespace)
+/// can stamp in hardware, as a sentence.
+pub fn hardware_stamps(ip: std::net::IpAddr) -> String {
+    match stamps::egress_interface(ip) {
+        Some(i) => match stamps::device_stamping(&i) {
+            Ok(d) if d.hardware => format!(
+                "{i} has them (PHC {}); this build uses software stamps",
+                d.phc_index.map_or("none".into(), |p| p.to_string())
+            ),
+            Ok(_) => format!("none on {i} (ETHTOOL_GET_TS_INFO)"),
+            Err(e) => format!("unknown for {i} ({e})"),
+        },
+        None => "unknown (no local interface found for the route)".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::IpAddr;
+
+    use linerate_core::latency::{EchoProtocol, Peer, Request};
+    use linerate_core::progress::Lines;
+
+    use super::*;
+
+    #[test]
+    fn a_loopback_run_in_process_is_enveloped_and_flagged() {
+        let mut req = Request::new(
+            Peer::InProcess(IpAddr::from([127, 0, 0, 1])),
+            EchoProtocol::Udp,
+        );
+        req.count = Some(40);
+        req.sweep = vec!["reflector-copy=off,on".into()];
+        let cfg = Config::new(&req).unwrap();
+        let mut p = Lines::default();
+        let env = run(&cfg, &mut p).unwrap();
+        assert_eq!(p.0, ["configuration 1/2", "configuration 2/2"]);
+        assert_eq!((env.schema.as_str(), env.version), (SCHEMA, SCHEMA_VERSION));
+        assert!(env.started_at.is_some() && env.host.is_some());
+        let r = &env.result;
+        assert_eq!(r.runs.len(), 2);
+        assert!(r.same_clock && r.kernel_stamps && !r.ipv6);
+        assert_eq!(r.runs[1].label(), "reflector-copy=on");
+        assert!(r.runs.iter().all(|x| x.counts.received == 40));
+        // 10 stamped exchanges of 40: too few for percentiles.
+        assert!(env
+            .flags
+            .iter()
+            .all(|f| f.code == linerate_core::latency::codes::FEW_STAMPED_EXCHANGES));
+        assert_eq!(env.flags.len(), 2);
+        assert_eq!(env.exit_code(), 0);
+    }
+}

@@ -1,0 +1,128 @@
+//! `linerate latency`'s result document: its published schema, real output
+//! that validates and reads back, and version-1 documents that still read.
+
+mod common;
+
+use std::process::Command;
+
+use linerate_core::latency::{codes, EchoProtocol, LatencyReport, Responder, SCHEMA};
+use linerate_core::result::{Envelope, Severity};
+
+fn latency(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .arg("latency")
+        .args(args)
+        .output()
+        .expect("the linerate binary runs")
+}
+
+#[test]
+fn latency_schema_is_published() {
+    common::published::<Envelope<LatencyReport>>(SCHEMA);
+}
+
+#[test]
+fn real_output_validates_and_round_trips() {
+    for extra in [
+        &[][..],
+        &["--tcp"],
+        &["--sweep", "reflector-mode=blocking,busy"],
+    ] {
+        let mut args = vec!["127.0.0.1", "--in-process", "--count", "120", "--json"];
+        args.extend_from_slice(extra);
+        let o = latency(&args);
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+        common::validate(SCHEMA, &v);
+        assert_eq!(v["schema"], SCHEMA);
+        assert_eq!(v["version"], 2);
+        assert!(v["started_at"].is_string() && v["host"].is_object(), "{v}");
+        assert!(v.get("warnings").is_none(), "flags replace warnings");
+        let doc: Envelope<LatencyReport> = serde_json::from_value(v.clone()).expect("reads back");
+        assert_eq!(serde_json::to_value(&doc).unwrap(), v, "{args:?}");
+        let udp = doc.result.protocol == EchoProtocol::Udp;
+        // UDP stamps 1 exchange in 4: 30 of 120 are too few for percentiles.
+        for f in &doc.flags {
+            assert_eq!(f.code, codes::FEW_STAMPED_EXCHANGES, "{f:?}");
+            assert_eq!(f.severity, Severity::Warning);
+        }
+        assert_eq!(doc.flags.is_empty(), !udp, "{:?}", doc.flags);
+        if udp {
+            let run = &doc.result.runs[0];
+            assert!(run.stamping_cost_ns.is_some(), "derived figure in the JSON");
+        }
+    }
+}
+
+#[test]
+fn version_1_documents_read_back() {
+    for file in [
+        "linerate.latency.json",
+        "linerate.latency.tcp.json",
+        "linerate.latency.sweep.json",
+        "linerate.latency.bed.json",
+    ] {
+        let v = common::fixture(file);
+        let doc: Envelope<LatencyReport> =
+            serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert_eq!((doc.schema.as_str(), doc.version), (SCHEMA, 1), "{file}");
+        let r = &doc.result;
+        assert_eq!(r.responder, Responder::Reflector, "{file}");
+        assert!(r.kernel_stamps, "{file}: version 1 always stamped");
+        assert_eq!(r.runs.len(), v["runs"].as_array().unwrap().len(), "{file}");
+        assert_eq!(
+            r.runs[0].counts.sent,
+            v["runs"][0]["counts"]["sent"].as_u64().unwrap()
+        );
+        assert_eq!(r.protocol.name(), v["protocol"].as_str().unwrap());
+        // Re-assessing a stored result gives the flags its warnings said.
+        let flags = linerate_core::latency::assess(r);
+        assert_eq!(
+            flags.len(),
+            v["warnings"].as_array().unwrap().len(),
+            "{file}: {flags:?}"
+        );
+    }
+}
+
+#[test]
+fn terminal_output_fits_100_columns_unless_wide() {
+    let args = [
+        "127.0.0.1",
+        "--in-process",
+        "--count",
+        "100",
+        "--sweep",
+        "reflector-copy=off,on",
+        "--sweep",
+        "udp-checksum=on,off",
+    ];
+    let o = latency(&args);
+    assert!(o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout);
+    for l in out.lines() {
+        assert!(
+            l.chars().count() <= 100,
+            "{} columns: {l}",
+            l.chars().count()
+        );
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["--wide", "latency"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let header = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("configuration"))
+        .expect("the median table");
+    for col in ["RTT stamped", "sent", "lost"] {
+        assert!(header.contains(col), "--wide shows {col}: {header}");
+    }
+}
