@@ -114,7 +114,7 @@ pub(crate) fn run(_args: &DemoArgs, _ctx: &crate::Ctx) -> Result<(), Failure> {
         "\n3. TCP throughput over loopback for 1 s, server and client in this process, from both ends\n\n",
     );
     let result = crate::throughput::demo_run(1)?;
-    text.push_str(&linerate_report::throughput::render(&result));
+    text.push_str(&linerate_report::throughput::render(&result, _ctx.width));
     text.push_str(
         "\nNext: `linerate calc --help` for any link, encapsulation or bus; \
          `linerate latency --help` to dissect a real responder; `sudo linerate testbed up lab \

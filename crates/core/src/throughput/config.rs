@@ -18,6 +18,8 @@ pub struct BedTarget {
     pub server_netns: String,
     /// The server's address in host b.
     pub server_ip: IpAddr,
+    /// The server's port (None: any free port).
+    pub port: Option<u16>,
     /// The bed's emulated link, if it has one.
     pub link: Option<BitRate>,
     /// The bed's MTU, if it set one.
@@ -116,6 +118,7 @@ mod tests {
             client_netns: "lr-x-a".into(),
             server_netns: "lr-x-b".into(),
             server_ip: "198.18.0.2".parse().unwrap(),
+            port: None,
             link: Some(BitRate::from_mbps(100)),
             mtu_bytes: None,
         };
