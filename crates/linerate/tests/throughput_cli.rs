@@ -90,6 +90,26 @@ fn bad_flags_exit_2() {
 }
 
 #[test]
+fn ipv6_without_a_bed_is_not_ignored() {
+    // An IPv4 literal has no IPv6 address: a usage error naming the flag.
+    let o = Command::new(BIN)
+        .args(["throughput", "127.0.0.1", "--ipv6", "--time", "0.3"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--ipv6"), "{err}");
+    // A parameter core refuses is reported under its flag.
+    let o = Command::new(BIN)
+        .args(["throughput", "127.0.0.1", "--recv-nap", "100"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--recv-nap: "), "{err}");
+    assert!(!err.contains("recv_"), "{err}");
+}
+
+#[test]
 fn nothing_listening_is_a_clear_error() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
