@@ -43,8 +43,8 @@ pub(crate) struct ThroughputArgs {
     #[arg(long)]
     pub(crate) ipv6: bool,
 
-    /// Server port [default: 5300]. With --bed, the port the bed's server
-    /// listens on in host b (default: any free port).
+    /// Server port [default: `linerate server`'s]. With --bed, the port the
+    /// bed's server listens on in host b (default: any free port).
     #[arg(long)]
     pub(crate) port: Option<u16>,
 

@@ -335,7 +335,8 @@ pub fn completeness(r: &ThroughputResult) -> Vec<Flag> {
                 .with("end", who),
             );
         } else {
-            for n in &side.notes {
+            // A one-sided end says so; the `one_sided` flag covers it.
+            for n in side.notes.iter().filter(|n| !n.starts_with("one-sided")) {
                 flags.push(Flag::info("end_remark", format!("{who}: {n}")).with("end", who));
             }
         }
@@ -715,7 +716,7 @@ mod tests {
 
     fn bed(link_mbps: u64) -> Setting {
         Setting {
-            server: "198.18.0.2:5300".into(),
+            server: "198.18.0.2:15300".into(),
             link: Some((BitRate::from_mbps(link_mbps), LinkSource::Bed)),
             mtu_bytes: Some(1500),
             ..Setting::default()

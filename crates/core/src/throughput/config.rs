@@ -100,7 +100,7 @@ mod tests {
 
     #[test]
     fn validated_before_running() {
-        let addr: SocketAddr = "127.0.0.1:5300".parse().unwrap();
+        let addr = SocketAddr::from(([127, 0, 0, 1], crate::wire::control::DEFAULT_PORT));
         assert_eq!(
             Config::new(Target::Server(addr), vec![], None),
             Err(ConfigError::NoRuns)
