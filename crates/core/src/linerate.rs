@@ -132,7 +132,7 @@ pub enum ModelError {
 }
 
 /// The network layer inside the Ethernet frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum NetLayer {
     /// No IP header: the payload is the Ethernet payload.
@@ -144,7 +144,7 @@ pub enum NetLayer {
 }
 
 /// The transport layer inside IP.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TransportLayer {
     /// No transport header: the payload is the IP payload.
@@ -156,7 +156,7 @@ pub enum TransportLayer {
 }
 
 /// What wraps the payload: VLAN tags, IP, UDP or TCP, and their options.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Encap {
     /// Number of 802.1Q/802.1ad tags: 0, 1 (VLAN) or 2 (QinQ).
     pub vlan_tags: u8,

@@ -89,7 +89,7 @@ pub(crate) fn run(_args: &DemoArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failu
         "\n3. TCP throughput over loopback for 1 s, server and client in this process, from both ends\n\n",
     );
     let result = crate::throughput::demo_run(1)?;
-    text.push_str(&linerate_report::throughput::render(&result));
+    text.push_str(&linerate_report::throughput::render(&result, ctx.width));
     text.push('\n');
     text.push_str(&paragraph(
         "",
@@ -101,5 +101,5 @@ pub(crate) fn run(_args: &DemoArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failu
         ctx.width,
     ));
     print(&text)?;
-    Ok(latency.flags)
+    Ok(latency.flags.into_iter().chain(result.flags).collect())
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use clap::Args;
 use linerate_core::units::parse_duration;
+use linerate_core::wire::control::DEFAULT_PORT;
 use linerate_io::throughput::server::{Server, ServerConfig};
 
 use crate::Failure;
@@ -19,7 +20,7 @@ pub(crate) struct ServerArgs {
     pub(crate) bind: Option<IpAddr>,
 
     /// Port to listen on (control and TCP data connections).
-    #[arg(long, default_value_t = 5300)]
+    #[arg(long, default_value_t = DEFAULT_PORT)]
     pub(crate) port: u16,
 
     /// Serve one session, then exit.

@@ -1,23 +1,25 @@
-//! `linerate throughput HOST`: flags, running the client, building the
-//! result (line-rate maximum, flags on preconditions) and printing it.
+//! `linerate throughput HOST`: flags into a validated configuration, the
+//! driver (`linerate_io::throughput::run`), the result rendered, its flags
+//! returned.
 
 use std::io::{IsTerminal as _, Write as _};
-use std::net::{SocketAddr, ToSocketAddrs as _};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs as _};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
 use clap::Args;
-use linerate_core::linerate::{Encap, NetLayer, TransportLayer};
+use linerate_core::progress::{Progress, Silent};
+use linerate_core::result::{Envelope, Flag};
+use linerate_core::throughput::config::{BedTarget, Config, ConfigError, Target};
 use linerate_core::throughput::model::{
-    sender_mss, Direction, End, FlowDir, FlowRole, LineMax, Protocol, RecvPath, SendPath,
-    SideReport, ThroughputParams, ThroughputResult, SCHEMA, VERSION,
+    Direction, ParamError, Protocol, RecvPath, Scenarios, SendPath, ThroughputParams,
+    ThroughputResult, SCENARIOS_SCHEMA, SCENARIOS_VERSION,
 };
-use linerate_core::units::{
-    format_bits_per_s, group_thousands, parse_duration, BitRate, ByteCount,
-};
-use linerate_io::throughput::client;
+use linerate_core::units::{format_bits_per_s, parse_duration, BitRate, ByteCount};
+use linerate_core::wire::control::DEFAULT_PORT;
+use linerate_io::throughput::run::{LocalServer, RunError};
 
 use crate::output::{print, print_json};
 use crate::Failure;
@@ -36,13 +38,15 @@ pub(crate) struct ThroughputArgs {
     #[arg(long, value_name = "NAME", conflicts_with = "discard")]
     pub(crate) bed: Option<String>,
 
-    /// With --bed: use the hosts' IPv6 addresses.
-    #[arg(long, requires = "bed")]
+    /// IPv6: with --bed the hosts' IPv6 addresses; with HOST its IPv6
+    /// address (an error when it has none).
+    #[arg(long)]
     pub(crate) ipv6: bool,
 
-    /// Server port.
-    #[arg(long, default_value_t = 5300)]
-    pub(crate) port: u16,
+    /// Server port [default: `linerate server`'s]. With --bed, the port the
+    /// bed's server listens on in host b (default: any free port).
+    #[arg(long)]
+    pub(crate) port: Option<u16>,
 
     /// TCP (the default).
     #[arg(long, conflicts_with = "udp")]
@@ -137,7 +141,8 @@ pub(crate) struct ThroughputArgs {
     #[arg(long, value_name = "S", default_value = "1", value_parser = parse_time)]
     pub(crate) interval: Duration,
 
-    /// One JSON document (schema linerate.throughput, version 1).
+    /// One JSON document (schema linerate.throughput, version 2; several
+    /// paths: linerate.throughput.scenarios, version 2).
     #[arg(long)]
     pub(crate) json: bool,
 
@@ -153,6 +158,39 @@ fn parse_time(s: &str) -> Result<Duration, String> {
 
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The flag of each parameter of `ThroughputParams` (core names the
+/// parameter; the command line names its flag).
+const PARAM_FLAGS: [(&str, &str); 13] = [
+    ("recv_lowat_bytes", "--recv-lowat"),
+    ("recv_nap_us", "--recv-nap"),
+    ("recv_spin", "--recv-spin"),
+    ("recv_path", "--recv-path"),
+    ("send_path", "--path"),
+    ("streams", "--streams"),
+    ("duration_ns", "--time"),
+    ("size_bytes", "--size"),
+    ("interval_ns", "--interval"),
+    ("rate_bits_per_s", "--rate"),
+    ("congestion", "--cc"),
+    ("mss_bytes", "--mss"),
+    ("window_bytes", "--window"),
+];
+
+/// A refused parameter as a usage error naming its flag.
+fn param_usage(e: &ParamError) -> Failure {
+    let flag = |p: &str| {
+        PARAM_FLAGS
+            .iter()
+            .find(|(name, _)| *name == p)
+            .map_or(p.to_string(), |(_, f)| (*f).to_string())
+    };
+    let mut reason = e.reason.clone();
+    for (name, f) in PARAM_FLAGS.iter().filter(|(n, _)| n.contains('_')) {
+        reason = reason.replace(name, f);
+    }
+    Failure::Usage(anyhow!("{}: {reason}", flag(e.param)))
 }
 
 impl ThroughputArgs {
@@ -204,36 +242,116 @@ impl ThroughputArgs {
             mss_bytes: self.mss,
             interval_ns: nanos(self.interval),
         };
-        p.validate(None).map_err(|e| Failure::Usage(e.into()))?;
+        p.validate(None).map_err(|e| param_usage(&e))?;
         Ok(p)
+    }
+
+    /// The validated configuration: the target resolved (a bed to its
+    /// namespaces, address, link and MTU), one run per send path.
+    fn config(&self) -> Result<Config, Failure> {
+        let target = match &self.bed {
+            Some(name) => Target::Bed(bed_target(name, self.ipv6, self.port)?),
+            None => {
+                let addr = resolve(
+                    self.host.as_deref().unwrap_or_default(),
+                    self.port.unwrap_or(DEFAULT_PORT),
+                    self.ipv6,
+                )?;
+                if self.discard {
+                    Target::Discard(addr)
+                } else {
+                    Target::Server(addr)
+                }
+            }
+        };
+        let ipv6 = match &target {
+            Target::Server(a) | Target::Discard(a) => a.is_ipv6(),
+            Target::Bed(b) => b.server_ip.is_ipv6(),
+        };
+        let base = self.params(ipv6)?;
+        let runs = self
+            .path
+            .iter()
+            .map(|&send_path| ThroughputParams {
+                send_path,
+                ..base.clone()
+            })
+            .collect();
+        Config::new(target, runs, self.link).map_err(|e| match e {
+            ConfigError::Params(p) => param_usage(&p),
+            ConfigError::DiscardReceives => Failure::Usage(anyhow!("--discard: {e}")),
+            ConfigError::NoRuns => Failure::Usage(anyhow!("--path: {e}")),
+        })
     }
 }
 
-fn resolve(host: &str, port: u16) -> Result<SocketAddr, Failure> {
+/// A bed by name, as plain data.
+fn bed_target(name: &str, ipv6: bool, port: Option<u16>) -> Result<BedTarget, Failure> {
+    let bed = linerate_bed::Bed::open(name)
+        .map_err(|e| anyhow!(e).context(format!("testbed '{name}'")))?;
+    let server_ip: IpAddr = if ipv6 {
+        bed.ipv6("b").map(Into::into)
+    } else {
+        bed.ipv4("b").map(Into::into)
+    }
+    .ok_or_else(|| anyhow!("testbed '{name}' has no address for host b"))?;
+    let (client_netns, server_netns) = match (bed.netns("a"), bed.netns("b")) {
+        (Some(a), Some(b)) => (a.to_string(), b.to_string()),
+        _ => return Err(anyhow!("testbed '{name}' lacks host a or b").into()),
+    };
+    Ok(BedTarget {
+        name: name.to_string(),
+        client_netns,
+        server_netns,
+        server_ip,
+        port,
+        link: bed.link(),
+        mtu_bytes: bed.spec().mtu,
+    })
+}
+
+/// `host` at `port`; with `ipv6`, its IPv6 address only.
+fn resolve(host: &str, port: u16, ipv6: bool) -> Result<SocketAddr, Failure> {
     let host = host.trim_start_matches('[').trim_end_matches(']');
-    (host, port)
+    let mut addrs = (host, port)
         .to_socket_addrs()
-        .map_err(|e| anyhow!("cannot resolve '{host}': {e}"))?
+        .map_err(|e| anyhow!("cannot resolve '{host}': {e}"))?;
+    if ipv6 {
+        return addrs
+            .find(SocketAddr::is_ipv6)
+            .ok_or_else(|| Failure::Usage(anyhow!("--ipv6: '{host}' has no IPv6 address")));
+    }
+    addrs
         .next()
         .ok_or_else(|| Failure::Usage(anyhow!("'{host}' has no address")))
 }
 
-/// A progress line on stderr, only when stderr is a terminal.
-fn progress_printer() -> Option<impl FnMut(f64, u64, u64)> {
-    if !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let mut last = (0.0f64, 0u64, 0u64);
-    Some(move |t: f64, tx: u64, rx: u64| {
-        let dt = (t - last.0).max(1e-3);
+/// The live rate on stderr, only when stderr is a terminal.
+#[derive(Debug, Default)]
+struct RateLine {
+    last: (f64, u64, u64),
+    shown: bool,
+}
+
+impl Progress for RateLine {
+    fn totals(&mut self, t: f64, tx: u64, rx: u64) {
+        let dt = (t - self.last.0).max(1e-3);
         let line = format!(
             "\r  {t:6.1} s  sending {:>14}  receiving {:>14}   ",
-            format_bits_per_s((tx - last.1.min(tx)) as f64 * 8.0 / dt),
-            format_bits_per_s((rx - last.2.min(rx)) as f64 * 8.0 / dt),
+            format_bits_per_s((tx - self.last.1.min(tx)) as f64 * 8.0 / dt),
+            format_bits_per_s((rx - self.last.2.min(rx)) as f64 * 8.0 / dt),
         );
-        last = (t, tx, rx);
+        self.last = (t, tx, rx);
+        self.shown = true;
         let _ = std::io::stderr().write_all(line.as_bytes());
-    })
+    }
+
+    fn done(&mut self) {
+        if self.shown {
+            eprint!("\r{:70}\r", "");
+        }
+        *self = Self::default();
+    }
 }
 
 /// Takes SIGINT/SIGTERM/SIGHUP on a thread: the first ends the test early
@@ -259,569 +377,111 @@ fn interrupt_flag() -> Arc<AtomicBool> {
     flag
 }
 
-/// Runs `linerate throughput`: one test per send path given.
-pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
-    let _ = ctx.width;
+fn run_failure(e: RunError) -> Failure {
+    Failure::Usage(anyhow::Error::new(e))
+}
+
+/// Runs `linerate throughput`: one test per send path given. Returns the
+/// result's flags (every run's, with several paths).
+pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
+    let cfg = args.config()?;
     let interrupt = interrupt_flag();
-    let bed = match &args.bed {
-        Some(name) => Some(BedServer::start(name, args.ipv6)?),
-        None => None,
+    let mut rate_line = RateLine::default();
+    let mut silent = Silent;
+    let progress: &mut dyn Progress = if std::io::stderr().is_terminal() {
+        &mut rate_line
+    } else {
+        &mut silent
     };
-    let addr = match &bed {
-        Some(b) => b.server.addr(),
-        None => resolve(args.host.as_deref().unwrap_or_default(), args.port)?,
-    };
-    let ctx = Ctx {
-        client_ns: bed.as_ref().map(|b| b.client_ns.clone()),
-        link: args.link.or(bed.as_ref().and_then(|b| b.link)),
-    };
-    let base = args.params(addr.is_ipv6())?;
-    // Check every path before running any.
-    let mut all = Vec::new();
-    for &path in &args.path {
-        let p = ThroughputParams {
-            send_path: path,
-            ..base.clone()
+    let mut runs =
+        linerate_io::throughput::run::run(&cfg, progress, &interrupt).map_err(run_failure)?;
+    if cfg.runs.len() == 1 {
+        let Some(doc) = runs.pop() else {
+            return Err(anyhow!("the test produced no result").into());
         };
-        p.validate(None).map_err(|e| Failure::Usage(e.into()))?;
-        all.push(p);
-    }
-    if all.len() == 1 {
-        let result = run_one(args, &ctx, addr, base, &interrupt)?;
         if args.json {
-            print_json(&result)?;
+            print_json(&doc)?;
         } else {
-            print(&linerate_report::throughput::render(&result))?;
+            print(&linerate_report::throughput::render(&doc, ctx.width))?;
         }
-        return verdict(std::slice::from_ref(&result));
+        return Ok(doc.flags);
     }
-    let mut results = Vec::new();
-    for p in all {
-        if interrupt.load(Ordering::Relaxed) {
-            break;
-        }
-        let r = run_one(args, &ctx, addr, p, &interrupt)?;
-        if !args.json {
-            print(&linerate_report::throughput::render(&r))?;
+    if !args.json {
+        for r in &runs {
+            print(&linerate_report::throughput::render(r, ctx.width))?;
             print("\n")?;
         }
-        results.push(r);
     }
+    let doc = scenarios(runs);
     if args.json {
-        print_json(&Scenarios {
-            schema: "linerate.throughput.scenarios",
-            version: 1,
-            runs: &results,
-        })?;
+        print_json(&doc)?;
     } else {
-        print(&linerate_report::throughput::render_scenarios(&results))?;
+        print(&linerate_report::throughput::render_scenarios(
+            &doc, ctx.width,
+        ))?;
     }
-    verdict(&results)
+    Ok(doc.flags)
 }
 
-/// Several runs, one per send path (JSON with `--path A,B,…`).
-#[derive(Debug, serde::Serialize)]
-struct Scenarios<'a> {
-    schema: &'static str,
-    version: u32,
-    runs: &'a [ThroughputResult],
-}
-
-fn verdict(results: &[ThroughputResult]) -> Result<(), Failure> {
-    match results.iter().find(|r| !r.complete) {
-        None => Ok(()),
-        Some(r) => Err(Failure::Measurement(anyhow!(
-            "the result is incomplete or flagged: {}",
-            r.notes.first().cloned().unwrap_or_default()
-        ))),
-    }
-}
-
-/// Where and against what the client runs.
-#[derive(Debug)]
-struct Ctx {
-    /// The client's network namespace (a bed's host a).
-    client_ns: Option<String>,
-    /// The line rate for "% of max possible": --link, or the bed's.
-    link: Option<BitRate>,
-}
-
-/// A `linerate server` running on a thread of this process (inside a bed's
-/// host b, or in the caller's namespace), for the length of one command.
-pub(crate) struct LocalServer {
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<Result<(), linerate_io::netns::NetnsError>>>,
-}
-
-impl LocalServer {
-    /// Starts a server on `ip` (any port) in namespace `ns`.
-    pub(crate) fn start(ns: Option<&str>, ip: std::net::IpAddr) -> Result<Self, Failure> {
-        let where_ = ns.unwrap_or("this namespace").to_string();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let thread = linerate_io::netns::spawn_in(ns, "lr-server", move || {
-            let server = linerate_io::throughput::server::Server::bind(
-                linerate_io::throughput::server::ServerConfig {
-                    bind: SocketAddr::new(ip, 0),
-                    once: false,
-                    max_clients: 1,
-                    max_duration: None,
-                    log: Arc::new(|_: &str| {}),
-                },
+/// Several runs in one document; its flags are every run's, each saying
+/// which scenario raised it.
+fn scenarios(runs: Vec<Envelope<ThroughputResult>>) -> Envelope<Scenarios> {
+    let mut flags = Vec::new();
+    for (i, r) in runs.iter().enumerate() {
+        for f in &r.flags {
+            let mut f = f.clone();
+            f.message = format!(
+                "scenario {} ({}): {}",
+                i + 1,
+                r.result.params.send_path,
+                f.message
             );
-            match server {
-                Ok(server) => {
-                    let addr = server.local_addr();
-                    let stop = server.stop_flag();
-                    let _ = tx.send(addr.map(|a| (a, stop)).map_err(|e| e.to_string()));
-                    let _ = server.run();
-                }
-                Err(e) => {
-                    let _ = tx.send(Err(e.to_string()));
-                }
-            }
-        })
-        .map_err(|e| anyhow!(e))?;
-        match rx.recv() {
-            Ok(Ok((addr, stop))) => Ok(Self {
-                addr,
-                stop,
-                thread: Some(thread),
-            }),
-            Ok(Err(e)) => Err(anyhow!("server in {where_}: {e}").into()),
-            Err(_) => {
-                let why = thread
-                    .join()
-                    .ok()
-                    .and_then(Result::err)
-                    .map_or("it ended early".to_string(), |e| e.to_string());
-                Err(anyhow!("cannot start the server in {where_}: {why}").into())
-            }
+            flags.push(f.with("scenario", i + 1));
         }
     }
-
-    /// Where it listens.
-    pub(crate) fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-}
-
-impl Drop for LocalServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// A bed's server (host b) and where its client runs (host a).
-struct BedServer {
-    server: LocalServer,
-    client_ns: String,
-    link: Option<BitRate>,
-}
-
-impl BedServer {
-    fn start(name: &str, ipv6: bool) -> Result<Self, Failure> {
-        let bed = linerate_bed::Bed::open(name)
-            .map_err(|e| anyhow!(e).context(format!("testbed '{name}'")))?;
-        let ip: std::net::IpAddr = if ipv6 {
-            bed.ipv6("b").map(Into::into)
-        } else {
-            bed.ipv4("b").map(Into::into)
-        }
-        .ok_or_else(|| anyhow!("testbed '{name}' has no address for host b"))?;
-        let (ns_a, ns_b) = match (bed.netns("a"), bed.netns("b")) {
-            (Some(a), Some(b)) => (a.to_string(), b.to_string()),
-            _ => return Err(anyhow!("testbed '{name}' lacks host a or b").into()),
-        };
-        Ok(Self {
-            server: LocalServer::start(Some(&ns_b), ip)?,
-            client_ns: ns_a,
-            link: bed.link(),
-        })
-    }
-}
-
-fn run_one(
-    args: &ThroughputArgs,
-    ctx: &Ctx,
-    addr: SocketAddr,
-    params: ThroughputParams,
-    interrupt: &Arc<AtomicBool>,
-) -> Result<ThroughputResult, Failure> {
-    let discard = args.discard;
-    let p = params.clone();
-    let flag = Arc::clone(interrupt);
-    // The client runs on a thread of its own, in the bed's host a when
-    // there is a bed (its sockets belong to the thread's namespace).
-    let outcome = linerate_io::netns::spawn_in(ctx.client_ns.as_deref(), "lr-client", move || {
-        let mut printer = progress_printer();
-        let progress = printer.as_mut().map(|p| p as &mut dyn FnMut(f64, u64, u64));
-        let outcome = if discard {
-            client::run_discard(addr, &p, progress, &flag)
-        } else {
-            client::run_until(addr, &p, progress, &flag)
-        };
-        if printer.is_some() {
-            eprint!("\r{:70}\r", "");
-        }
-        outcome
-    })
-    .map_err(|e| anyhow!(e))?
-    .join()
-    .map_err(|_| anyhow!("the client thread panicked"))?
-    .map_err(|e| anyhow!(e))?;
-    let outcome = outcome.map_err(|e| Failure::Usage(e.into()))?;
-    Ok(build(args, ctx, addr, params, outcome))
-}
-
-/// What the egress interface of one end counted against what that end sent:
-/// packets per datagram or block (on veth, a GSO/TSO super-packet counts
-/// once; on a real link the counter counts frames).
-fn egress_note(side: &SideReport, params: &ThroughputParams) -> Option<String> {
-    let e = side.egress.as_ref()?;
-    let sent = side.sent_packets();
-    let per = e.per_packet(sent)?;
-    let who = match side.end {
-        End::Client => "client",
-        End::Server => "server",
-    };
-    let (unit, one) = match params.protocol {
-        Protocol::Udp => ("datagrams", "datagram"),
-        Protocol::Tcp => ("blocks", "block"),
-    };
-    let ratio = if per >= 1.0 {
-        format!("{per:.2} {unit} per packet")
-    } else {
-        format!("{:.2} packets per {one}", 1.0 / per)
-    };
-    let base = format!(
-        "{who}: {} packets left {} (its tx_packets counter, all traffic) for {} {unit} sent: {ratio}",
-        group_thousands(e.packets),
-        e.interface,
-        group_thousands(sent),
-    );
-    Some(match (params.protocol, params.send_path) {
-        (Protocol::Udp, SendPath::Gso) if per > 1.5 => format!(
-            "{base}. gso: the datagrams crossed {} as super-skbs, so packets/s here is not a frame \
-             rate on this link; `ethtool -K {} tx-udp-segmentation off` makes the kernel cut each \
-             send into one frame per datagram before the link",
-            e.interface, e.interface
-        ),
-        (Protocol::Udp, SendPath::Gso) if per <= 1.05 => {
-            format!("{base}. gso: cut before the link, one frame per datagram (software GSO)")
-        }
-        _ => base,
-    })
-}
-
-fn build(
-    args: &ThroughputArgs,
-    ctx: &Ctx,
-    addr: SocketAddr,
-    params: ThroughputParams,
-    o: client::Outcome,
-) -> ThroughputResult {
-    let mut notes = Vec::new();
-    let mut complete = o.client.complete;
-    for n in &o.client.notes {
-        notes.push(format!("client: {n}"));
-    }
-    match &o.server {
-        Some(s) => {
-            complete &= s.complete;
-            for n in &s.notes {
-                notes.push(format!("server: {n}"));
-            }
-        }
-        None if args.discard => {}
-        None => {
-            complete = false;
-            notes.push("the server's figures never arrived: receive-side results of the forward direction are missing".into());
-        }
-    }
-    let sides = std::iter::once(&o.client).chain(o.server.iter());
-    let mut gso_said = false;
-    for side in sides {
-        if let Some(note) = egress_note(side, &params) {
-            gso_said |= params.send_path == SendPath::Gso;
-            notes.push(note);
-        }
-        for f in &side.flows {
-            if let Some(z) = f.zerocopy {
-                if z.copied_sends > 0 {
-                    notes.push(format!(
-                        "flow {}: zero-copy requested, but the kernel copied {} of {} completed sends (SO_EE_CODE_ZEROCOPY_COPIED; local delivery over loopback or veth always copies)",
-                        f.flow, z.copied_sends, z.completed_sends
-                    ));
-                } else if z.completed_sends > 0 {
-                    notes.push(format!(
-                        "flow {}: zero-copy: {} sends completed without a copy",
-                        f.flow, z.completed_sends
-                    ));
-                }
-                if z.completed_sends < z.zerocopy_sends {
-                    notes.push(format!(
-                        "flow {}: {} zero-copy completions never arrived",
-                        f.flow,
-                        z.zerocopy_sends - z.completed_sends
-                    ));
-                }
-            }
-            if let Some(n) = f.retransmits.filter(|&n| n > 0) {
-                notes.push(format!(
-                    "flow {}: {n} TCP segments retransmitted (TCP_INFO tcpi_total_retrans)",
-                    f.flow
-                ));
-            }
-            if let Some(p) = f.pacing {
-                if p.fell_behind {
-                    complete = false;
-                    notes.push(format!(
-                        "flow {}: the sender could not keep the asked rate ({} of {}): the host, not the path, limited it",
-                        f.flow,
-                        format_bits_per_s(p.achieved_bits_per_s),
-                        format_bits_per_s(p.asked_bits_per_s)
-                    ));
-                }
-            }
-            if f.role == FlowRole::Receiver {
-                if let Some(c) = f.recv {
-                    if c.corrupt > 0 {
-                        notes.push(format!(
-                            "flow {}: {} corrupt datagrams/blocks (payload differs from the pattern)",
-                            f.flow, c.corrupt
-                        ));
-                    }
-                    if c.seq.late > 0 {
-                        notes.push(format!(
-                            "flow {}: {} packets arrived more than 65 536 behind; duplicates among them cannot be told",
-                            f.flow, c.seq.late
-                        ));
-                    }
-                }
-            }
-        }
-    }
-    if params.send_path == SendPath::Gso && !gso_said {
-        notes.push("gso: each send is one super-packet of up to 64 datagrams; unless the interface cuts it before the link (software GSO), it crosses veth/loopback as one skb and per-packet costs are not those of single datagrams".into());
-    }
-    if params.recv_path == RecvPath::Gro {
-        notes.push("gro: the receiver got coalesced buffers and split them in user space".into());
-    }
-    if params.protocol == Protocol::Tcp {
-        notes.push(
-            "TCP: every block is verified in full (header and pattern) unless --recv-path trunc"
-                .into(),
-        );
-    }
-    let line_max = ctx.link.and_then(|link| {
-        let v6 = addr.is_ipv6();
-        let encap = Encap {
-            net: if v6 { NetLayer::Ipv6 } else { NetLayer::Ipv4 },
-            transport: match params.protocol {
-                Protocol::Udp => TransportLayer::Udp,
-                Protocol::Tcp => TransportLayer::Tcp,
-            },
-            tcp_options_bytes: if params.protocol == Protocol::Tcp { 12 } else { 0 },
-            ..Encap::ETHERNET
-        };
-        let payload = match params.protocol {
-            Protocol::Udp => Some(params.size_bytes),
-            Protocol::Tcp => sender_mss(std::iter::once(&o.client).chain(o.server.iter())),
-        };
-        let Some(payload) = payload else {
-            notes.push("--link given but the MSS in use could not be read: no maximum computed".into());
-            return None;
-        };
-        match LineMax::new(link, encap, payload) {
-            Ok(m) => Some(m),
-            Err(e) => {
-                notes.push(format!(
-                    "--link: no single-frame maximum for {payload}-byte payloads ({e}): a {} larger than a standard Ethernet frame (loopback's MTU is 65 536)",
-                    if params.protocol == Protocol::Tcp { "MSS" } else { "datagram, fragmented," }
-                ));
-                None
-            }
-        }
-    });
-    if let Some(m) = &line_max {
-        let sides = std::iter::once(&o.client).chain(o.server.iter());
-        for side in sides {
-            for dir in [FlowDir::Forward, FlowDir::Reverse] {
-                if let Some(sum) = side.sum(dir, FlowRole::Receiver) {
-                    let pct = m.percent_of(sum.bytes_per_s);
-                    if pct > 100.5 {
-                        notes.push(format!(
-                            "{dir:?} received at {pct:.2} % of the model's maximum: the link is faster than --link, or its emulation is inexact (on the probed kernel a tbf-emulated link passed TCP segments 1.5 % faster than its rate with overhead, UDP datagrams within 0.1 %: docs/METHODOLOGY.md)"
-                        ));
-                    }
-                }
-            }
-        }
-    }
-    let steal_pct = o.steal_share.map(|s| s * 100.0);
-    if let Some(st) = steal_pct {
-        if st >= 5.0 {
-            notes.push(format!(
-                "the hypervisor stole {st:.1} % of this host's CPU time during the test (/proc/stat): figures are lower than the stack alone would give"
-            ));
-        }
-    }
-    let sides = std::iter::once(&o.client).chain(o.server.iter());
-    for side in sides {
-        for f in &side.flows {
-            let busy = (f.cpu_user_ns + f.cpu_sys_ns) as f64 / f.elapsed_ns.max(1) as f64;
-            if busy >= 0.95 && f.elapsed_ns >= 100_000_000 {
-                notes.push(format!(
-                    "flow {} ({} side, {}): its thread was CPU-bound ({:.0} % busy): this end's CPU, not the network, set the rate",
-                    f.flow,
-                    match side.end {
-                        End::Client => "client",
-                        End::Server => "server",
-                    },
-                    if f.role == FlowRole::Sender { "sender" } else { "receiver" },
-                    busy * 100.0
-                ));
-            }
-        }
-    }
-    notes.extend(socket_drop_notes(&o.client, o.server.as_ref()));
-    if args.discard {
-        notes.push("one-sided: --discard reports what was sent, not what arrived".into());
-    }
-    ThroughputResult {
-        schema: SCHEMA.into(),
-        version: VERSION,
-        server: addr.to_string(),
-        params,
-        clock: "CLOCK_MONOTONIC of each end for elapsed times and intervals; probe send stamps: low 32 bits of the sender's CLOCK_MONOTONIC ns".into(),
-        client: o.client,
-        server_side: o.server,
-        line_max,
-        steal_pct,
-        complete,
-        notes,
-    }
-}
-
-/// Receiving flows whose own socket dropped packets (sk_drops): that loss
-/// is the receiver's, not the path's.
-fn socket_drop_notes(client: &SideReport, server: Option<&SideReport>) -> Vec<String> {
-    let mut notes = Vec::new();
-    for side in std::iter::once(client).chain(server) {
-        for f in side.flows.iter().filter(|f| f.role == FlowRole::Receiver) {
-            let Some(d) = f.socket_drops.filter(|&d| d > 0) else {
-                continue;
-            };
-            let end = match side.end {
-                End::Client => "client",
-                End::Server => "server",
-            };
-            let lost = f.recv.map(|c| c.seq.lost).unwrap_or(0);
-            notes.push(if f.mss_bytes.is_some() {
-                format!(
-                    "flow {} ({end} side, receiver): the kernel dropped {} segments at its socket (sk_drops, SO_MEMINFO); TCP sent them again, no data lost",
-                    f.flow,
-                    group_thousands(d)
-                )
-            } else {
-                format!(
-                    "flow {} ({end} side, receiver): the kernel dropped {} datagrams at its own socket (sk_drops, SO_MEMINFO: receive buffer full), of {} lost in all: those the receiver lost, not the path (a larger --window, or a shorter --recv-nap, keeps them)",
-                    f.flow,
-                    group_thousands(d),
-                    group_thousands(lost)
-                )
-            });
-        }
-    }
-    notes
+    let started_at = runs.first().and_then(|r| r.started_at.clone());
+    let mut doc = Envelope::new(SCENARIOS_SCHEMA, SCENARIOS_VERSION, Scenarios { runs })
+        .on(linerate_io::host::facts())
+        .flagged(flags);
+    doc.started_at = started_at;
+    doc
 }
 
 /// `linerate demo`'s throughput part: a TCP test of `secs` seconds over
 /// loopback against a server on a thread of this process.
-pub(crate) fn demo_run(secs: u32) -> Result<ThroughputResult, Failure> {
-    #[derive(Debug, clap::Parser)]
-    struct Wrap {
-        #[command(flatten)]
-        args: ThroughputArgs,
-    }
-    let server = LocalServer::start(None, std::net::Ipv4Addr::LOCALHOST.into())?;
-    let addr = server.addr();
-    let time = secs.to_string();
-    let port = addr.port().to_string();
-    let wrap = <Wrap as clap::Parser>::try_parse_from([
-        "throughput",
-        "127.0.0.1",
-        "--port",
-        &port,
-        "--time",
-        &time,
-    ])
-    .map_err(|e| anyhow!("demo flags: {e}"))?;
-    let ctx = Ctx {
-        client_ns: None,
-        link: None,
+pub(crate) fn demo_run(secs: u32) -> Result<Envelope<ThroughputResult>, Failure> {
+    let server =
+        LocalServer::start(None, SocketAddr::from(([127, 0, 0, 1], 0))).map_err(run_failure)?;
+    let params = ThroughputParams {
+        duration_ns: u64::from(secs) * 1_000_000_000,
+        ..ThroughputParams::default()
     };
-    let params = wrap.args.params(false)?;
-    run_one(
-        &wrap.args,
-        &ctx,
-        addr,
-        params,
-        &Arc::new(AtomicBool::new(false)),
-    )
+    let cfg = Config::new(Target::Server(server.addr()), vec![params], None)
+        .map_err(|e| Failure::Usage(anyhow!(e)))?;
+    let mut runs =
+        linerate_io::throughput::run::run(&cfg, &mut Silent, &Arc::new(AtomicBool::new(false)))
+            .map_err(run_failure)?;
+    drop(server);
+    runs.pop()
+        .ok_or_else(|| anyhow!("the demo's test produced no result").into())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use linerate_core::stats::sequence::SeqCounts;
-    use linerate_core::throughput::model::{FlowReport, RecvCounts, Verification};
-
-    fn receiver(socket_drops: Option<u64>, lost: u64, tcp: bool) -> FlowReport {
-        FlowReport {
-            elapsed_ns: 1,
-            recv: Some(RecvCounts {
-                seq: SeqCounts {
-                    lost,
-                    ..SeqCounts::default()
-                },
-                ..RecvCounts::default()
-            }),
-            verification: Verification::Full,
-            mss_bytes: tcp.then_some(1448),
-            socket_drops,
-            ..FlowReport::new(3, FlowDir::Forward, FlowRole::Receiver, "copy".into())
-        }
-    }
-
-    fn side(end: End, flows: Vec<FlowReport>) -> SideReport {
-        SideReport {
-            end,
-            complete: true,
-            notes: Vec::new(),
-            flows,
-            egress: None,
-        }
-    }
 
     #[test]
-    fn socket_drops_are_said_to_be_the_receivers() {
-        let server = side(End::Server, vec![receiver(Some(7_000), 10_000, false)]);
-        let client = side(
-            End::Client,
-            vec![receiver(Some(0), 5, false), receiver(None, 5, false)],
+    fn every_parameter_names_its_flag() {
+        let e = ParamError {
+            param: "recv_nap_us",
+            reason: "TCP receivers are woken per block (recv_lowat_bytes)".into(),
+        };
+        let Failure::Usage(e) = param_usage(&e) else {
+            panic!("a usage error")
+        };
+        assert_eq!(
+            e.to_string(),
+            "--recv-nap: TCP receivers are woken per block (--recv-lowat)"
         );
-        let notes = socket_drop_notes(&client, Some(&server));
-        assert_eq!(notes.len(), 1, "{notes:?}");
-        assert!(notes[0].starts_with("flow 3 (server side, receiver)"));
-        assert!(notes[0].contains("dropped 7,000 datagrams"), "{}", notes[0]);
-        assert!(notes[0].contains("of 10,000 lost in all"), "{}", notes[0]);
-        let tcp = side(End::Client, vec![receiver(Some(2), 0, true)]);
-        let notes = socket_drop_notes(&tcp, None);
-        assert!(notes[0].contains("TCP sent them again"), "{notes:?}");
     }
 }

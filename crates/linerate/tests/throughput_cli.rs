@@ -3,12 +3,17 @@
 //! incomplete, and the server keeps serving).
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use linerate_core::throughput::model::{Direction, Protocol, ThroughputParams};
+use linerate_core::result::Envelope;
+use linerate_core::throughput::model::{
+    Direction, Protocol, Scenarios, ThroughputParams, ThroughputResult,
+};
 use linerate_io::throughput::client;
 
 const BIN: &str = env!("CARGO_BIN_EXE_linerate");
@@ -85,6 +90,26 @@ fn bad_flags_exit_2() {
 }
 
 #[test]
+fn ipv6_without_a_bed_is_not_ignored() {
+    // An IPv4 literal has no IPv6 address: a usage error naming the flag.
+    let o = Command::new(BIN)
+        .args(["throughput", "127.0.0.1", "--ipv6", "--time", "0.3"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--ipv6"), "{err}");
+    // A parameter core refuses is reported under its flag.
+    let o = Command::new(BIN)
+        .args(["throughput", "127.0.0.1", "--recv-nap", "100"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--recv-nap: "), "{err}");
+    assert!(!err.contains("recv_"), "{err}");
+}
+
+#[test]
 fn nothing_listening_is_a_clear_error() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -137,11 +162,73 @@ fn json_result_is_versioned_and_complete() {
     );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["schema"], "linerate.throughput");
-    assert_eq!(v["version"], 1);
-    assert_eq!(v["complete"], true);
+    assert_eq!(v["version"], 2);
+    assert!(
+        v["flags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["severity"] != "invalid"),
+        "{}",
+        v["flags"]
+    );
     assert_eq!(v["line_max"]["frame_bytes"], 64);
+    assert_eq!(v["path"]["link_bits_per_s"], 1_000_000_000);
+    assert_eq!(v["path"]["link_source"], "given");
     assert!(v["client"]["flows"][0]["cpu_sys_ns"].is_u64());
     assert!(v["server_side"]["flows"][0]["recv"]["seq"]["lost"].is_u64());
+    // Derived figures: bits/s, packets/s and % of max, per direction and flow.
+    let rx = v["figures"]["directions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["role"] == "receiver")
+        .unwrap()
+        .clone();
+    assert!(rx["bits_per_s"].as_f64().unwrap() > 0.0, "{rx}");
+    assert!(rx["packets_per_s"].as_f64().unwrap() > 0.0, "{rx}");
+    assert!(rx["pct_of_max"].as_f64().unwrap() > 0.0, "{rx}");
+    assert!(v["figures"]["flows"][0]["pct_of_max"].is_f64());
+    // It validates against the published schema and reads back unchanged.
+    common::validate("linerate.throughput", &v);
+    let back: Envelope<ThroughputResult> = serde_json::from_value(v.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&back).unwrap(), v);
+}
+
+#[test]
+fn the_schemas_are_published() {
+    common::published::<Envelope<ThroughputResult>>("linerate.throughput");
+    common::published::<Envelope<Scenarios>>("linerate.throughput.scenarios");
+}
+
+#[test]
+fn version_1_documents_still_read() {
+    for file in [
+        "linerate.throughput.json",
+        "linerate.throughput.udp.json",
+        "linerate.throughput.bed.json",
+    ] {
+        let v = common::fixture(file);
+        let doc: Envelope<ThroughputResult> =
+            serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert_eq!(doc.version, 1);
+        assert_eq!(
+            doc.result.client.flows.len(),
+            v["client"]["flows"].as_array().unwrap().len()
+        );
+        // Its flags can be raised again from what it holds.
+        let mut r = doc.result;
+        r.figures = linerate_core::throughput::assess::figures(&r);
+        let _ = linerate_core::throughput::assess::assess(&r);
+    }
+    let v = common::fixture("linerate.throughput.scenarios.json");
+    let doc: Envelope<Scenarios> = serde_json::from_value(v).unwrap();
+    assert_eq!(doc.result.runs.len(), 2);
+    assert_eq!(doc.result.runs[1].schema, "linerate.throughput");
+    // The UDP fixture had a 1 Gbit/s link: its maximum reads back.
+    let v = common::fixture("linerate.throughput.udp.json");
+    let doc: Envelope<ThroughputResult> = serde_json::from_value(v).unwrap();
+    assert_eq!(doc.result.line_max.unwrap().frame_bytes, 1518);
 }
 
 #[test]
@@ -288,8 +375,13 @@ fn several_paths_run_as_seed_000_scenarios() {
     );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["schema"], "linerate.throughput.scenarios");
+    assert_eq!(v["version"], 2);
     assert_eq!(v["runs"].as_array().unwrap().len(), 2);
     assert_eq!(v["runs"][1]["params"]["send_path"], "typical");
+    assert_eq!(v["runs"][1]["schema"], "linerate.throughput");
+    common::validate("linerate.throughput.scenarios", &v);
+    let back: Envelope<Scenarios> = serde_json::from_value(v.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&back).unwrap(), v);
     let o = Command::new(BIN).args(base).output().unwrap();
     kill(srv);
     let out = String::from_utf8_lossy(&o.stdout);

@@ -3,13 +3,14 @@
 
 use std::fmt::Write as _;
 
+use linerate_core::result::{exit_code, Envelope};
 use linerate_core::throughput::model::{
-    sender_mss, Direction, DirectionSum, FlowDir, FlowReport, FlowRole, LineMax, Protocol,
-    SideReport, ThroughputResult, Verification,
+    Direction, DirectionFigures, FlowDir, FlowFigures, FlowReport, FlowRole, LineMax, NoLineMax,
+    Protocol, Scenarios, SideReport, ThroughputResult, Verification,
 };
 use linerate_core::units::{format_bits_per_s, group_thousands, sig4, BitRate, ByteCount};
 
-use crate::table::{Align, Table};
+use crate::table::{paragraph, Align, Table, Width};
 
 fn dir_name(d: FlowDir) -> &'static str {
     match d {
@@ -18,58 +19,52 @@ fn dir_name(d: FlowDir) -> &'static str {
     }
 }
 
-/// The "Packets" cell of a seed-000 row: datagrams (UDP); TCP segments as
-/// the kernel counted them, else estimated as bytes / MSS ("~").
-fn packets_cell(sum: &DirectionSum, tcp: bool, mss: Option<u32>) -> String {
-    match (tcp, sum.tcp_segments, mss) {
-        (false, _, _) => group_thousands(sum.packets),
-        (true, Some(n), _) => group_thousands(n),
-        (true, None, Some(m)) if m > 0 => {
-            format!("~{}", group_thousands(sum.bytes.div_ceil(u64::from(m))))
-        }
-        (true, None, _) => "?".into(),
+/// The "Packets" cell of a seed-000 row ("~": estimated as bytes / MSS).
+fn packets_cell(d: &DirectionFigures) -> String {
+    match d.packets {
+        Some(n) if d.packets_estimated => format!("~{}", group_thousands(n)),
+        Some(n) => group_thousands(n),
+        None => "?".into(),
     }
 }
 
-/// The "Payload/packet" cell: the datagram payload (UDP); for TCP the mean
-/// payload of the counted segments, else the MSS (`per_packet`).
-fn payload_cell(sum: &DirectionSum, per_packet: Option<u32>) -> String {
-    match sum.tcp_segments {
-        Some(n) if n > 0 => group_thousands((sum.bytes + n / 2) / n),
-        _ => per_packet.map_or_else(|| "?".into(), |p| group_thousands(u64::from(p))),
-    }
+/// The "Payload/packet" cell.
+fn payload_cell(d: &DirectionFigures) -> String {
+    d.payload_per_packet_bytes
+        .map_or_else(|| "?".into(), group_thousands)
+}
+
+fn pct_cell(p: Option<f64>) -> String {
+    p.map_or_else(|| "–".into(), |p| format!("{p:.2}%"))
 }
 
 /// What a TCP row's packets and payload per packet are.
-fn tcp_packets_footnote(s: &mut String, estimated: bool, mss: Option<u32>) {
+fn tcp_packets_footnote(estimated: bool, mss: Option<u32>) -> String {
     let mss = mss.map(|m| format!(": {m} B")).unwrap_or_default();
-    let _ = if estimated {
-        writeln!(
-            s,
-            "  TCP packets: segments, counted by the kernel where it says (TCP_INFO data_segs_out/_in; payload per packet then their mean), else estimated as bytes / MSS (~, payload per packet the MSS in use: TCP_MAXSEG read back{mss})."
+    if estimated {
+        format!(
+            "TCP packets: segments, counted by the kernel where it says (TCP_INFO data_segs_out/_in; payload per packet then their mean), else estimated as bytes / MSS (~, payload per packet the MSS in use: TCP_MAXSEG read back{mss})."
         )
     } else {
-        writeln!(
-            s,
-            "  TCP packets: data segments as each end's kernel counted them (TCP_INFO data_segs_out at senders, retransmissions included; data_segs_in at receivers; a TSO/GSO super-packet counts as the segments it carries); payload per packet: their mean (bytes / segments; the MSS in use, TCP_MAXSEG read back{mss}, is the largest)."
+        format!(
+            "TCP packets: data segments as each end's kernel counted them (TCP_INFO data_segs_out at senders, retransmissions included; data_segs_in at receivers; a TSO/GSO super-packet counts as the segments it carries); payload per packet: their mean (bytes / segments; the MSS in use, TCP_MAXSEG read back{mss}, is the largest)."
         )
-    };
+    }
 }
 
 fn end_name(s: &SideReport) -> &'static str {
-    match s.end {
+    end_str(s.end)
+}
+
+fn end_str(e: linerate_core::throughput::model::End) -> &'static str {
+    match e {
         linerate_core::throughput::model::End::Client => "client",
         linerate_core::throughput::model::End::Server => "server",
     }
 }
 
-fn per_packet(f: &FlowReport) -> String {
-    f.cpu_ns_per_packet()
-        .map_or_else(|| "–".into(), |v| sig4(v / 1000.0))
-}
-
-fn per_byte(f: &FlowReport) -> String {
-    f.cpu_ns_per_byte().map_or_else(|| "–".into(), sig4)
+fn opt_sig4(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".into(), sig4)
 }
 
 /// "datagrams/s" or "blocks/s".
@@ -81,7 +76,7 @@ fn unit_rate(r: &ThroughputResult) -> &'static str {
 }
 
 /// The header lines: what ran, against what, on which clock.
-fn header(r: &ThroughputResult) -> String {
+fn header(r: &ThroughputResult, width: Width) -> String {
     let p = &r.params;
     let proto = match p.protocol {
         Protocol::Tcp => "TCP",
@@ -96,39 +91,78 @@ fn header(r: &ThroughputResult) -> String {
         Protocol::Tcp => "blocks",
         Protocol::Udp => "datagram payloads",
     };
-    let mut s = format!(
-        "linerate throughput → {}: {proto}, {dir}, {} stream(s) per direction, {} s, {}-byte {unit}\n",
-        r.server,
-        p.streams,
-        sig4(p.duration_ns as f64 / 1e9),
-        group_thousands(u64::from(p.size_bytes)),
+    let mut s = paragraph(
+        "",
+        "  ",
+        &format!(
+            "linerate throughput → {}: {proto}, {dir}, {} stream(s) per direction, {} s, {}-byte {unit}",
+            r.server,
+            p.streams,
+            sig4(p.duration_ns as f64 / 1e9),
+            group_thousands(u64::from(p.size_bytes)),
+        ),
+        width,
     );
-    let _ = writeln!(
-        s,
-        "send path {}, receive path {}{}{}{}",
-        p.send_path,
-        p.recv_path,
-        if p.recv_spin {
-            " (spinning receivers)"
-        } else {
-            ""
-        },
-        p.recv_lowat()
-            .map(|b| format!(", SO_RCVLOWAT {}", ByteCount::new(u64::from(b))))
-            .or_else(|| p
-                .recv_nap()
-                .map(|us| format!(" (receivers nap {us} µs whenever the socket is empty)")))
-            .unwrap_or_default(),
-        p.rate_bits_per_s
-            .map(|r| format!(", paced to {} per direction", BitRate::from_bps(r)))
-            .unwrap_or_default()
-    );
-    let _ = writeln!(s, "clock: {}", r.clock);
+    s.push_str(&paragraph(
+        "",
+        "  ",
+        &format!(
+            "send path {}, receive path {}{}{}{}",
+            p.send_path,
+            p.recv_path,
+            if p.recv_spin {
+                " (spinning receivers)"
+            } else {
+                ""
+            },
+            p.recv_lowat()
+                .map(|b| format!(", SO_RCVLOWAT {}", ByteCount::new(u64::from(b))))
+                .or_else(|| p
+                    .recv_nap()
+                    .map(|us| format!(" (receivers nap {us} µs whenever the socket is empty)")))
+                .unwrap_or_default(),
+            p.rate_bits_per_s
+                .map(|r| format!(", paced to {} per direction", BitRate::from_bps(r)))
+                .unwrap_or_default()
+        ),
+        width,
+    ));
+    let path = &r.path;
+    if path.link_bits_per_s.is_some() || path.mtu_bytes.is_some() {
+        let mut parts = Vec::new();
+        if let Some(l) = path.link_bits_per_s {
+            parts.push(format!(
+                "link {}{}",
+                BitRate::from_bps(l),
+                match path.link_source {
+                    Some(linerate_core::throughput::model::LinkSource::Bed) => " (the bed's)",
+                    Some(linerate_core::throughput::model::LinkSource::Given) => " (given)",
+                    None => "",
+                }
+            ));
+        }
+        if let Some(m) = path.mtu_bytes {
+            parts.push(format!(
+                "MTU {}{}",
+                group_thousands(u64::from(m)),
+                path.interface
+                    .as_ref()
+                    .map(|i| format!(" ({i})"))
+                    .unwrap_or_default()
+            ));
+        }
+        let _ = writeln!(s, "path: {}", parts.join(", "));
+    }
+    s.push_str(&paragraph("", "  ", &format!("clock: {}", r.clock), width));
     if let Some(st) = r.steal_pct {
-        let _ = writeln!(
-            s,
-            "client host: {st:.1} % of CPU time stolen by the hypervisor during the test (/proc/stat)"
-        );
+        s.push_str(&paragraph(
+            "",
+            "  ",
+            &format!(
+                "client host: {st:.1} % of CPU time stolen by the hypervisor during the test (/proc/stat)"
+            ),
+            width,
+        ));
     }
     s
 }
@@ -146,7 +180,7 @@ fn all_flows(r: &ThroughputResult) -> Vec<(&SideReport, &FlowReport)> {
 
 /// Interval table: receiver side of every direction (sender side when the
 /// receiver's figures are missing), summed over streams.
-fn intervals(r: &ThroughputResult) -> String {
+fn intervals(r: &ThroughputResult, width: Width) -> String {
     let mut out = String::new();
     for dir in [FlowDir::Forward, FlowDir::Reverse] {
         let flows: Vec<(&SideReport, &FlowReport)> = all_flows(r)
@@ -200,13 +234,18 @@ fn intervals(r: &ThroughputResult) -> String {
             "\nIntervals, {}: measured by the {role} ({end}), all streams summed",
             dir_name(dir)
         );
-        out.push_str(&t.render(2));
+        out.push_str(&t.fit(2, width));
     }
     out
 }
 
 /// Per flow, from both ends.
-fn flows_table(r: &ThroughputResult) -> String {
+fn flows_table(r: &ThroughputResult, width: Width) -> String {
+    let cpu_pkt = if r.params.protocol == Protocol::Tcp {
+        "CPU µs/block"
+    } else {
+        "CPU µs/pkt"
+    };
     let mut t = Table::new([
         ("flow", Align::Right),
         ("direction", Align::Left),
@@ -217,21 +256,23 @@ fn flows_table(r: &ThroughputResult) -> String {
         ("time (s)", Align::Right),
         ("throughput", Align::Right),
         (unit_rate(r), Align::Right),
+        ("% of max", Align::Right),
         ("lost", Align::Right),
         ("reord", Align::Right),
         ("dup", Align::Right),
         ("corrupt", Align::Right),
         ("CPU ns/B", Align::Right),
-        (
-            if r.params.protocol == Protocol::Tcp {
-                "CPU µs/block"
-            } else {
-                "CPU µs/pkt"
-            },
-            Align::Right,
-        ),
+        (cpu_pkt, Align::Right),
+    ])
+    .optional(&[
+        "dup", "reord", "path", "CPU ns/B", "time (s)", "bytes", "% of max", cpu_pkt,
     ]);
     for (side, f) in all_flows(r) {
+        let fig: Option<&FlowFigures> = r
+            .figures
+            .flows
+            .iter()
+            .find(|g| g.flow == f.flow && g.end == side.end && g.role == f.role);
         let (lost, reord, dup, corrupt) = match (&f.recv, f.verification) {
             (Some(c), v) => (
                 group_thousands(c.seq.lost),
@@ -259,208 +300,204 @@ fn flows_table(r: &ThroughputResult) -> String {
             f.path.clone(),
             group_thousands(f.bytes),
             format!("{:.3}", f.elapsed_ns as f64 / 1e9),
-            format_bits_per_s(f.bytes_per_s() * 8.0),
-            group_thousands(f.packets_per_s() as u64),
+            fig.map_or_else(|| "–".into(), |g| format_bits_per_s(g.bits_per_s)),
+            fig.map_or_else(|| "–".into(), |g| group_thousands(g.packets_per_s as u64)),
+            pct_cell(fig.and_then(|g| g.pct_of_max)),
             lost,
             reord,
             dup,
             corrupt,
-            per_byte(f),
-            per_packet(f),
+            opt_sig4(fig.and_then(|g| g.cpu_ns_per_byte)),
+            opt_sig4(fig.and_then(|g| g.cpu_ns_per_packet).map(|v| v / 1000.0)),
         ]);
     }
-    let mut s = String::from("\nPer flow, from both ends (CPU: the flow thread's getrusage RUSAGE_THREAD, user+system)\n");
-    s.push_str(&t.render(2));
+    let mut s = String::from("\n");
+    s.push_str(&paragraph(
+        "",
+        "",
+        "Per flow, from both ends (CPU: the flow thread's getrusage RUSAGE_THREAD, user+system)",
+        width,
+    ));
+    s.push_str(&t.fit(2, width));
     s
+}
+
+/// The footnote on a missing maximum.
+fn no_max_note(r: &ThroughputResult) -> String {
+    match &r.no_line_max {
+        None | Some(NoLineMax::NoLink) => {
+            "% of max possible: no line rate known (loopback and veth have none); give --link SPEED."
+                .into()
+        }
+        Some(why) => format!("% of max possible: none, {why}."),
+    }
 }
 
 /// The seed-000 table: packets sent, payload per packet, total data, time,
 /// throughput and % of max possible, per direction and end.
-fn seed_table(r: &ThroughputResult) -> String {
+fn seed_table(r: &ThroughputResult, width: Width) -> String {
     let mut t = Table::new([
         ("", Align::Left),
         ("Packets", Align::Right),
         ("Payload/packet (B)", Align::Right),
         ("Total data (B)", Align::Right),
         ("Time (ms)", Align::Right),
-        ("Throughput (MB/s)", Align::Right),
+        ("MB/s", Align::Right),
         ("% of max possible", Align::Right),
-    ]);
+    ])
+    .optional(&["Total data (B)"]);
     let lm: Option<&LineMax> = r.line_max.as_ref();
     if let Some(m) = lm {
         t.row(max_possible_row(m));
     }
     let tcp = r.params.protocol == Protocol::Tcp;
-    let mss = sender_mss(std::iter::once(&r.client).chain(r.server_side.iter()));
-    let per_packet = if tcp { mss } else { Some(r.params.size_bytes) };
-    let mut sides = vec![&r.client];
-    if let Some(s) = &r.server_side {
-        sides.push(s);
-    }
     let mut estimated = false;
     let mut acked_rows = false;
-    for dir in [FlowDir::Forward, FlowDir::Reverse] {
-        for role in [FlowRole::Sender, FlowRole::Receiver] {
-            for side in &sides {
-                let Some(sum) = side.sum(dir, role) else {
-                    continue;
-                };
-                let packets = packets_cell(&sum, tcp, per_packet);
-                estimated |= tcp && sum.tcp_segments.is_none();
-                // A TCP sender's time runs to its last acknowledgement.
-                let (time_ns, rate) = match sum.acked_ns {
-                    Some(a) if role == FlowRole::Sender && a > 0 => {
-                        acked_rows = true;
-                        (a, sum.bytes as f64 * 1e9 / a as f64)
-                    }
-                    _ => (sum.elapsed_ns, sum.bytes_per_s),
-                };
-                t.row(vec![
-                    format!(
-                        "{} {} by {} ({})",
-                        match dir {
-                            FlowDir::Forward => "forward",
-                            FlowDir::Reverse => "reverse",
-                        },
-                        if role == FlowRole::Sender {
-                            "sent"
-                        } else {
-                            "received"
-                        },
-                        end_name(side),
-                        match role {
-                            FlowRole::Sender => r.params.send_path.name(),
-                            FlowRole::Receiver => r.params.recv_path.name(),
-                        }
-                    ),
-                    packets,
-                    payload_cell(&sum, per_packet),
-                    group_thousands(sum.bytes),
-                    format!("{:.2}", time_ns as f64 / 1e6),
-                    sig4(rate / 1e6),
-                    lm.map_or_else(|| "–".into(), |m| format!("{:.2}%", m.percent_of(rate))),
-                ]);
-            }
-        }
+    for d in &r.figures.directions {
+        estimated |= tcp && d.packets_estimated;
+        acked_rows |= d.time_to_ack;
+        t.row(vec![
+            format!(
+                "{} {}, {} ({})",
+                dir_name_short(d.direction),
+                if d.role == FlowRole::Sender {
+                    "sent"
+                } else {
+                    "received"
+                },
+                end_str(d.end),
+                d.path
+            ),
+            packets_cell(d),
+            payload_cell(d),
+            group_thousands(d.bytes),
+            format!("{:.2}", d.time_ns as f64 / 1e6),
+            sig4(d.bytes_per_s / 1e6),
+            pct_cell(d.pct_of_max),
+        ]);
     }
     let mut s =
         String::from("\nTable 1 (as in AN11053): throughput against the maximum possible\n");
-    s.push_str(&t.render(2));
+    s.push_str(&t.fit(2, width));
+    let mut notes = Vec::new();
     if tcp {
-        tcp_packets_footnote(&mut s, estimated, mss);
+        let mss = linerate_core::throughput::model::sender_mss(
+            std::iter::once(&r.client).chain(r.server_side.iter()),
+        );
+        notes.push(tcp_packets_footnote(estimated, mss));
     }
     if acked_rows {
-        s.push_str(
-            "  TCP senders' time: from the first write until every byte had been sent and acknowledged (TCP_INFO), not the last write, after which data may still sit in the socket.\n",
-        );
+        notes.push("TCP senders' time: from the first write until every byte had been sent and acknowledged (TCP_INFO), not the last write, after which data may still sit in the socket.".to_string());
     }
+    notes.push("MB/s: payload, 10^6 bytes per second.".into());
     match lm {
-        Some(m) => {
-            let _ = writeln!(
-                s,
-                "  Max possible: line-rate model for {} with {}-byte payloads in {}-byte frames (+20 B preamble/SFD/IFG).",
-                BitRate::from_bps(m.link_bits_per_s),
-                m.payload_bytes,
-                m.frame_bytes
-            );
-        }
-        None => s.push_str(
-            "  % of max possible: no line rate known (loopback and veth have none); give --link SPEED.\n",
-        ),
+        Some(m) => notes.push(format!(
+            "Max possible: line-rate model for {} with {}-byte payloads in {}-byte{} frames (+20 B preamble/SFD/IFG).",
+            BitRate::from_bps(m.link_bits_per_s),
+            m.payload_bytes,
+            m.frame_bytes,
+            if m.jumbo { " (jumbo)" } else { "" }
+        )),
+        None => notes.push(no_max_note(r)),
+    }
+    for n in notes {
+        s.push_str(&paragraph("  ", "    ", &n, width));
     }
     s
 }
 
-/// The whole human report.
-pub fn render(r: &ThroughputResult) -> String {
-    let mut s = header(r);
-    s.push_str(&intervals(r));
-    s.push_str(&flows_table(r));
-    s.push_str(&seed_table(r));
-    if !r.notes.is_empty() {
-        s.push_str("\nNotes:\n");
-        for n in &r.notes {
-            let _ = writeln!(s, "  * {n}");
-        }
+fn dir_name_short(d: FlowDir) -> &'static str {
+    match d {
+        FlowDir::Forward => "forward",
+        FlowDir::Reverse => "reverse",
     }
-    let _ = writeln!(
-        s,
-        "\nResult: {}",
-        if r.complete {
-            "complete"
-        } else {
-            "INCOMPLETE or flagged (see notes)"
-        }
-    );
+}
+
+/// The whole human report of one run: header, intervals, flows, the seed
+/// table, the flags (worst first) and the verdict.
+pub fn render(doc: &Envelope<ThroughputResult>, width: Width) -> String {
+    let r = &doc.result;
+    let mut s = header(r, width);
+    s.push_str(&intervals(r, width));
+    s.push_str(&flows_table(r, width));
+    s.push_str(&seed_table(r, width));
+    if !doc.flags.is_empty() {
+        s.push('\n');
+        s.push_str(&crate::flags::render(&doc.flags, width));
+    }
+    let verdict = if doc.flags.iter().any(|f| f.code == "incomplete") {
+        "INCOMPLETE (see the flags)"
+    } else if exit_code(&doc.flags) != 0 {
+        "INVALID (see the flags)"
+    } else {
+        "complete"
+    };
+    let _ = writeln!(s, "\nResult: {verdict}");
     s
 }
 
 /// Seed 000's Table 1 across runs that differ only in the send path
 /// (`--path ideal,typical,zerocopy`): one row per scenario, first direction
 /// that ran (forward if any), sender's packets and data, receiver's rate.
-pub fn render_scenarios(runs: &[ThroughputResult]) -> String {
+pub fn render_scenarios(doc: &Envelope<Scenarios>, width: Width) -> String {
+    let runs = &doc.result.runs;
     let mut t = Table::new([
         ("", Align::Left),
         ("Packets sent", Align::Right),
         ("Payload/packet (B)", Align::Right),
         ("Total data (B)", Align::Right),
         ("Time (ms)", Align::Right),
-        ("Throughput (MB/s)", Align::Right),
+        ("MB/s", Align::Right),
         ("% of max possible", Align::Right),
         ("Sender CPU ns/B", Align::Right),
-    ]);
-    let lm = runs.iter().find_map(|r| r.line_max);
+    ])
+    .optional(&["Total data (B)", "Sender CPU ns/B"]);
+    let lm = runs.iter().find_map(|r| r.result.line_max);
     if let Some(m) = lm {
         let mut cells = max_possible_row(&m);
         cells.push(String::new());
         t.row(cells);
     }
-    for (i, r) in runs.iter().enumerate() {
+    for (i, run) in runs.iter().enumerate() {
+        let r = &run.result;
         let dir = if r.params.direction == Direction::Reverse {
             FlowDir::Reverse
         } else {
             FlowDir::Forward
         };
-        let sides: Vec<&SideReport> = std::iter::once(&r.client)
-            .chain(r.server_side.iter())
-            .collect();
-        let tx = sides.iter().find_map(|s| s.sum(dir, FlowRole::Sender));
-        let rx = sides.iter().find_map(|s| s.sum(dir, FlowRole::Receiver));
-        let tcp = r.params.protocol == Protocol::Tcp;
-        let mss = sender_mss(sides.iter().copied());
-        let per_packet = if tcp { mss } else { Some(r.params.size_bytes) };
-        let Some(tx) = tx else { continue };
+        let Some(tx) = r.figures.direction(dir, FlowRole::Sender) else {
+            continue;
+        };
         // What arrived, when the receiver's figures are known; else what was sent.
-        let (rate, time_ns, label) = match rx {
-            Some(rx) => (rx.bytes_per_s, rx.elapsed_ns, ""),
-            None => (tx.bytes_per_s, tx.elapsed_ns, " (sent)"),
+        let (rate_of, label) = match r.figures.direction(dir, FlowRole::Receiver) {
+            Some(rx) => (rx, ""),
+            None => (tx, " (sent)"),
         };
         t.row(vec![
             format!("Scenario {}: {}{label}", i + 1, r.params.send_path),
-            packets_cell(&tx, tcp, per_packet),
-            payload_cell(&tx, per_packet),
+            packets_cell(tx),
+            payload_cell(tx),
             group_thousands(tx.bytes),
-            format!("{:.2}", time_ns as f64 / 1e6),
-            sig4(rate / 1e6),
-            lm.map_or_else(|| "–".into(), |m| format!("{:.2}%", m.percent_of(rate))),
-            if tx.bytes > 0 {
-                sig4(tx.cpu_ns as f64 / tx.bytes as f64)
-            } else {
-                "–".into()
-            },
+            format!("{:.2}", rate_of.time_ns as f64 / 1e6),
+            sig4(rate_of.bytes_per_s / 1e6),
+            pct_cell(rate_of.pct_of_max),
+            opt_sig4(tx.cpu_ns_per_byte),
         ]);
     }
     let mut s = String::from(
         "Table 1 across scenarios (as in AN11053): the same test with each send path\n",
     );
-    s.push_str(&t.render(2));
-    s.push_str(
-        "  Throughput and time: measured by the receiver (what arrived); packets and data: sent.\n",
-    );
+    s.push_str(&t.fit(2, width));
+    s.push_str(&paragraph(
+        "  ",
+        "    ",
+        "Throughput and time: measured by the receiver (what arrived); packets and data: sent.",
+        width,
+    ));
     if lm.is_none() {
-        s.push_str(
-            "  % of max possible: no line rate known (loopback and veth have none); give --link SPEED.\n",
-        );
+        if let Some(r) = runs.first() {
+            s.push_str(&paragraph("  ", "    ", &no_max_note(&r.result), width));
+        }
     }
     s
 }

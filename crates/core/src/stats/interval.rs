@@ -3,7 +3,9 @@
 use serde::{Deserialize, Serialize};
 
 /// What one flow did during one reporting interval.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Interval {
     /// Start, ns since the flow's start (CLOCK_MONOTONIC of the measuring end).
     pub start_ns: u64,

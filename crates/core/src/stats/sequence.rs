@@ -23,7 +23,9 @@ pub const WINDOW: u64 = 1 << 16;
 const WORDS: usize = (WINDOW / 64) as usize;
 
 /// Counts from one flow's sequence numbers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct SeqCounts {
     /// Distinct sequence numbers received (late ones included).
     pub received_unique: u64,

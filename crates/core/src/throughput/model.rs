@@ -16,7 +16,7 @@ use crate::wire::probe::HEADER_LEN;
 /// Schema name of the JSON result.
 pub const SCHEMA: &str = "linerate.throughput";
 /// Version of the JSON result.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Largest UDP datagram payload (IPv4: 65 535 − 20 − 8).
 pub const MAX_UDP_PAYLOAD: u32 = 65_507;
 /// Largest TCP block (bounds a session's memory on the server).
@@ -39,7 +39,9 @@ pub const MAX_RECV_NAP_US: u32 = 10_000;
 pub const MAX_STREAMS: u16 = 64;
 
 /// TCP or UDP.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Protocol {
     /// TCP: blocks of `size_bytes` on a byte stream.
@@ -50,7 +52,9 @@ pub enum Protocol {
 }
 
 /// Which way data flows, seen from the client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Direction {
     /// Client sends, server receives.
@@ -63,7 +67,7 @@ pub enum Direction {
 }
 
 /// Direction of one flow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FlowDir {
     /// Client → server.
@@ -75,7 +79,7 @@ pub enum FlowDir {
 macro_rules! named_enum {
     ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $s:literal),* $(,)? }) => {
         $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
         #[serde(rename_all = "lowercase")]
         pub enum $name { $($(#[$vm])* $v),* }
         impl $name {
@@ -133,7 +137,7 @@ named_enum!(
 );
 
 /// What a client asks the server to run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThroughputParams {
     /// TCP or UDP.
     pub protocol: Protocol,
@@ -200,32 +204,39 @@ impl Default for ThroughputParams {
     }
 }
 
-/// Why parameters cannot run.
+/// Why parameters cannot run: the parameter at fault (its field name in
+/// [`ThroughputParams`], e.g. `recv_lowat_bytes`) and why. Command-line
+/// flag names are the binary's business: it maps the parameter to its flag.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ParamError {
-    /// Explained in the message.
-    #[error("{0}")]
-    Invalid(String),
+#[error("{param}: {reason}")]
+pub struct ParamError {
+    /// The field of [`ThroughputParams`] at fault.
+    pub param: &'static str,
+    /// Why, in words that name no command-line flag.
+    pub reason: String,
 }
 
 impl ThroughputParams {
     /// Checks the combination (both ends run this: a server never trusts a
     /// client's parameters).
     pub fn validate(&self, max_duration_ns: Option<u64>) -> Result<(), ParamError> {
-        let bad = |s: String| Err(ParamError::Invalid(s));
+        let bad = |param: &'static str, reason: String| Err(ParamError { param, reason });
         if self.streams == 0 || self.streams > MAX_STREAMS {
-            return bad(format!("streams must be 1..={MAX_STREAMS}"));
+            return bad("streams", format!("must be 1..={MAX_STREAMS}"));
         }
         if self.duration_ns == 0 {
-            return bad("the test time must be above zero".into());
+            return bad("duration_ns", "the test time must be above zero".into());
         }
         if let Some(max) = max_duration_ns {
             if self.duration_ns > max {
-                return bad(format!(
-                    "test time {} s exceeds this server's limit of {} s",
-                    self.duration_ns as f64 / 1e9,
-                    max as f64 / 1e9
-                ));
+                return bad(
+                    "duration_ns",
+                    format!(
+                        "test time {} s exceeds this server's limit of {} s",
+                        self.duration_ns as f64 / 1e9,
+                        max as f64 / 1e9
+                    ),
+                );
             }
         }
         let min = HEADER_LEN as u32;
@@ -234,41 +245,53 @@ impl ThroughputParams {
             Protocol::Tcp => MAX_TCP_BLOCK,
         };
         if self.size_bytes < min || self.size_bytes > max {
-            return bad(format!(
-                "size must be {min}..={max} bytes for {} (the probe header is {min} bytes)",
-                self.protocol_name()
-            ));
+            return bad(
+                "size_bytes",
+                format!(
+                    "size must be {min}..={max} bytes for {} (the probe header is {min} bytes)",
+                    self.protocol_name()
+                ),
+            );
         }
         if self.interval_ns < 100_000_000 {
-            return bad("the interval must be at least 0.1 s".into());
+            return bad("interval_ns", "the interval must be at least 0.1 s".into());
         }
         if self.rate_bits_per_s == Some(0) {
-            return bad("a rate of 0 sends nothing".into());
+            return bad("rate_bits_per_s", "a rate of 0 sends nothing".into());
         }
         match (self.protocol, self.send_path) {
             (Protocol::Tcp, SendPath::Mmsg | SendPath::Gso) => {
-                return bad(format!(
-                    "send path '{}' is UDP-only (sendmmsg/UDP_SEGMENT)",
-                    self.send_path
-                ))
+                return bad(
+                    "send_path",
+                    format!(
+                        "send path '{}' is UDP-only (sendmmsg/UDP_SEGMENT)",
+                        self.send_path
+                    ),
+                )
             }
             (Protocol::Udp, SendPath::Sendfile) => {
-                return bad("send path 'sendfile' is TCP-only here".into())
+                return bad("send_path", "send path 'sendfile' is TCP-only here".into())
             }
             _ => {}
         }
         if self.protocol == Protocol::Tcp
             && matches!(self.recv_path, RecvPath::Mmsg | RecvPath::Gro)
         {
-            return bad(format!(
-                "receive path '{}' is UDP-only (recvmmsg/UDP_GRO)",
-                self.recv_path
-            ));
+            return bad(
+                "recv_path",
+                format!(
+                    "receive path '{}' is UDP-only (recvmmsg/UDP_GRO)",
+                    self.recv_path
+                ),
+            );
         }
         if self.protocol == Protocol::Udp && self.send_path == SendPath::Gso {
             let segs = 65_000 / self.size_bytes.max(1);
             if segs < 2 {
-                return bad("send path 'gso' needs datagrams of at most 32 500 bytes".into());
+                return bad(
+                    "send_path",
+                    "send path 'gso' needs datagrams of at most 32 500 bytes".into(),
+                );
             }
         }
         if let Some(cc) = &self.congestion {
@@ -276,23 +299,27 @@ impl ThroughputParams {
                 || cc.len() > 15
                 || !cc.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
             {
-                return bad(format!("congestion control name '{cc}' is not valid"));
+                return bad(
+                    "congestion",
+                    format!("congestion control name '{cc}' is not valid"),
+                );
             }
         }
         if let Some(mss) = self.mss_bytes {
             if !(88..=65_535).contains(&mss) {
-                return bad("mss must be 88..=65535 bytes".into());
+                return bad("mss_bytes", "the MSS must be 88..=65535 bytes".into());
             }
         }
         if let Some(lowat) = self.recv_lowat_bytes {
             if self.protocol == Protocol::Udp {
                 return bad(
-                    "the receive low-water mark (--recv-lowat, SO_RCVLOWAT) is TCP-only: UDP receives ignore it"
+                    "recv_lowat_bytes",
+                    "the receive low-water mark (SO_RCVLOWAT) is TCP-only: UDP receives ignore it"
                         .into(),
                 );
             }
             if lowat == 0 || lowat > MAX_TCP_BLOCK {
-                return bad(format!(
+                return bad("recv_lowat_bytes", format!(
                     "receive low-water mark must be 1..={MAX_TCP_BLOCK} bytes (1: wake on every arrival, the kernel's default)"
                 ));
             }
@@ -300,19 +327,24 @@ impl ThroughputParams {
         if let Some(nap) = self.recv_nap_us {
             if self.protocol == Protocol::Tcp {
                 return bad(
-                    "the receivers' nap (--recv-nap) is UDP-only: TCP receivers are woken per block (--recv-lowat)"
+                    "recv_nap_us",
+                    "the receivers' nap is UDP-only: TCP receivers are woken per block (recv_lowat_bytes)"
                         .into(),
                 );
             }
             if self.recv_spin && nap > 0 {
                 return bad(
-                    "a spinning receiver (--recv-spin) never naps: give one of the two".into(),
+                    "recv_nap_us",
+                    "a spinning receiver (recv_spin) never naps: give one of the two".into(),
                 );
             }
             if nap > MAX_RECV_NAP_US {
-                return bad(format!(
+                return bad(
+                    "recv_nap_us",
+                    format!(
                     "the receivers' nap must be 0..={MAX_RECV_NAP_US} µs (0: wait in the kernel)"
-                ));
+                ),
+                );
             }
         }
         Ok(())
@@ -370,7 +402,7 @@ impl ThroughputParams {
 }
 
 /// Which end measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum End {
     /// `linerate throughput`.
@@ -380,7 +412,7 @@ pub enum End {
 }
 
 /// What one end did with one flow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FlowRole {
     /// It sent.
@@ -390,7 +422,7 @@ pub enum FlowRole {
 }
 
 /// How much of each received payload was compared with the pattern.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Verification {
     /// Every payload byte.
@@ -402,7 +434,9 @@ pub enum Verification {
 }
 
 /// Zero-copy completions of a MSG_ZEROCOPY sender.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct ZeroCopyReport {
     /// Sends made with MSG_ZEROCOPY.
     pub zerocopy_sends: u64,
@@ -413,7 +447,7 @@ pub struct ZeroCopyReport {
 }
 
 /// How well a paced sender kept its rate.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PacingReport {
     /// Asked, bit/s of payload.
     pub asked_bits_per_s: f64,
@@ -424,7 +458,9 @@ pub struct PacingReport {
 }
 
 /// Receive-side accounting of one flow.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct RecvCounts {
     /// Sequence accounting.
     pub seq: SeqCounts,
@@ -438,7 +474,7 @@ pub struct RecvCounts {
 }
 
 /// One end's view of one flow.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FlowReport {
     /// Flow id.
     pub flow: u16,
@@ -553,7 +589,7 @@ impl FlowReport {
 }
 
 /// One end's measurements.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SideReport {
     /// Which end.
     pub end: End,
@@ -571,7 +607,7 @@ pub struct SideReport {
 
 /// Packets an interface sent, from its own counter: frames on a real link;
 /// on veth and loopback, skbs, where a GSO or TSO super-packet counts once.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Egress {
     /// Interface name (in this end's network namespace).
     pub interface: String,
@@ -604,7 +640,7 @@ pub fn sender_mss<'a>(sides: impl IntoIterator<Item = &'a SideReport> + Clone) -
 }
 
 /// Sum of several flows of one direction, as one end saw them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DirectionSum {
     /// Bytes.
     pub bytes: u64,
@@ -681,7 +717,7 @@ impl SideReport {
 }
 
 /// The maximum the declared link allows for this test's packets.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LineMax {
     /// The declared link speed, bit/s.
     pub link_bits_per_s: u64,
@@ -695,16 +731,102 @@ pub struct LineMax {
     pub frames_per_s: f64,
     /// Payload throughput at line rate, bytes/s.
     pub payload_bytes_per_s: f64,
+    /// Payload throughput at line rate, bit/s (absent in version 1).
+    #[serde(default)]
+    pub payload_bits_per_s: f64,
+    /// Whether the frame is a jumbo frame (above 1518 bytes untagged),
+    /// allowed because the path's MTU is above 1500 (absent in version 1).
+    #[serde(default)]
+    pub jumbo: bool,
+}
+
+/// The standard Ethernet MTU, assumed when the path's is not known.
+pub const STANDARD_MTU: u32 = 1500;
+
+/// Why no line-rate maximum was computed.
+#[derive(
+    Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema, thiserror::Error,
+)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum NoLineMax {
+    /// No link speed is known (none given, no bed, loopback and veth have none).
+    #[error("no line rate known: loopback and veth have none (give the link speed)")]
+    NoLink,
+    /// A TCP test whose MSS could not be read.
+    #[error("the MSS in use could not be read, so no frame size is known")]
+    NoMss,
+    /// One payload needs an IP packet larger than the path's MTU: it is
+    /// fragmented (UDP), so no single frame carries it.
+    #[error(
+        "a {payload_bytes}-byte payload needs a {packet_bytes}-byte IP packet, above the path's MTU of {mtu_bytes} B: it crosses the link fragmented, not as one frame"
+    )]
+    AboveMtu {
+        /// Payload per packet, bytes.
+        payload_bytes: u32,
+        /// The IP packet carrying it, bytes.
+        packet_bytes: u32,
+        /// The path's MTU, bytes.
+        mtu_bytes: u32,
+    },
+    /// The path's MTU allows packets no Ethernet frame carries (loopback's
+    /// 65 536 B): the model has no frame for them.
+    #[error(
+        "the path's MTU of {mtu_bytes} B{on} allows frames of {frame_bytes} B, beyond the largest Ethernet (jumbo) frame of {max_frame_bytes} B: the path is not Ethernet, so no line rate applies"
+    )]
+    NotEthernet {
+        /// The path's MTU, bytes.
+        mtu_bytes: u32,
+        /// " on lo" or "".
+        on: String,
+        /// The frame the payload would need, bytes.
+        frame_bytes: u32,
+        /// The largest frame the model allows, bytes.
+        max_frame_bytes: u32,
+    },
+    /// The model refused the frame for another reason.
+    #[error("{message}")]
+    Model {
+        /// The model's words.
+        message: String,
+    },
 }
 
 impl LineMax {
     /// The model's maximum for `payload` bytes per frame with `encap` on
-    /// `link` (standard frames up to 1518 bytes; a larger payload is an error).
-    pub fn new(link: BitRate, encap: Encap, payload: u32) -> Result<Self, String> {
-        let frame = encap
-            .frame_for_payload(payload, false)
-            .map_err(|e| e.to_string())?;
-        let row = Row::new(link, frame).map_err(|e| e.to_string())?;
+    /// `link`, through a path whose MTU is `mtu` bytes (None: the standard
+    /// 1500). Frames above 1518 bytes (jumbo) are allowed when the MTU is
+    /// above 1500; a payload the MTU cannot carry in one packet has none.
+    pub fn new(
+        link: BitRate,
+        encap: Encap,
+        payload: u32,
+        mtu: Option<u32>,
+    ) -> Result<Self, NoLineMax> {
+        let mtu_bytes = mtu.unwrap_or(STANDARD_MTU);
+        let packet_bytes = payload + encap.l3l4_header_bytes();
+        if packet_bytes > mtu_bytes {
+            return Err(NoLineMax::AboveMtu {
+                payload_bytes: payload,
+                packet_bytes,
+                mtu_bytes,
+            });
+        }
+        let jumbo = mtu_bytes > STANDARD_MTU;
+        let max_frame_bytes = encap.max_frame_bytes(jumbo);
+        let frame_bytes = packet_bytes + encap.l2_overhead_bytes();
+        if frame_bytes > max_frame_bytes {
+            return Err(NoLineMax::NotEthernet {
+                mtu_bytes,
+                on: String::new(),
+                frame_bytes,
+                max_frame_bytes,
+            });
+        }
+        let model = |e: crate::linerate::ModelError| NoLineMax::Model {
+            message: e.to_string(),
+        };
+        let frame = encap.frame_for_payload(payload, jumbo).map_err(model)?;
+        let row = Row::new(link, frame).map_err(model)?;
         Ok(Self {
             link_bits_per_s: link.bps(),
             encap,
@@ -712,6 +834,8 @@ impl LineMax {
             frame_bytes: frame.frame_bytes,
             frames_per_s: row.frame_rate.per_s(),
             payload_bytes_per_s: row.payload_bytes_per_s(),
+            payload_bits_per_s: row.payload_bytes_per_s() * 8.0,
+            jumbo: frame.frame_bytes > encap.max_frame_bytes(false),
         })
     }
 
@@ -725,14 +849,122 @@ impl LineMax {
     }
 }
 
+/// Where the link speed came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LinkSource {
+    /// Given for the test (the `link` setting).
+    Given,
+    /// The testbed's emulated link.
+    Bed,
+}
+
+/// What is known of the path the test crossed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PathFacts {
+    /// The link speed used for the maximum possible, bit/s.
+    #[serde(default)]
+    pub link_bits_per_s: Option<u64>,
+    /// Where it came from.
+    #[serde(default)]
+    pub link_source: Option<LinkSource>,
+    /// The interface the client's packets left by (in its namespace).
+    #[serde(default)]
+    pub interface: Option<String>,
+    /// That interface's MTU (or the bed's), bytes.
+    #[serde(default)]
+    pub mtu_bytes: Option<u32>,
+}
+
+/// Derived figures of one flow at one end (computed once, here).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FlowFigures {
+    /// Flow id.
+    pub flow: u16,
+    /// Its direction.
+    pub direction: FlowDir,
+    /// The end that measured.
+    pub end: End,
+    /// Sent or received there.
+    pub role: FlowRole,
+    /// Payload throughput, bit/s.
+    pub bits_per_s: f64,
+    /// Datagrams or blocks per second.
+    pub packets_per_s: f64,
+    /// Share of the line-rate maximum, percent (None: no line rate known).
+    pub pct_of_max: Option<f64>,
+    /// CPU ns per byte (user + system; None: no bytes).
+    pub cpu_ns_per_byte: Option<f64>,
+    /// CPU ns per datagram or block (None: none).
+    pub cpu_ns_per_packet: Option<f64>,
+}
+
+/// One direction's flows summed at one end, with the seed-000 table's
+/// figures (a row of its Table 1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DirectionFigures {
+    /// Which way.
+    pub direction: FlowDir,
+    /// The end that measured.
+    pub end: End,
+    /// Sent or received there.
+    pub role: FlowRole,
+    /// The send or receive path.
+    pub path: String,
+    /// Packets: UDP datagrams; TCP data segments as the kernel counted them,
+    /// else bytes / MSS (`packets_estimated`). None: no MSS known.
+    pub packets: Option<u64>,
+    /// `packets` is an estimate (TCP without the kernel's count).
+    pub packets_estimated: bool,
+    /// Mean payload per packet, bytes (TCP: bytes / segments, else the MSS).
+    pub payload_per_packet_bytes: Option<u64>,
+    /// Payload bytes.
+    pub bytes: u64,
+    /// The time the rate is over, ns: the longest flow's, or for TCP
+    /// senders until the last byte was acknowledged (`time_to_ack`).
+    pub time_ns: u64,
+    /// `time_ns` runs to the last acknowledgement (TCP senders).
+    pub time_to_ack: bool,
+    /// Payload throughput, bytes/s.
+    pub bytes_per_s: f64,
+    /// Payload throughput, bit/s.
+    pub bits_per_s: f64,
+    /// Packets per second (None: packets unknown).
+    pub packets_per_s: Option<f64>,
+    /// Share of the line-rate maximum, percent (None: no line rate known).
+    pub pct_of_max: Option<f64>,
+    /// CPU ns per byte of the flows' threads (None: no bytes).
+    pub cpu_ns_per_byte: Option<f64>,
+    /// The plain sums.
+    pub sum: DirectionSum,
+}
+
+/// Every derived figure of a result.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Figures {
+    /// Per flow and end, in flow order (senders first).
+    pub flows: Vec<FlowFigures>,
+    /// Per direction, role and end: forward first, senders first, client first.
+    pub directions: Vec<DirectionFigures>,
+}
+
+impl Figures {
+    /// The row of `dir` at the first end that had it in `role`.
+    pub fn direction(&self, dir: FlowDir, role: FlowRole) -> Option<&DirectionFigures> {
+        self.directions
+            .iter()
+            .find(|d| d.direction == dir && d.role == role)
+    }
+}
+
 /// The whole result of `linerate throughput` (JSON: schema
-/// `linerate.throughput`, version 1).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `linerate.throughput`, version 2, inside the common envelope).
+///
+/// Version 2 dropped `complete` and `notes` (the envelope's flags say both)
+/// and added `path`, `no_line_max`, `one_sided` and `figures`; a version-1
+/// document still reads into this type (its extra fields are ignored).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThroughputResult {
-    /// [`SCHEMA`].
-    pub schema: String,
-    /// [`VERSION`].
-    pub version: u32,
     /// The server as given.
     pub server: String,
     /// What ran.
@@ -741,18 +973,42 @@ pub struct ThroughputResult {
     pub clock: String,
     /// The client's measurements.
     pub client: SideReport,
-    /// The server's measurements (None: it never sent them, or `--discard`).
+    /// The server's measurements (None: it never sent them, or one-sided).
     pub server_side: Option<SideReport>,
-    /// The line-rate model for `--link` (None: no link speed known).
+    /// The line-rate model (None: see `no_line_max`).
     pub line_max: Option<LineMax>,
+    /// Why there is no `line_max` (absent in version 1).
+    #[serde(default)]
+    pub no_line_max: Option<NoLineMax>,
+    /// The link and MTU of the path (absent in version 1).
+    #[serde(default)]
+    pub path: PathFacts,
     /// Share of the client host's CPU time stolen by a hypervisor during
     /// the test, percent (`/proc/stat`; None when unreadable).
     pub steal_pct: Option<f64>,
-    /// Both ends complete and every precondition held.
-    pub complete: bool,
-    /// Flags and remarks (fallbacks, pacing shortfalls, one-sided results).
-    pub notes: Vec<String>,
+    /// Sent to a discard sink: sender-side figures only (absent in version 1).
+    #[serde(default)]
+    pub one_sided: bool,
+    /// Derived figures: bits/s, packets/s, % of the maximum possible
+    /// (absent in version 1).
+    #[serde(default)]
+    pub figures: Figures,
 }
+
+/// Several runs that differ only in the send path (`linerate throughput
+/// --path A,B,…`; schema [`SCENARIOS_SCHEMA`], version [`SCENARIOS_VERSION`]).
+/// Each run is a whole `linerate.throughput` document; the envelope around
+/// this carries every run's flags.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Scenarios {
+    /// One per send path, in the order given.
+    pub runs: Vec<crate::result::Envelope<ThroughputResult>>,
+}
+
+/// Schema name of the scenarios document.
+pub const SCENARIOS_SCHEMA: &str = "linerate.throughput.scenarios";
+/// Version of the scenarios document.
+pub const SCENARIOS_VERSION: u32 = 2;
 
 #[cfg(test)]
 mod tests {
@@ -889,20 +1145,20 @@ mod tests {
     #[test]
     fn line_max_matches_seed_000() {
         // 1500-byte payloads of plain Ethernet at 100 Mbit/s: 12.19 MB/s.
-        let m = LineMax::new(BitRate::from_mbps(100), Encap::ETHERNET, 1500).unwrap();
+        let m = LineMax::new(BitRate::from_mbps(100), Encap::ETHERNET, 1500, None).unwrap();
         assert!((m.payload_bytes_per_s - 12_190_000.0).abs() < 10_000.0);
         assert!((m.percent_of(12.0e6) - 98.44).abs() < 0.05);
         // 18-byte UDP payload = 64-byte frame.
-        let m = LineMax::new(BitRate::from_gbps(1), Encap::UDP4, 18).unwrap();
+        let m = LineMax::new(BitRate::from_gbps(1), Encap::UDP4, 18, None).unwrap();
         assert_eq!(m.frame_bytes, 64);
         // 1472 fits IPv4 in 1518 bytes; over IPv6 it would not.
         assert_eq!(
-            LineMax::new(BitRate::from_gbps(1), Encap::UDP4, 1472)
+            LineMax::new(BitRate::from_gbps(1), Encap::UDP4, 1472, None)
                 .unwrap()
                 .frame_bytes,
             1518
         );
         let udp6: Encap = "udp6".parse().unwrap();
-        assert!(LineMax::new(BitRate::from_gbps(1), udp6, 1472).is_err());
+        assert!(LineMax::new(BitRate::from_gbps(1), udp6, 1472, None).is_err());
     }
 }

@@ -13,12 +13,16 @@
 //! Clock: every elapsed time and interval is CLOCK_MONOTONIC of the end
 //! that measured it. Probe send stamps are the low 32 bits of the sender's
 //! CLOCK_MONOTONIC (comparable only on one host).
+//!
+//! [`run`] is the whole of `linerate throughput`: the bed's server, one
+//! session per send path, each result assessed and enveloped.
 
 pub mod client;
 pub mod control;
 pub mod flow;
 pub mod host;
 pub mod net;
+pub mod run;
 pub mod server;
 mod session;
 
