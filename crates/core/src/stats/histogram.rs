@@ -50,7 +50,7 @@ pub struct Histogram {
 }
 
 /// What a histogram says, in nanoseconds: the columns of every latency table.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     /// Number of samples.
     pub count: u64,
