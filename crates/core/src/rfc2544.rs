@@ -13,7 +13,7 @@
 //! Test-equipment limits are never device loss: a trial in which the
 //! generator fell short of the asked rate, or in which the receiver dropped
 //! frames itself, is invalid; a figure bounded by such trials is a lower
-//! bound of the device's, flagged [`Severity::Invalid`] (`generator_limited`,
+//! bound of the device's, flagged [`Severity::Invalid`](crate::result::Severity::Invalid) (`generator_limited`,
 //! `receiver_limited`).
 //!
 //! Version 1 documents (written before the result moved here) read into
@@ -30,7 +30,7 @@ use crate::procedure::rfc2544::latency::{single_frame_bits_per_s, LatencyResult}
 use crate::procedure::rfc2544::loss::LossResult;
 use crate::procedure::rfc2544::throughput::ThroughputResult;
 use crate::procedure::rfc2544::{Limit, TraceStep, Verdict};
-use crate::result::{Envelope, Flag, Severity};
+use crate::result::{Envelope, Flag};
 use crate::units::BitRate;
 
 /// The schema name of the result.

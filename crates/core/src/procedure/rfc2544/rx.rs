@@ -7,7 +7,7 @@
 //! the extent):
 //!
 //! * a frame is a **duplicate** when its sequence number was seen before in
-//!   the stream (within the tracker's window of [`WINDOW`] numbers below the
+//!   the stream (within the tracker's window of [`WINDOW`](crate::stats::sequence::WINDOW) numbers below the
 //!   highest one);
 //! * a frame is **reordered** when it is new but arrives after a frame with
 //!   a higher sequence number; one more than the window behind is counted
@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 
 use crate::stats::histogram::Histogram;
-use crate::stats::sequence::{SeqTracker, WINDOW};
+use crate::stats::sequence::SeqTracker;
 
 /// Counters of one stream.
 #[derive(Debug, Clone, Default)]
@@ -120,6 +120,7 @@ impl RxTally {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::sequence::WINDOW;
 
     #[test]
     fn loss_reorder_duplicates_latency() {
