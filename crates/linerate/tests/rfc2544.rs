@@ -3,6 +3,8 @@
 //! skip loudly without root and `ip`, and fail with LINERATE_REQUIRE_PRIV=1).
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::process::{Command, Output};
 use std::sync::Mutex;
 
@@ -11,7 +13,9 @@ use std::sync::Mutex;
 static MEASURING: Mutex<()> = Mutex::new(());
 
 use linerate_bed::{privileges, Bed, BedSpec, Topology};
+use linerate_core::rfc2544::{Rfc2544Json, SCHEMA};
 use linerate_core::units::BitRate;
+use linerate_report::table::Width;
 
 fn linerate(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_linerate"))
@@ -91,11 +95,55 @@ fn missing_interfaces_are_a_usage_error_not_a_panic() {
     );
 }
 
-fn json_of(o: &Output) -> serde_json::Value {
+/// The JSON document of a run that exited with `code`: it validates
+/// against the published schema and reads back into the Rust type,
+/// re-serialising to the same value.
+fn json_with(o: &Output, code: i32) -> serde_json::Value {
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(o.status.code(), Some(code), "{err}");
     eprintln!("{err}");
-    serde_json::from_slice(&o.stdout).unwrap()
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    common::validate(SCHEMA, &j);
+    let doc: Rfc2544Json = serde_json::from_value(j.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&doc).unwrap(), j, "round trip");
+    assert_eq!(doc.version, 2);
+    assert!(doc.started_at.is_some() && doc.host.is_some());
+    // The flags decide the exit code.
+    assert_eq!(i32::from(doc.exit_code()), code, "{:?}", doc.flags);
+    j
+}
+
+fn json_of(o: &Output) -> serde_json::Value {
+    json_with(o, 0)
+}
+
+#[test]
+fn schema_is_published() {
+    common::published::<Rfc2544Json>(SCHEMA);
+}
+
+/// A version-1 document (written before the result moved to core) reads
+/// into today's type, and renders within 100 columns.
+#[test]
+fn version_1_reads_and_renders() {
+    let v1 = common::fixture("linerate.rfc2544.json");
+    let doc: Rfc2544Json = serde_json::from_value(v1).unwrap();
+    assert_eq!(doc.version, 1);
+    let s = &doc.result.sizes[0];
+    assert_eq!(s.frame_bytes, 64);
+    assert!(s.throughput_bits_per_s.is_none() && s.trace[0].invalid_by.is_none());
+    assert!(doc.flags.is_empty());
+    let text = linerate_report::rfc2544::render(&doc, Width::default());
+    assert!(text.contains("64-byte frames") && text.contains("1518-byte frames"), "{text}");
+    assert!(text.contains("passes at line rate"), "{text}");
+    for l in text.lines() {
+        assert!(l.chars().count() <= 100, "{} columns: {l}", l.chars().count());
+    }
+    // The flags a v1 result earns, assessed now: only the fallback (info).
+    let flags = linerate_core::rfc2544::assess(&doc.result);
+    let codes: Vec<&str> = flags.iter().map(|f| f.code.as_str()).collect();
+    assert_eq!(codes, ["generator_fallback"]);
+    assert_eq!(linerate_core::result::exit_code(&flags), 0);
 }
 
 /// Issue 6's acceptance test: on a `bridge` bed with `--link 100M`, the
@@ -196,7 +244,14 @@ fn unshaped_bridge_is_generator_limited_and_says_so() {
         "--json",
     ]);
     drop(bed);
-    let j = json_of(&o);
+    // A generator-limited throughput is a lower bound, not the device's:
+    // exit 1 (it was 0 before issue 12), and the flag says so in the JSON.
+    let j = json_with(&o, 1);
+    let codes = j["flags"].to_string();
+    assert!(
+        codes.contains("\"generator_limited\"") || codes.contains("\"receiver_limited\""),
+        "{codes}"
+    );
     // `auto` on an unshaped path: XDP live frames, with what they cannot
     // verify said (AF_XDP on a kernel without live frames, saying why).
     if j["generator"] == "xdp_live_frames" {
