@@ -31,7 +31,7 @@ use crate::procedure::rfc2544::loss::LossResult;
 use crate::procedure::rfc2544::throughput::ThroughputResult;
 use crate::procedure::rfc2544::{Limit, TraceStep, Verdict};
 use crate::result::{Envelope, Flag};
-use crate::units::BitRate;
+use crate::units::{group_thousands, BitRate};
 
 /// The schema name of the result.
 pub const SCHEMA: &str = "linerate.rfc2544";
@@ -673,7 +673,8 @@ fn size_flags(s: &SizeReport, flags: &mut Vec<Flag>) {
                     tp.and_then(|t| t.limited_by) == Some(Limit::Generator),
                     format!(
                         "the throughput of {b}-byte frames ({} fps) is a lower bound, the device may do more",
-                        s.throughput_fps().map_or("-".into(), |f| format!("{f:.0}"))
+                        s.throughput_fps()
+                            .map_or("-".into(), |f| group_thousands(f.round() as u64))
                     ),
                 )
             }
