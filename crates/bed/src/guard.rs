@@ -123,6 +123,9 @@ pub fn install_signal_teardown() -> std::io::Result<()> {
             let sig = linerate_io::signal::wait_for_termination_signal().unwrap_or(0);
             SIGNAL.store(sig, Ordering::SeqCst);
             TERMINATING.store(true, Ordering::SeqCst);
+            for e in crate::iface::restore_all() {
+                eprintln!("linerate: signal {sig}: interface setting not restored: {e}");
+            }
             let reg = lock();
             for r in reg.iter() {
                 let errors = teardown_unlocked(r);

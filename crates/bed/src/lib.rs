@@ -54,6 +54,7 @@
 mod apply;
 mod bed;
 pub mod guard;
+pub mod iface;
 pub mod inspect;
 pub mod layout;
 pub mod plan;

@@ -21,6 +21,7 @@ pub mod linerate;
 pub mod procedure;
 pub mod progress;
 pub mod result;
+pub mod rfc2544;
 pub mod stats;
 pub mod throughput;
 pub mod units;

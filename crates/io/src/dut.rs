@@ -18,16 +18,9 @@ use linerate_core::procedure::rfc2544::{TrialOutcome, TrialSpec};
 use linerate_core::wire::testframe::TestFrameRepr;
 
 use crate::netns::{spawn_in, NetnsError};
-use crate::packet::{GenReport, Generator, PacketError, Receiver, SendPath};
+use crate::packet::{FrameGenerator, GenReport, Generator, PacketError, Receiver};
 
-/// One end: an interface, in a namespace or in the caller's.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Endpoint {
-    /// Namespace name (`/run/netns/NAME`) or `None` for the caller's.
-    pub netns: Option<String>,
-    /// Interface name.
-    pub iface: String,
-}
+pub use linerate_core::rfc2544::Endpoint;
 
 /// Harness settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,7 +32,7 @@ pub struct HarnessConfig {
     /// Use PACKET_QDISC_BYPASS (refused on shaped interfaces).
     pub qdisc_bypass: bool,
     /// How frames are handed to the kernel.
-    pub path: SendPath,
+    pub path: Generator,
     /// Source of the frames (198.18.0.0/15 or 2001:2::/48).
     pub src_ip: IpAddr,
     /// Destination of the frames (same family as the source).
@@ -47,10 +40,6 @@ pub struct HarnessConfig {
     /// Destination MAC of the frames: the receiving interface's own
     /// (`None`, for a bridge or a cable) or a router's (see [`mac_in`]).
     pub dst_mac: Option<[u8; 6]>,
-    /// The other end of the sending veth, when known (a bed's cable): XDP
-    /// live frames need NAPI there, so the harness turns its GRO on for the
-    /// run (and back off when it drops), see [`Harness::gro_turned_on`].
-    pub tx_peer: Option<Endpoint>,
 }
 
 /// The MAC address of `iface` in namespace `netns` (read from a thread
@@ -133,10 +122,6 @@ pub struct Harness {
     /// Test frames so far whose receive time is a user-space stamp because
     /// the kernel attached no SO_TIMESTAMPNS stamp.
     pub rx_user_stamps: u64,
-    /// The veth peer whose GRO this harness turned on for XDP live frames
-    /// (`None` if it was on already or nothing was changed); turned off
-    /// again on drop.
-    pub gro_turned_on: Option<Endpoint>,
 }
 
 impl std::fmt::Debug for GenCmd {
@@ -152,30 +137,11 @@ impl std::fmt::Debug for RxCmd {
 
 impl Harness {
     /// Starts the generator and receiver threads in their namespaces.
+    ///
+    /// Interface settings a generator needs (GRO at a veth peer for XDP
+    /// live frames) are the caller's to make, through the bed: the harness
+    /// changes no interface.
     pub fn start(cfg: HarnessConfig) -> Result<Self, HarnessError> {
-        let gro_turned_on = match (&cfg.tx_peer, cfg.path) {
-            (Some(peer), SendPath::XdpLive) => {
-                if set_gro(peer, true)? {
-                    Some(peer.clone())
-                } else {
-                    None
-                }
-            }
-            _ => None,
-        };
-        let restore = |e: HarnessError| {
-            if let Some(p) = &gro_turned_on {
-                let _ = set_gro(p, false);
-            }
-            e
-        };
-        Self::start_inner(cfg, gro_turned_on.clone()).map_err(restore)
-    }
-
-    fn start_inner(
-        cfg: HarnessConfig,
-        gro_turned_on: Option<Endpoint>,
-    ) -> Result<Self, HarnessError> {
         let (gen_tx, gen_rx) = mpsc::channel::<GenCmd>();
         let (rep_tx, rep_rx) = mpsc::channel::<GenReport>();
         let (ready_tx, ready_rx) = mpsc::channel::<Result<([u8; 6], u32), PacketError>>();
@@ -184,7 +150,7 @@ impl Harness {
         let path = cfg.path;
         let ready = ready_tx.clone();
         let gen_thread = spawn_in(cfg.tx.netns.as_deref(), "lr-gen", move || {
-            let mut g = match Generator::open(&iface, bypass, path) {
+            let mut g = match FrameGenerator::open(&iface, bypass, path) {
                 Ok(g) => g,
                 Err(e) => {
                     let _ = ready.send(Err(e));
@@ -265,7 +231,6 @@ impl Harness {
             next_stream: 1,
             other_frames: 0,
             rx_user_stamps: 0,
-            gro_turned_on,
         })
     }
 
@@ -295,7 +260,7 @@ impl Harness {
     }
 
     /// The generator's send path.
-    pub fn path(&self) -> SendPath {
+    pub fn path(&self) -> Generator {
         self.cfg.path
     }
 
@@ -461,54 +426,5 @@ impl Drop for Harness {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
-        if let Some(p) = self.gro_turned_on.take() {
-            let _ = set_gro(&p, false);
-        }
-    }
-}
-
-/// Turns GRO on `end` on or off (`ethtool -K IFACE gro on|off` from a thread
-/// in its namespace). Returns true when it changed something (GRO was in the
-/// other state); an `ethtool` that is missing or fails is an error only when
-/// turning on.
-fn set_gro(end: &Endpoint, on: bool) -> Result<bool, HarnessError> {
-    let iface = end.iface.clone();
-    let h = spawn_in(
-        end.netns.as_deref(),
-        "lr-gro",
-        move || -> Result<bool, String> {
-            let show = std::process::Command::new("ethtool")
-                .args(["-k", &iface])
-                .output()
-                .map_err(|e| format!("ethtool -k {iface}: {e}"))?;
-            let text = String::from_utf8_lossy(&show.stdout);
-            let now_on = text
-                .lines()
-                .find_map(|l| l.trim().strip_prefix("generic-receive-offload:"))
-                .map(|v| v.trim().starts_with("on"))
-                .ok_or_else(|| format!("ethtool -k {iface}: no generic-receive-offload line"))?;
-            if now_on == on {
-                return Ok(false);
-            }
-            let set = std::process::Command::new("ethtool")
-                .args(["-K", &iface, "gro", if on { "on" } else { "off" }])
-                .output()
-                .map_err(|e| format!("ethtool -K {iface} gro: {e}"))?;
-            if !set.status.success() {
-                return Err(format!(
-                    "ethtool -K {iface} gro: {}",
-                    String::from_utf8_lossy(&set.stderr).trim()
-                ));
-            }
-            Ok(true)
-        },
-    )?;
-    match h.join() {
-        Ok(Ok(r)) => r.map_err(|why| HarnessError::Generator {
-            iface: end.iface.clone(),
-            why: format!("XDP live frames need NAPI on the veth peer: {why}"),
-        }),
-        Ok(Err(e)) => Err(e.into()),
-        Err(_) => Err(HarnessError::Worker("gro")),
     }
 }

@@ -14,6 +14,7 @@ pub mod echo;
 pub mod host;
 pub mod netns;
 pub mod packet;
+pub mod rfc2544;
 pub mod signal;
 pub mod stamps;
 pub(crate) mod sys;

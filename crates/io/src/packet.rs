@@ -1,7 +1,7 @@
 //! Raw-frame generator and receiver (packet(7), AF_XDP).
 //!
-//! * [`Generator`]: test frames on one interface through one of three
-//!   [`SendPath`]s — AF_PACKET `sendmmsg` batches of up to 64, an AF_PACKET
+//! * [`FrameGenerator`]: test frames on one interface through one of the
+//!   [`Generator`]s — AF_PACKET `sendmmsg` batches of up to 64, an AF_PACKET
 //!   PACKET_TX_RING (TPACKET_V2), or an AF_XDP socket in copy mode — paced
 //!   to an offered rate by a token bucket on the clock (the long-term rate is
 //!   exact; frames leave in bursts of up to one batch when the thread wakes
@@ -46,6 +46,9 @@ use crate::sys::packet::{
 use crate::sys::xdp::XdpTx;
 
 pub use crate::sys::bpf::BpfError;
+/// How the generator hands frames to the kernel (defined with the result,
+/// in core, so the result names it).
+pub use linerate_core::rfc2544::Generator;
 
 /// Why a raw socket could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -122,35 +125,6 @@ pub fn iface_mac(iface: &str) -> Result<[u8; 6], PacketError> {
         iface: iface.to_string(),
         source,
     })
-}
-
-/// How the generator hands frames to the kernel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SendPath {
-    /// AF_PACKET `sendmmsg`, batches of 64 (through the qdisc unless bypassed).
-    #[default]
-    Sendmmsg,
-    /// AF_PACKET PACKET_TX_RING, TPACKET_V2 (through the qdisc unless bypassed).
-    TxRing,
-    /// AF_XDP in copy mode, queue 0: bypasses the qdisc, so it is refused on
-    /// a shaped interface.
-    AfXdp,
-    /// XDP live frames: `BPF_PROG_TEST_RUN` with `BPF_F_TEST_XDP_LIVE_FRAMES`
-    /// running `bpf_redirect(ifindex)`; every frame of one call is the same
-    /// bytes. Bypasses the qdisc, so it is refused on a shaped interface.
-    XdpLive,
-}
-
-impl SendPath {
-    /// The name results carry.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Sendmmsg => "af_packet_sendmmsg",
-            Self::TxRing => "af_packet_tx_ring_v2",
-            Self::AfXdp => "af_xdp_copy",
-            Self::XdpLive => "xdp_live_frames",
-        }
-    }
 }
 
 /// The absolute pacing schedule of the sendmmsg, TX-ring and AF_XDP paths:
@@ -252,7 +226,7 @@ impl GenReport {
 
 /// A paced AF_PACKET sender of test frames.
 #[derive(Debug)]
-pub struct Generator {
+pub struct FrameGenerator {
     sock: PacketSocket,
     ring: Option<TxRing>,
     ring_head: usize,
@@ -265,9 +239,9 @@ pub struct Generator {
     pub qdisc_bypass: bool,
 }
 
-impl Generator {
+impl FrameGenerator {
     /// A sender on `iface` (in the calling thread's namespace) using `path`.
-    pub fn open(iface: &str, qdisc_bypass: bool, path: SendPath) -> Result<Self, PacketError> {
+    pub fn open(iface: &str, qdisc_bypass: bool, path: Generator) -> Result<Self, PacketError> {
         let sock_err = |what| {
             let iface = iface.to_string();
             move |source| PacketError::Socket {
@@ -294,7 +268,7 @@ impl Generator {
                 .map_err(sock_err("PACKET_QDISC_BYPASS"))?;
         }
         let mtu = raw::mtu(iface).map_err(sock_err("SIOCGIFMTU"))?;
-        let xdp = if path == SendPath::AfXdp {
+        let xdp = if path == Generator::AfXdp {
             if let Some(qdisc) = shaping_qdisc(iface) {
                 return Err(PacketError::XdpOnShapedLink {
                     iface: iface.to_string(),
@@ -305,7 +279,7 @@ impl Generator {
         } else {
             None
         };
-        let live = if path == SendPath::XdpLive {
+        let live = if path == Generator::XdpLive {
             if let Some(qdisc) = shaping_qdisc(iface) {
                 return Err(PacketError::LiveOnShapedLink {
                     iface: iface.to_string(),
@@ -319,7 +293,7 @@ impl Generator {
         } else {
             None
         };
-        let ring = if path == SendPath::TxRing {
+        let ring = if path == Generator::TxRing {
             // Slots for the largest frame the MTU allows (14 B Ethernet header).
             Some(
                 sock.tx_ring(mtu as usize + 14)
@@ -357,15 +331,15 @@ impl Generator {
     }
 
     /// The send path in use.
-    pub fn path(&self) -> SendPath {
+    pub fn path(&self) -> Generator {
         if self.ring.is_some() {
-            SendPath::TxRing
+            Generator::TxRing
         } else if self.xdp.is_some() {
-            SendPath::AfXdp
+            Generator::AfXdp
         } else if self.live.is_some() {
-            SendPath::XdpLive
+            Generator::XdpLive
         } else {
-            SendPath::Sendmmsg
+            Generator::Sendmmsg
         }
     }
 
@@ -456,7 +430,7 @@ impl Generator {
     }
 }
 
-impl Generator {
+impl FrameGenerator {
     /// The TX-ring path: frames are written into ring slots in order and
     /// the kernel is kicked (`send(NULL, 0, MSG_DONTWAIT)`) after each
     /// batch. A frame counts as sent when its slot comes back free (the
@@ -574,7 +548,7 @@ impl Generator {
     }
 }
 
-impl Generator {
+impl FrameGenerator {
     /// The AF_XDP path: frames are written into free UMEM chunks and put on
     /// the TX ring, published and kicked after each batch; a frame counts as
     /// sent when its chunk comes back on the completion ring. At the end it
@@ -829,7 +803,7 @@ fn parse_xdp_xmit(text: &str) -> Option<(u64, u64)> {
     found.then_some((ok, err))
 }
 
-impl Generator {
+impl FrameGenerator {
     /// The XDP live-frames path: each `BPF_PROG_TEST_RUN` call makes
     /// `repeat` identical frames in the kernel and redirects them out of the
     /// interface, back to back at the kernel's speed.

@@ -3,6 +3,8 @@
 //! skip loudly without root and `ip`, and fail with LINERATE_REQUIRE_PRIV=1).
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::process::{Command, Output};
 use std::sync::Mutex;
 
@@ -11,7 +13,9 @@ use std::sync::Mutex;
 static MEASURING: Mutex<()> = Mutex::new(());
 
 use linerate_bed::{privileges, Bed, BedSpec, Topology};
+use linerate_core::rfc2544::{Rfc2544Json, SCHEMA};
 use linerate_core::units::BitRate;
+use linerate_report::table::Width;
 
 fn linerate(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_linerate"))
@@ -91,11 +95,63 @@ fn missing_interfaces_are_a_usage_error_not_a_panic() {
     );
 }
 
-fn json_of(o: &Output) -> serde_json::Value {
+/// The JSON document of a run that exited with `code`: it validates
+/// against the published schema and reads back into the Rust type,
+/// re-serialising to the same value.
+fn json_with(o: &Output, code: i32) -> serde_json::Value {
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(o.status.code(), Some(0), "{err}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(code), "{err}\n{out}");
     eprintln!("{err}");
-    serde_json::from_slice(&o.stdout).unwrap()
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    common::validate(SCHEMA, &j);
+    let doc: Rfc2544Json = serde_json::from_value(j.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&doc).unwrap(), j, "round trip");
+    assert_eq!(doc.version, 2);
+    assert!(doc.started_at.is_some() && doc.host.is_some());
+    // The flags decide the exit code.
+    assert_eq!(i32::from(doc.exit_code()), code, "{:?}", doc.flags);
+    j
+}
+
+fn json_of(o: &Output) -> serde_json::Value {
+    json_with(o, 0)
+}
+
+#[test]
+fn schema_is_published() {
+    common::published::<Rfc2544Json>(SCHEMA);
+}
+
+/// A version-1 document (written before the result moved to core) reads
+/// into today's type, and renders within 100 columns.
+#[test]
+fn version_1_reads_and_renders() {
+    let v1 = common::fixture("linerate.rfc2544.json");
+    let doc: Rfc2544Json = serde_json::from_value(v1).unwrap();
+    assert_eq!(doc.version, 1);
+    let s = &doc.result.sizes[0];
+    assert_eq!(s.frame_bytes, 64);
+    assert!(s.throughput_bits_per_s.is_none() && s.trace[0].invalid_by.is_none());
+    assert!(doc.flags.is_empty());
+    let text = linerate_report::rfc2544::render(&doc, Width::default());
+    assert!(
+        text.contains("64-byte frames") && text.contains("1518-byte frames"),
+        "{text}"
+    );
+    assert!(text.contains("passes at line rate"), "{text}");
+    for l in text.lines() {
+        assert!(
+            l.chars().count() <= 100,
+            "{} columns: {l}",
+            l.chars().count()
+        );
+    }
+    // The flags a v1 result earns, assessed now: only the fallback (info).
+    let flags = linerate_core::rfc2544::assess(&doc.result);
+    let codes: Vec<&str> = flags.iter().map(|f| f.code.as_str()).collect();
+    assert_eq!(codes, ["generator_fallback"]);
+    assert_eq!(linerate_core::result::exit_code(&flags), 0);
 }
 
 /// Issue 6's acceptance test: on a `bridge` bed with `--link 100M`, the
@@ -196,7 +252,14 @@ fn unshaped_bridge_is_generator_limited_and_says_so() {
         "--json",
     ]);
     drop(bed);
-    let j = json_of(&o);
+    // A generator-limited throughput is a lower bound, not the device's:
+    // exit 1 (it was 0 before issue 12), and the flag says so in the JSON.
+    let j = json_with(&o, 1);
+    let codes = j["flags"].to_string();
+    assert!(
+        codes.contains("\"generator_limited\"") || codes.contains("\"receiver_limited\""),
+        "{codes}"
+    );
     // `auto` on an unshaped path: XDP live frames, with what they cannot
     // verify said (AF_XDP on a kernel without live frames, saying why).
     if j["generator"] == "xdp_live_frames" {
@@ -279,8 +342,9 @@ fn router_bed_forwards_test_frames_at_line_rate() {
 /// declared 10 Mbit/s link: 64-byte frames go in calls of many identical
 /// frames (14,881 fps), 1518-byte ones one per call (813 fps); every frame
 /// the sending veth put on the wire is counted at the receiver (or in its
-/// drops), GRO at the peer is turned on for the run and said (and without
-/// it, frames vanish and the run stops saying so), and the same generator
+/// drops), GRO at the peer is turned on for the run through the bed, said,
+/// and restored after it (also when SIGTERM ends the run; without GRO,
+/// frames vanish and the run stops saying so), and the same generator
 /// is refused on a bed whose link is emulated by tbf.
 #[test]
 fn xdp_live_frames_reach_the_receiver_and_are_refused_on_a_shaped_bed() {
@@ -294,6 +358,11 @@ fn xdp_live_frames_reach_the_receiver_and_are_refused_on_a_shaped_bed() {
     let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let name = format!("r{}-xl", std::process::id());
     let bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).unwrap();
+    let (nb, ib) = (
+        bed.netns("b").unwrap().to_string(),
+        bed.iface("b").unwrap().to_string(),
+    );
+    let gro_before = gro(&nb, &ib);
     let o = linerate(&[
         "rfc2544",
         "--bed",
@@ -314,17 +383,48 @@ fn xdp_live_frames_reach_the_receiver_and_are_refused_on_a_shaped_bed() {
         "300ms",
         "--json",
     ]);
+    // The bed turned GRO on at the peer for the run and back after it.
+    assert_eq!(gro(&nb, &ib), gro_before, "GRO restored after the run");
+    // Also when the run is ended by SIGTERM half-way.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args([
+            "rfc2544",
+            "--bed",
+            &name,
+            "--link",
+            "10M",
+            "--generator",
+            "xdp-live",
+            "--frames",
+            "1518",
+            "--tests",
+            "throughput",
+            "--trial",
+            "20s",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while gro(&nb, &ib) == gro_before && t0.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_ne!(gro(&nb, &ib), gro_before, "GRO changed during the run");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(143), "{st:?}");
+    assert_eq!(gro(&nb, &ib), gro_before, "GRO restored after SIGTERM");
     // The same path given as --tx/--rx: the harness does not know the veth
     // peer, so it leaves GRO off there (as the run above left it), the
     // frames vanish, and the run stops saying why.
-    let (na, nb) = (
-        bed.netns("a").unwrap().to_string(),
-        bed.netns("b").unwrap().to_string(),
-    );
-    let (ia, ib) = (
-        bed.iface("a").unwrap().to_string(),
-        bed.iface("b").unwrap().to_string(),
-    );
+    let na = bed.netns("a").unwrap().to_string();
+    let ia = bed.iface("a").unwrap().to_string();
     let vanished = linerate(&[
         "rfc2544",
         "--tx",
@@ -400,6 +500,15 @@ fn xdp_live_frames_reach_the_receiver_and_are_refused_on_a_shaped_bed() {
         "{err}"
     );
     assert!(!err.contains("panicked"), "{err}");
+}
+
+/// Whether GRO is on at `iface` in `netns`.
+fn gro(netns: &str, iface: &str) -> bool {
+    let o = Command::new("ip")
+        .args(["netns", "exec", netns, "ethtool", "-k", iface])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).contains("generic-receive-offload: on")
 }
 
 /// XDP live frames need Linux 5.18; on an older kernel the xdp-live tests

@@ -11,5 +11,6 @@
 pub mod calc;
 pub mod flags;
 pub mod latency;
+pub mod rfc2544;
 pub mod table;
 pub mod throughput;

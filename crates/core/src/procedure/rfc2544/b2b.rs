@@ -7,12 +7,12 @@
 //! generator limit: every burst is at the same rate, so no length can be
 //! judged.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Common, Limit, Plan, TrialOutcome, TrialSpec};
 
 /// Settings of the back-to-back search.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BackToBackConfig {
     /// Longest burst tried, frames (RFC 2544: at least 2 s at line rate).
     pub max_frames: u64,
@@ -36,7 +36,7 @@ impl BackToBackConfig {
 }
 
 /// One search.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BackToBackRun {
     /// Longest burst passed, frames.
     pub frames: u64,
@@ -45,7 +45,7 @@ pub struct BackToBackRun {
 }
 
 /// The back-to-back result.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BackToBackResult {
     /// Every search.
     pub runs: Vec<BackToBackRun>,

@@ -5,14 +5,14 @@
 //! result keeps the per-trial summaries and a merged histogram (min, p50,
 //! p99, max), and the mean of the per-trial means as the RFC's figure.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::stats::histogram::{Histogram, Summary};
 
 use super::{Common, Plan, TrialOutcome, TrialSpec};
 
 /// One latency trial.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LatencyTrial {
     /// Offered rate, frames/s.
     pub offered_fps: f64,
@@ -23,7 +23,7 @@ pub struct LatencyTrial {
 }
 
 /// The latency result.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LatencyResult {
     /// Rate asked, frames/s (the throughput).
     pub rate_fps: f64,

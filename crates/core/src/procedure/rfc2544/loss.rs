@@ -6,12 +6,12 @@
 //! A step the generator cannot offer is kept in the curve, flagged, with no
 //! loss figure: it is never counted as DUT loss, nor as a loss-free step.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Common, Plan, TrialOutcome, TrialSpec};
 
 /// One point of the loss curve.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LossPoint {
     /// Asked rate, percent of line rate.
     pub rate_pct: f64,
@@ -30,7 +30,7 @@ pub struct LossPoint {
 }
 
 /// The loss curve.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LossResult {
     /// Points, from the highest rate down.
     pub points: Vec<LossPoint>,

@@ -27,7 +27,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::stats::histogram::Histogram;
 
@@ -39,7 +39,7 @@ pub mod sim;
 pub mod throughput;
 
 /// One trial the driver must run.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TrialSpec {
     /// Frame size, destination MAC to FCS (RFC 2544 section 9).
     pub frame_bytes: u32,
@@ -115,7 +115,7 @@ pub enum Action {
 }
 
 /// Settings every RFC 2544 test shares.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Common {
     /// Frame size, destination MAC to FCS.
     pub frame_bytes: u32,
@@ -159,7 +159,7 @@ impl Common {
 }
 
 /// How a trial was judged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// Valid, and the loss was within tolerance.
@@ -173,7 +173,7 @@ pub enum Verdict {
 }
 
 /// One line of a procedure's log.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TraceStep {
     /// Trial number, from 1.
     pub trial: u32,
@@ -375,7 +375,7 @@ impl<P: Plan> Procedure<P> {
 }
 
 /// Why a result stops where it does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Limit {
     /// The device passed at the maximum rate of the medium.

@@ -2,23 +2,32 @@
 //! duplicates, reordering and latency. Sans-IO: the receiver feeds it the
 //! parsed header and the receive time; it never reads a clock.
 //!
-//! * A frame is a **duplicate** when its sequence number was seen before in
-//!   the stream (a bitmap of seen numbers, grown on demand up to the
-//!   stream's expected length).
-//! * A frame is **reordered** when it is new but arrives after a frame with a
-//!   higher sequence number (RFC 4737's "reordered" singleton test, without
-//!   the extent).
-//! * Latency is `rx_ns − tx_ns` when both come from one clock; a negative
-//!   difference (clock went backwards) is counted, not recorded.
+//! Sequence accounting is [`crate::stats::sequence::SeqTracker`]'s, the one
+//! definition linerate has (RFC 4737's "reordered" singleton test, without
+//! the extent):
+//!
+//! * a frame is a **duplicate** when its sequence number was seen before in
+//!   the stream (within the tracker's window of [`WINDOW`](crate::stats::sequence::WINDOW) numbers below the
+//!   highest one);
+//! * a frame is **reordered** when it is new but arrives after a frame with
+//!   a higher sequence number; one more than the window behind is counted
+//!   as received, reordered and **late** (whether it was a duplicate cannot
+//!   be told);
+//! * a sequence number at or beyond the stream's expected length is **out
+//!   of range** and not counted as received;
+//! * latency is `rx_ns − tx_ns` of each new frame when both come from one
+//!   clock; a negative difference (clock went backwards) is counted, not
+//!   recorded.
 
 use std::collections::BTreeMap;
 
 use crate::stats::histogram::Histogram;
+use crate::stats::sequence::SeqTracker;
 
 /// Counters of one stream.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct StreamCounter {
-    seen: Vec<u64>,
+    seq: SeqTracker,
     limit: u64,
     /// Distinct frames received.
     pub received: u64,
@@ -26,6 +35,9 @@ pub struct StreamCounter {
     pub duplicates: u64,
     /// New frames that arrived after a higher-numbered one.
     pub reordered: u64,
+    /// Frames more than the window behind the highest (counted as received
+    /// and reordered; a duplicate among them cannot be told).
+    pub late: u64,
     /// Frames whose sequence number is beyond the expected length.
     pub out_of_range: u64,
     /// Frames whose receive time was before their transmit time.
@@ -47,25 +59,21 @@ impl StreamCounter {
 
     /// Records one frame.
     pub fn record(&mut self, seq: u32, tx_ns: u64, rx_ns: Option<u64>) {
-        let s = u64::from(seq);
-        if s >= self.limit {
+        if u64::from(seq) >= self.limit {
             self.out_of_range += 1;
             return;
         }
-        let (word, bit) = ((s / 64) as usize, s % 64);
-        if word >= self.seen.len() {
-            self.seen.resize(word + 1, 0);
-        }
-        if self.seen[word] & (1 << bit) != 0 {
-            self.duplicates += 1;
+        self.seq.record(u64::from(seq));
+        let c = self.seq.counts(None);
+        let duplicate = c.duplicates > self.duplicates;
+        self.received = c.received_unique;
+        self.duplicates = c.duplicates;
+        self.reordered = c.reordered;
+        self.late = c.late;
+        if duplicate {
             return;
         }
-        self.seen[word] |= 1 << bit;
-        self.received += 1;
-        match self.highest {
-            Some(h) if seq < h => self.reordered += 1,
-            _ => self.highest = Some(seq),
-        }
+        self.highest = Some(self.highest.map_or(seq, |h| h.max(seq)));
         if let Some(rx) = rx_ns {
             match rx.checked_sub(tx_ns) {
                 Some(d) => self.latency.record(d),
@@ -76,7 +84,7 @@ impl StreamCounter {
 }
 
 /// Counters of every stream, and of frames that were not test frames.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct RxTally {
     streams: BTreeMap<u16, StreamCounter>,
     /// Frames that parsed as no test frame (ARP, IPv6 ND, other traffic).
@@ -112,6 +120,7 @@ impl RxTally {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::sequence::WINDOW;
 
     #[test]
     fn loss_reorder_duplicates_latency() {
@@ -149,5 +158,30 @@ mod tests {
             (s.negative_latency, s.latency.count(), s.received),
             (1, 0, 1)
         );
+    }
+
+    #[test]
+    fn one_definition_of_reordered() {
+        // The same arrivals through the stream counter and the sequence
+        // tracker give the same counts: reordered = new, after a higher one.
+        let arrivals = [0u32, 2, 1, 5, 3, 4, 4, 9, 6, 0];
+        let mut s = StreamCounter::new(10);
+        let mut t = SeqTracker::new();
+        for &q in &arrivals {
+            s.record(q, 0, None);
+            t.record(u64::from(q));
+        }
+        let c = t.counts(None);
+        assert_eq!((s.received, s.duplicates, s.reordered), (8, 2, 4));
+        assert_eq!(
+            (c.received_unique, c.duplicates, c.reordered),
+            (s.received, s.duplicates, s.reordered)
+        );
+        // A frame more than the window behind: received, reordered, late.
+        let mut s = StreamCounter::new(2 * WINDOW);
+        s.record((WINDOW + 10) as u32, 0, Some(5));
+        s.record(1, 0, Some(5));
+        assert_eq!((s.received, s.reordered, s.late), (2, 1, 1));
+        assert_eq!(s.latency.count(), 2);
     }
 }

@@ -10,12 +10,12 @@
 //! it a device failure; if the search ends against such a cap, the result is
 //! a lower bound limited by the generator.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Common, Limit, Plan, TrialOutcome, TrialSpec};
 
 /// Settings of the throughput search.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThroughputConfig {
     /// Width of the final bracket, as a fraction of line rate (0.005 = 0.5 %).
     pub resolution: f64,
@@ -40,7 +40,7 @@ impl Default for ThroughputConfig {
 }
 
 /// One complete binary search.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThroughputRun {
     /// Highest passing rate, frames/s (0 if none passed).
     pub throughput_fps: f64,
@@ -53,7 +53,7 @@ pub struct ThroughputRun {
 }
 
 /// The throughput result.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThroughputResult {
     /// Every complete search.
     pub runs: Vec<ThroughputRun>,
