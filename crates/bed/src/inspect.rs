@@ -699,7 +699,7 @@ pub fn inspect(name: &str, netns: Option<&str>) -> Result<InterfaceReport, crate
         }
     }
     if let Some(q) = l["qdisc"].as_str() {
-        if matches!(q, "tbf" | "htb" | "netem") {
+        if linerate_core::qdisc::is_shaping(q) {
             warnings.push(format!("root qdisc {q}: egress is shaped"));
         }
     }

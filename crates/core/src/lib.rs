@@ -20,6 +20,7 @@ pub mod latency;
 pub mod linerate;
 pub mod procedure;
 pub mod progress;
+pub mod qdisc;
 pub mod result;
 pub mod stats;
 pub mod throughput;

@@ -112,7 +112,7 @@ pub fn shaping_qdisc(iface: &str) -> Option<String> {
         .ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
     text.split_whitespace()
-        .find(|w| matches!(*w, "tbf" | "htb" | "hfsc" | "cake" | "netem"))
+        .find(|w| linerate_core::qdisc::is_shaping(w))
         .map(str::to_string)
 }
 
