@@ -53,6 +53,7 @@
 
 mod apply;
 mod bed;
+pub mod ethtool;
 pub mod guard;
 pub mod inspect;
 pub mod layout;

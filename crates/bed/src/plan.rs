@@ -542,28 +542,20 @@ impl Check {
                 }
             }
             Self::Features(features) => {
+                let shown = crate::ethtool::parse_features(stdout);
                 for (f, on) in features {
                     let name = f.ethtool_show_name();
-                    let line = stdout
-                        .lines()
-                        .map(str::trim)
-                        .find(|l| l.split(':').next() == Some(name))
+                    let got = shown
+                        .get(name)
                         .ok_or_else(|| format!("{name} not listed by ethtool -k"))?;
-                    let value = line
-                        .split(':')
-                        .nth(1)
-                        .unwrap_or("")
-                        .split_whitespace()
-                        .next()
-                        .unwrap_or("");
-                    let want = if *on { "on" } else { "off" };
-                    if value != want {
-                        let fixed = if line.contains("[fixed]") {
+                    if got.on != *on {
+                        let want = if *on { "on" } else { "off" };
+                        let fixed = if got.fixed {
                             " (fixed by the driver)"
                         } else {
                             ""
                         };
-                        return Err(format!("{name} is {value}{fixed}, wanted {want}"));
+                        return Err(format!("{name} is {}{fixed}, wanted {want}", got.word()));
                     }
                 }
                 Ok(())
