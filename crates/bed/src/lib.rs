@@ -110,7 +110,7 @@ pub enum BedError {
         stderr: String,
     },
     /// A command could not be started.
-    #[error("cannot run `{command}`: {source}")]
+    #[error("cannot run `{command}`")]
     Spawn {
         /// The command line.
         command: String,
@@ -131,7 +131,7 @@ pub enum BedError {
     #[error("interrupted by a signal")]
     Interrupted,
     /// The state file could not be read or written.
-    #[error("bed state {path}: {source}")]
+    #[error("bed state {path}")]
     State {
         /// The file.
         path: PathBuf,

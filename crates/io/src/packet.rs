@@ -51,7 +51,7 @@ pub use crate::sys::bpf::BpfError;
 #[derive(Debug, thiserror::Error)]
 pub enum PacketError {
     /// The interface does not exist (in this thread's namespace).
-    #[error("no interface {iface}: {source}")]
+    #[error("no interface {iface}")]
     NoInterface {
         /// Interface name.
         iface: String,
@@ -59,7 +59,7 @@ pub enum PacketError {
         source: io::Error,
     },
     /// A socket call failed.
-    #[error("{what} on {iface}: {source}")]
+    #[error("{what} on {iface}")]
     Socket {
         /// Which call.
         what: &'static str,
@@ -85,7 +85,7 @@ pub enum PacketError {
         qdisc: String,
     },
     /// The XDP live-frames program could not be loaded or run.
-    #[error("XDP live frames on {iface}: {source}")]
+    #[error("XDP live frames on {iface}")]
     Bpf {
         /// Interface name.
         iface: String,
@@ -927,7 +927,7 @@ impl Generator {
                 Err(e) => {
                     rep.errors += 1;
                     if rep.first_error.is_none() {
-                        rep.first_error = Some(e.to_string());
+                        rep.first_error = Some(linerate_core::error::chain(&e));
                     }
                     // A refused test run does not get better by retrying.
                     if rep.errors > 10 {

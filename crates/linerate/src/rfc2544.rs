@@ -886,6 +886,7 @@ pub(crate) fn run(args: &Rfc2544Args, ctx: &crate::Ctx) -> Result<(), Failure> {
                 break;
             }
             Err((e, retry)) if retry && i + 1 < candidates.len() => {
+                let e = linerate_core::error::chain(&e);
                 let why = format!("{}: {e}", path.name());
                 eprintln!(
                     "generator auto: {} not used ({e}); trying {}",

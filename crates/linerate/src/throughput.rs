@@ -394,7 +394,9 @@ impl LocalServer {
                     .join()
                     .ok()
                     .and_then(Result::err)
-                    .map_or("it ended early".to_string(), |e| e.to_string());
+                    .map_or("it ended early".to_string(), |e| {
+                        linerate_core::error::chain(&e)
+                    });
                 Err(anyhow!("cannot start the server in {where_}: {why}").into())
             }
         }

@@ -34,7 +34,7 @@ pub use udp::{run_udp_client, UdpReflector};
 #[derive(Debug, thiserror::Error)]
 pub enum EchoIoError {
     /// A socket call failed.
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Socket {
         /// Which call, on what.
         what: String,

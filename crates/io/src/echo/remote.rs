@@ -58,8 +58,12 @@ pub fn serve(
     let stop = Arc::new(AtomicBool::new(false));
     let bind = SocketAddr::new(local, 0);
     let proto = Proto::from(params.protocol);
-    let reflector = Reflector::bind(proto, bind, rc).map_err(|e| e.to_string())?;
-    let port = reflector.local_addr().map_err(|e| e.to_string())?.port();
+    let reflector =
+        Reflector::bind(proto, bind, rc).map_err(|e| linerate_core::error::chain(&e))?;
+    let port = reflector
+        .local_addr()
+        .map_err(|e| linerate_core::error::chain(&e))?
+        .port();
     let s = Arc::clone(&stop);
     let handle = std::thread::Builder::new()
         .name("lr-reflector".into())
@@ -70,7 +74,7 @@ pub fn serve(
         handle
             .join()
             .map_err(|_| "the reflector thread panicked".to_string())?
-            .map_err(|e| e.to_string())
+            .map_err(|e| linerate_core::error::chain(&e))
     };
     let ready = ctrl
         .send(&Message::ReflectorReady {

@@ -89,18 +89,19 @@ pub fn run_with_local_reflector(
                     r.run(&s)
                 }
                 Err(e) => {
-                    let _ = addr_tx.send(Err(EchoIoError::Protocol(e.to_string())));
+                    let _ =
+                        addr_tx.send(Err(EchoIoError::Protocol(linerate_core::error::chain(&e))));
                     Err(e)
                 }
             }
         })
-        .map_err(|e| EchoIoError::Protocol(e.to_string()))?;
+        .map_err(|e| EchoIoError::Protocol(linerate_core::error::chain(&e)))?;
     let join_reflector = |h: std::thread::JoinHandle<
         Result<Result<ReflectorReport, EchoIoError>, netns::NetnsError>,
     >| {
         h.join()
             .map_err(|_| EchoIoError::Protocol("the reflector thread panicked".into()))?
-            .map_err(|e| EchoIoError::Protocol(e.to_string()))?
+            .map_err(|e| EchoIoError::Protocol(linerate_core::error::chain(&e)))?
     };
     let addr = match addr_rx.recv() {
         Ok(Ok(a)) => a,
@@ -119,11 +120,11 @@ pub fn run_with_local_reflector(
     let client_thread = netns::spawn_in(place.client_ns.as_deref(), "lr-echo-client", move || {
         run_client(proto, &cfg)
     })
-    .map_err(|e| EchoIoError::Protocol(e.to_string()));
+    .map_err(|e| EchoIoError::Protocol(linerate_core::error::chain(&e)));
     let run = client_thread.and_then(|h| {
         h.join()
             .map_err(|_| EchoIoError::Protocol("the client thread panicked".into()))?
-            .map_err(|e| EchoIoError::Protocol(e.to_string()))?
+            .map_err(|e| EchoIoError::Protocol(linerate_core::error::chain(&e)))?
     });
     stop.store(true, Ordering::Relaxed);
     let report = join_reflector(reflector_thread)?;
@@ -139,10 +140,10 @@ pub fn run_client_in(
 ) -> Result<ClientRun, EchoIoError> {
     let cfg = *cfg;
     netns::spawn_in(ns, "lr-echo-client", move || run_client(proto, &cfg))
-        .map_err(|e| EchoIoError::Protocol(e.to_string()))?
+        .map_err(|e| EchoIoError::Protocol(linerate_core::error::chain(&e)))?
         .join()
         .map_err(|_| EchoIoError::Protocol("the client thread panicked".into()))?
-        .map_err(|e| EchoIoError::Protocol(e.to_string()))?
+        .map_err(|e| EchoIoError::Protocol(linerate_core::error::chain(&e)))?
 }
 
 /// Turns a client run and the responder's records into one result row.
