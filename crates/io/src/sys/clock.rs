@@ -24,6 +24,12 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
     // always exist on Linux, so the call cannot fail (a failure would leave
     // ts at zero).
     let _ = syscall!(clock_gettime(clock, &mut ts));
+    timespec_ns(&ts)
+}
+
+/// A `timespec` (a clock reading or a kernel timestamp) in ns; 0 before
+/// the clock's epoch.
+pub(crate) fn timespec_ns(ts: &libc::timespec) -> u64 {
     u64::try_from(ts.tv_sec)
         .unwrap_or(0)
         .saturating_mul(1_000_000_000)

@@ -264,7 +264,7 @@ unsafe fn rx_timestamp(hdr: &libc::msghdr) -> Option<u64> {
     let ts = cmsg::iter(control)
         .find(|c| c.is(libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS))
         .and_then(|c| cmsg::read::<libc::timespec>(c.data))?;
-    Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+    Some(super::clock::timespec_ns(&ts))
 }
 
 /// The index of interface `name` in the calling thread's namespace.

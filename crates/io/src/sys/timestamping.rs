@@ -12,6 +12,7 @@ use std::mem::{size_of, zeroed};
 use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::RawFd;
 
+use super::clock::timespec_ns;
 use super::{cmsg, syscall};
 
 // include/uapi/linux/net_tstamp.h
@@ -74,12 +75,6 @@ pub(crate) struct RxMeta {
     pub(crate) hardware_ns: u64,
     /// The datagram was longer than the buffer.
     pub(crate) truncated: bool,
-}
-
-fn timespec_ns(ts: &libc::timespec) -> u64 {
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
 }
 
 /// Enables SO_TIMESTAMPING with `flags` on `fd`.
