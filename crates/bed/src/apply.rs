@@ -83,6 +83,15 @@ mod tests {
         assert!(e.contains("oops") && e.contains('3'), "{e}");
         let e = run_command(&["lr-no-such-binary".to_string()]).unwrap_err();
         assert!(matches!(e, BedError::Spawn { .. }), "{e}");
+        // The OS error is the source, printed once: not in the message,
+        // once in the chain.
+        let line = linerate_core::error::chain(&e);
+        assert_eq!(e.to_string(), "cannot run `lr-no-such-binary`");
+        assert_eq!(line.matches("os error 2").count(), 1, "{line}");
+        assert!(
+            line.starts_with("cannot run `lr-no-such-binary`: No such file"),
+            "{line}"
+        );
         assert!(run_command(&[]).is_err());
         assert_eq!(
             run_command(&["echo".to_string(), "hi".to_string()]).unwrap(),

@@ -197,7 +197,11 @@ impl Drop for Bed {
             self.owning = false;
             if let Err(e) = self.teardown() {
                 // Never panic in drop, not even on a closed stderr.
-                let _ = writeln!(std::io::stderr(), "linerate: {e}");
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "linerate: {}",
+                    linerate_core::error::chain(&e)
+                );
             }
         }
     }

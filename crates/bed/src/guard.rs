@@ -73,7 +73,7 @@ fn teardown_unlocked(r: &Registered) -> Vec<String> {
         }
         let step = Step::DelNetns { netns: ns.clone() };
         if let Err(e) = apply::run_command(&step.argv()) {
-            errors.push(e.to_string());
+            errors.push(linerate_core::error::chain(&e));
         }
     }
     match std::fs::remove_file(&r.state_file) {

@@ -203,22 +203,16 @@ pub fn parse_keyvalues(text: &str) -> BTreeMap<String, String> {
 
 /// Parses `ethtool -k IF`.
 pub fn parse_features(text: &str) -> BTreeMap<String, FeatureState> {
-    text.lines()
-        .filter_map(|l| l.trim().split_once(':'))
-        .filter_map(|(k, v)| {
-            let mut words = v.split_whitespace();
-            let on = match words.next()? {
-                "on" => true,
-                "off" => false,
-                _ => return None,
-            };
-            Some((
-                k.trim().to_string(),
+    crate::ethtool::parse_features(text)
+        .into_iter()
+        .map(|(k, f)| {
+            (
+                k,
                 FeatureState {
-                    on,
-                    fixed: v.contains("[fixed]"),
+                    on: f.on,
+                    fixed: f.fixed,
                 },
-            ))
+            )
         })
         .collect()
 }
@@ -699,7 +693,7 @@ pub fn inspect(name: &str, netns: Option<&str>) -> Result<InterfaceReport, crate
         }
     }
     if let Some(q) = l["qdisc"].as_str() {
-        if matches!(q, "tbf" | "htb" | "netem") {
+        if linerate_core::qdisc::is_shaping(q) {
             warnings.push(format!("root qdisc {q}: egress is shaped"));
         }
     }

@@ -53,6 +53,7 @@
 
 mod apply;
 mod bed;
+pub mod ethtool;
 pub mod guard;
 pub mod iface;
 pub mod inspect;
@@ -110,7 +111,7 @@ pub enum BedError {
         stderr: String,
     },
     /// A command could not be started.
-    #[error("cannot run `{command}`: {source}")]
+    #[error("cannot run `{command}`")]
     Spawn {
         /// The command line.
         command: String,
@@ -131,7 +132,7 @@ pub enum BedError {
     #[error("interrupted by a signal")]
     Interrupted,
     /// The state file could not be read or written.
-    #[error("bed state {path}: {source}")]
+    #[error("bed state {path}")]
     State {
         /// The file.
         path: PathBuf,

@@ -10,7 +10,8 @@
 //! overhead 24 mpu 84` on every egress of the path. On veth a frame's
 //! `skb->len` is header to payload without FCS, so wire bytes are len plus
 //! 4 FCS, 8 preamble/SFD and 12 IFG = len + 24; `mpu 84` charges short, unpadded
-//! frames as the 64-byte minimum frame they are on a wire. Measured on this
+//! frames as the 64-byte minimum frame they are on a wire. Both figures come
+//! from the line-rate model ([`linerate_core::qdisc`]). Measured on this
 //! kernel within 0.1 % at 10M/100M/1G; `stab` was 1–1.6 % off. GSO/TSO
 //! super-packets are charged once, so those offloads are turned off on every
 //! shaped interface (a UDP_SEGMENT sender still hands tbf super-packets: the
@@ -29,10 +30,9 @@ use crate::spec::{BedSpec, Feature, TcpMem};
 /// tbf burst at and below 1 Gbit/s (linux-probe.md §5: 64000 B measured
 /// within 0.1 %; a 1-MTU burst undershoots by up to 17 % in this VM).
 pub const TBF_BURST_MIN_BYTES: u64 = 64_000;
-/// tbf overhead per skb: FCS + preamble/SFD + IFG.
-pub const TBF_OVERHEAD_BYTES: u32 = 24;
-/// tbf minimum charge: the 64-byte minimum frame plus 20 bytes of wire.
-pub const TBF_MPU_BYTES: u32 = 84;
+/// tbf overhead per skb (FCS + preamble/SFD + IFG) and minimum charge (the
+/// 64-byte minimum frame plus 20 bytes of wire), from the line-rate model.
+pub use linerate_core::qdisc::{TBF_MPU_BYTES, TBF_OVERHEAD_BYTES};
 /// nftables table that holds the loss rule.
 pub const NFT_LOSS_TABLE: &str = "lr_loss";
 /// Loss is drawn as `numgen random mod 1000000 < N` (N per million).
@@ -542,28 +542,20 @@ impl Check {
                 }
             }
             Self::Features(features) => {
+                let shown = crate::ethtool::parse_features(stdout);
                 for (f, on) in features {
                     let name = f.ethtool_show_name();
-                    let line = stdout
-                        .lines()
-                        .map(str::trim)
-                        .find(|l| l.split(':').next() == Some(name))
+                    let got = shown
+                        .get(name)
                         .ok_or_else(|| format!("{name} not listed by ethtool -k"))?;
-                    let value = line
-                        .split(':')
-                        .nth(1)
-                        .unwrap_or("")
-                        .split_whitespace()
-                        .next()
-                        .unwrap_or("");
-                    let want = if *on { "on" } else { "off" };
-                    if value != want {
-                        let fixed = if line.contains("[fixed]") {
+                    if got.on != *on {
+                        let want = if *on { "on" } else { "off" };
+                        let fixed = if got.fixed {
                             " (fixed by the driver)"
                         } else {
                             ""
                         };
-                        return Err(format!("{name} is {value}{fixed}, wanted {want}"));
+                        return Err(format!("{name} is {}{fixed}, wanted {want}", got.word()));
                     }
                 }
                 Ok(())

@@ -62,7 +62,7 @@ pub fn sweep_in(prefix: Option<&str>, state_dir: &Path) -> Result<SweepReport, B
                 if !Path::new(linerate_io::netns::NETNS_RUN_DIR)
                     .join(&ns)
                     .exists() => {}
-            Err(e) => report.errors.push(e.to_string()),
+            Err(e) => report.errors.push(linerate_core::error::chain(&e)),
         }
     }
 
@@ -80,7 +80,7 @@ pub fn sweep_in(prefix: Option<&str>, state_dir: &Path) -> Result<SweepReport, B
             Ok(_) => report.links.push(name.to_string()),
             // A veth's peer goes with it: already gone is fine.
             Err(_) if !link_exists(name) => report.links.push(name.to_string()),
-            Err(e) => report.errors.push(e.to_string()),
+            Err(e) => report.errors.push(linerate_core::error::chain(&e)),
         }
     }
 

@@ -16,10 +16,12 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod error;
 pub mod latency;
 pub mod linerate;
 pub mod procedure;
 pub mod progress;
+pub mod qdisc;
 pub mod result;
 pub mod rfc2544;
 pub mod stats;

@@ -19,7 +19,7 @@ pub const NETNS_RUN_DIR: &str = "/run/netns";
 #[derive(Debug, thiserror::Error)]
 pub enum NetnsError {
     /// The namespace file could not be opened (no such namespace?).
-    #[error("cannot open network namespace {path}: {source}")]
+    #[error("cannot open network namespace {path}")]
     Open {
         /// The namespace file.
         path: PathBuf,
@@ -27,7 +27,7 @@ pub enum NetnsError {
         source: std::io::Error,
     },
     /// setns(2) failed (usually: not root / no CAP_SYS_ADMIN).
-    #[error("setns into {path} failed: {source}")]
+    #[error("setns into {path} failed")]
     Setns {
         /// The namespace file.
         path: PathBuf,
@@ -35,7 +35,7 @@ pub enum NetnsError {
         source: std::io::Error,
     },
     /// The thread could not be spawned.
-    #[error("cannot spawn a thread for namespace {path}: {source}")]
+    #[error("cannot spawn a thread for namespace {path}")]
     Spawn {
         /// The namespace file.
         path: PathBuf,
@@ -97,6 +97,22 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_os_error_is_printed_once() {
+        let e = enter("lr-no-such-namespace").unwrap_err();
+        assert!(matches!(e, NetnsError::Open { .. }), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "cannot open network namespace /run/netns/lr-no-such-namespace"
+        );
+        let line = linerate_core::error::chain(&e);
+        assert_eq!(line.matches("os error 2").count(), 1, "{line}");
+        assert!(
+            line.ends_with(": No such file or directory (os error 2)"),
+            "{line}"
+        );
+    }
 
     #[test]
     fn paths() {

@@ -54,7 +54,7 @@ pub use linerate_core::rfc2544::Generator;
 #[derive(Debug, thiserror::Error)]
 pub enum PacketError {
     /// The interface does not exist (in this thread's namespace).
-    #[error("no interface {iface}: {source}")]
+    #[error("no interface {iface}")]
     NoInterface {
         /// Interface name.
         iface: String,
@@ -62,7 +62,7 @@ pub enum PacketError {
         source: io::Error,
     },
     /// A socket call failed.
-    #[error("{what} on {iface}: {source}")]
+    #[error("{what} on {iface}")]
     Socket {
         /// Which call.
         what: &'static str,
@@ -88,7 +88,7 @@ pub enum PacketError {
         qdisc: String,
     },
     /// The XDP live-frames program could not be loaded or run.
-    #[error("XDP live frames on {iface}: {source}")]
+    #[error("XDP live frames on {iface}")]
     Bpf {
         /// Interface name.
         iface: String,
@@ -115,7 +115,7 @@ pub fn shaping_qdisc(iface: &str) -> Option<String> {
         .ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
     text.split_whitespace()
-        .find(|w| matches!(*w, "tbf" | "htb" | "hfsc" | "cake" | "netem"))
+        .find(|w| linerate_core::qdisc::is_shaping(w))
         .map(str::to_string)
 }
 
@@ -901,7 +901,7 @@ impl FrameGenerator {
                 Err(e) => {
                     rep.errors += 1;
                     if rep.first_error.is_none() {
-                        rep.first_error = Some(e.to_string());
+                        rep.first_error = Some(linerate_core::error::chain(&e));
                     }
                     // A refused test run does not get better by retrying.
                     if rep.errors > 10 {

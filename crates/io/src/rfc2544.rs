@@ -191,6 +191,7 @@ fn run_inner(
                 if !(retry && i + 1 < candidates.len()) {
                     return Err(e.into());
                 }
+                let e = linerate_core::error::chain(&e);
                 progress.step(&format!(
                     "generator auto: {} not used ({e}); trying {}",
                     path.name(),

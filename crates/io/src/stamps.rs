@@ -3,7 +3,6 @@
 
 use std::io;
 use std::os::fd::RawFd;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::sys::timestamping as ts;
 
@@ -14,11 +13,7 @@ pub const CLOCK_NAME: &str = "CLOCK_REALTIME";
 
 /// Now, in ns of CLOCK_REALTIME: the clock the kernel's software stamps use,
 /// so application and kernel stamps of one host can be subtracted.
-pub fn realtime_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-}
+pub use crate::sys::clock::realtime_ns;
 
 /// The stamps a socket asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -360,7 +360,7 @@ fn list(a: &ListArgs) -> Result<(), Failure> {
                     status: status(&record),
                     bed: record,
                 }),
-                Err(e) => l.errors.push(e.to_string()),
+                Err(e) => l.errors.push(linerate_core::error::chain(&e)),
             }
         }
         return print_json(&json(l));
@@ -394,7 +394,7 @@ fn list(a: &ListArgs) -> Result<(), Failure> {
                     settings_line(&r.spec).trim_start_matches(": ").to_string(),
                 ]);
             }
-            Err(e) => errors.push_str(&format!("warning: {e}\n")),
+            Err(e) => errors.push_str(&format!("warning: {}\n", linerate_core::error::chain(&e))),
         }
     }
     print(&format!("{}{errors}", t.render(0)))

@@ -158,7 +158,7 @@ struct XdpMd {
 
 /// A failed bpf(2) command.
 #[derive(Debug, thiserror::Error)]
-#[error("bpf({cmd}): {source}{}{}", hint(cmd, source), log.as_deref().map(|l| format!("; verifier log: {}", l.trim())).unwrap_or_default())]
+#[error("bpf({cmd}){}{}", hint(cmd, source), log.as_deref().map(|l| format!("; verifier log: {}", l.trim())).unwrap_or_default())]
 pub struct BpfError {
     /// The command (`BPF_PROG_LOAD`, `BPF_PROG_TEST_RUN`).
     pub cmd: &'static str,
@@ -354,6 +354,10 @@ mod tests {
             log: None,
         };
         assert!(e.to_string().contains("5.18"), "{e}");
+        // The OS error is the source: once in the chain, not in the message.
+        let line = linerate_core::error::chain(&e);
+        assert!(!e.to_string().contains("os error"), "{e}");
+        assert_eq!(line.matches("os error 22").count(), 1, "{line}");
     }
 
     #[test]

@@ -5,6 +5,8 @@
 #![allow(unsafe_code)]
 
 pub(crate) mod bpf;
+pub(crate) mod clock;
+pub(crate) mod cmsg;
 pub(crate) mod ifaddrs;
 pub(crate) mod netns;
 pub(crate) mod packet;

@@ -1,12 +1,12 @@
 //! AF_PACKET raw sockets (packet(7)): open, bind, options, `sendmmsg` and
-//! `recvmmsg` batches, interface index and MAC, and the monotonic clock.
+//! `recvmmsg` batches, interface index and MAC.
 
 use std::ffi::CString;
 use std::io;
 use std::mem;
 use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
 
-use super::syscall;
+use super::{cmsg, syscall};
 
 /// `SOL_PACKET` (linux/socket.h).
 const SOL_PACKET: libc::c_int = 263;
@@ -206,7 +206,7 @@ impl PacketSocket {
             .min(MAX_BATCH);
         // Control buffers, 8-byte aligned, room for one timespec cmsg
         // (CMSG_SPACE(16) = 32 on 64-bit) and some slack.
-        let mut ctrl = [[0u64; 8]; MAX_BATCH];
+        let mut ctrl: [cmsg::Buf<64>; MAX_BATCH] = std::array::from_fn(|_| cmsg::Buf::new());
         // SAFETY: plain C structs; all-zero is valid.
         let mut iov: [libc::iovec; MAX_BATCH] = unsafe { mem::zeroed() };
         // SAFETY: as above.
@@ -220,8 +220,8 @@ impl PacketSocket {
             msgs[i].msg_hdr.msg_iovlen = 1;
             msgs[i].msg_hdr.msg_name = (&mut names[i] as *mut libc::sockaddr_ll).cast();
             msgs[i].msg_hdr.msg_namelen = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-            msgs[i].msg_hdr.msg_control = ctrl[i].as_mut_ptr().cast();
-            msgs[i].msg_hdr.msg_controllen = size_of::<[u64; 8]>() as _;
+            msgs[i].msg_hdr.msg_control = ctrl[i].as_mut_ptr();
+            msgs[i].msg_hdr.msg_controllen = ctrl[i].0.len() as _;
         }
         // SAFETY: every iovec points at a distinct, exclusively borrowed Vec
         // buffer of the stated length; names and msgs live across the call;
@@ -246,29 +246,25 @@ impl PacketSocket {
         for i in 0..got.min(n) {
             lens[i] = (msgs[i].msg_len as usize).min(bufs[i].len());
             pkttypes[i] = names[i].sll_pkttype;
-            stamps[i] = rx_timestamp(&msgs[i].msg_hdr);
+            // SAFETY: recvmmsg filled msgs[i], whose control buffer is ctrl[i].
+            stamps[i] = unsafe { rx_timestamp(&msgs[i].msg_hdr) };
         }
         Ok(got.min(n))
     }
 }
 
 /// The SCM_TIMESTAMPNS time of a received message, in ns.
-fn rx_timestamp(hdr: &libc::msghdr) -> Option<u64> {
-    // SAFETY: `hdr` was filled by recvmmsg: msg_control points at a live
-    // control buffer of msg_controllen bytes, which CMSG_FIRSTHDR/NXTHDR walk
-    // within; a timespec is read unaligned from the data of a cmsg whose
-    // level/type say it holds one.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(hdr);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
-                let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::timespec>());
-                return Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
-            }
-            c = libc::CMSG_NXTHDR(hdr, c);
-        }
-    }
-    None
+///
+/// # Safety
+/// `hdr` must have been filled by recvmsg/recvmmsg, its `msg_control`
+/// pointing at a live control buffer of (at least) `msg_controllen` bytes.
+unsafe fn rx_timestamp(hdr: &libc::msghdr) -> Option<u64> {
+    // SAFETY: the caller's contract is `cmsg::control`'s.
+    let control = unsafe { cmsg::control(hdr) };
+    let ts = cmsg::iter(control)
+        .find(|c| c.is(libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS))
+        .and_then(|c| cmsg::read::<libc::timespec>(c.data))?;
+    Some(super::clock::timespec_ns(&ts))
 }
 
 /// The index of interface `name` in the calling thread's namespace.
@@ -339,22 +335,7 @@ pub(crate) fn hwaddr(name: &str) -> io::Result<[u8; 6]> {
     Ok(mac)
 }
 
-/// CLOCK_REALTIME in nanoseconds: the clock of the kernel's software
-/// receive timestamps (SO_TIMESTAMPNS).
-pub(crate) fn realtime_ns() -> u64 {
-    clock_ns(libc::CLOCK_REALTIME)
-}
-
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec the call writes; the clocks used
-    // always exist on Linux, so the call cannot fail.
-    let _ = syscall!(clock_gettime(clock, &mut ts));
-    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub(crate) use super::clock::realtime_ns;
 
 /// `PACKET_VERSION` (linux/if_packet.h).
 const PACKET_VERSION: libc::c_int = 10;

@@ -1,7 +1,7 @@
 //! Socket syscalls the throughput engine needs beyond `std::net`: options,
 //! flagged send/recv, sendmmsg/recvmmsg, UDP GSO/GRO control messages, the
-//! MSG_ZEROCOPY error queue, sendfile, memfd, per-thread rusage and the
-//! monotonic clock.
+//! MSG_ZEROCOPY error queue, sendfile, memfd and per-thread rusage (the
+//! monotonic clock is in `clock`).
 
 use std::io;
 use std::mem::{size_of, zeroed};
@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd as _, OwnedFd, RawFd};
 use std::time::Duration;
 
-use super::syscall;
+use super::{cmsg, syscall};
 
 /// SO_ZEROCOPY (include/uapi/asm-generic/socket.h).
 pub(crate) const SO_ZEROCOPY: libc::c_int = 60;
@@ -357,8 +357,8 @@ pub(crate) fn recvmmsg(
     Ok(n)
 }
 
-/// Control-message space for one u16/int option.
-const CMSG_SPACE: usize = 64;
+/// Control-message room for one u16/int option.
+const CMSG_ROOM: usize = 64;
 
 /// sendmsg(2) of one buffer with a UDP_SEGMENT control message: the kernel
 /// cuts `buf` into datagrams of `segment` bytes.
@@ -367,27 +367,18 @@ pub(crate) fn send_gso(fd: RawFd, buf: &[u8], segment: u16) -> io::Result<usize>
         iov_base: buf.as_ptr() as *mut libc::c_void,
         iov_len: buf.len(),
     };
-    let mut control = [0u64; CMSG_SPACE / 8];
+    let mut control = cmsg::Buf::<CMSG_ROOM>::new();
+    let mut enc = cmsg::Encoder::new(&mut control.0);
+    enc.push(libc::SOL_UDP, libc::UDP_SEGMENT, &segment.to_ne_bytes())?;
+    let controllen = enc.len();
     // SAFETY: msghdr is plain old data; all-zero is valid.
     let mut msg: libc::msghdr = unsafe { zeroed() };
     msg.msg_iov = std::ptr::addr_of_mut!(iov);
     msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    // SAFETY: CMSG_SPACE only computes a size.
-    msg.msg_controllen = unsafe { libc::CMSG_SPACE(size_of::<u16>() as u32) } as usize;
-    // SAFETY: msg_control points to `control`, which is larger than
-    // CMSG_SPACE(2) and 8-byte aligned, so the first header and its data fit.
-    unsafe {
-        let cmsg = libc::CMSG_FIRSTHDR(std::ptr::addr_of!(msg));
-        if cmsg.is_null() {
-            return Err(io::Error::from(io::ErrorKind::InvalidInput));
-        }
-        (*cmsg).cmsg_level = libc::SOL_UDP;
-        (*cmsg).cmsg_type = libc::UDP_SEGMENT;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as usize;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), segment);
-    }
-    // SAFETY: msg and everything it points to live until the call returns.
+    msg.msg_control = control.as_mut_ptr();
+    msg.msg_controllen = controllen;
+    // SAFETY: msg and everything it points to (iov, buf, control) live
+    // until the call returns; the kernel only reads them.
     let n = syscall!(sendmsg(fd, std::ptr::addr_of!(msg), libc::MSG_NOSIGNAL))?;
     Ok(n as usize)
 }
@@ -403,28 +394,22 @@ pub(crate) fn recv_gro(
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
     };
-    let mut control = [0u64; CMSG_SPACE / 8];
+    let mut control = cmsg::Buf::<CMSG_ROOM>::new();
     // SAFETY: msghdr is plain old data; all-zero is valid.
     let mut msg: libc::msghdr = unsafe { zeroed() };
     msg.msg_iov = std::ptr::addr_of_mut!(iov);
     msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = CMSG_SPACE;
+    msg.msg_control = control.as_mut_ptr();
+    msg.msg_controllen = CMSG_ROOM;
     // SAFETY: msg, the buffer and the control area live until the call returns.
     let n = syscall!(recvmsg(fd, std::ptr::addr_of_mut!(msg), flags))? as usize;
-    let mut seg = None;
-    // SAFETY: the kernel filled msg_control/msg_controllen; CMSG_FIRSTHDR and
-    // CMSG_NXTHDR stay inside it, and CMSG_DATA of a UDP_GRO message holds an int.
-    unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(std::ptr::addr_of!(msg));
-        while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_UDP && (*cmsg).cmsg_type == libc::UDP_GRO {
-                let v = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>());
-                seg = usize::try_from(v).ok().filter(|&s| s > 0);
-            }
-            cmsg = libc::CMSG_NXTHDR(std::ptr::addr_of!(msg), cmsg);
-        }
-    }
+    // SAFETY: recvmsg filled `control` (alive, not written while the slice
+    // lives) and set msg_controllen to the bytes it wrote.
+    let seg = cmsg::iter(unsafe { cmsg::control(&msg) })
+        .filter(|c| c.is(libc::SOL_UDP, libc::UDP_GRO))
+        .filter_map(|c| cmsg::read::<libc::c_int>(c.data))
+        .last()
+        .and_then(|v| usize::try_from(v).ok().filter(|&s| s > 0));
     Ok((n, seg))
 }
 
@@ -440,11 +425,11 @@ pub(crate) struct ZcCompletion {
 /// Drains the error queue without blocking, returning zero-copy completions.
 pub(crate) fn zerocopy_completions(fd: RawFd, out: &mut Vec<ZcCompletion>) -> io::Result<()> {
     loop {
-        let mut control = [0u64; 16];
+        let mut control = cmsg::Buf::<128>::new();
         // SAFETY: msghdr is plain old data; all-zero is valid.
         let mut msg: libc::msghdr = unsafe { zeroed() };
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = size_of::<[u64; 16]>();
+        msg.msg_control = control.as_mut_ptr();
+        msg.msg_controllen = control.0.len();
         // SAFETY: msg and its control area live until the call returns; no data buffer.
         match syscall!(recvmsg(
             fd,
@@ -455,27 +440,20 @@ pub(crate) fn zerocopy_completions(fd: RawFd, out: &mut Vec<ZcCompletion>) -> io
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
             Err(e) => return Err(e),
         }
-        // SAFETY: as in recv_gro: walking the kernel-filled control area;
-        // IP_RECVERR/IPV6_RECVERR data is a sock_extended_err.
-        unsafe {
-            let mut cmsg = libc::CMSG_FIRSTHDR(std::ptr::addr_of!(msg));
-            while !cmsg.is_null() {
-                let l = (*cmsg).cmsg_level;
-                let t = (*cmsg).cmsg_type;
-                if (l == libc::SOL_IP && t == libc::IP_RECVERR)
-                    || (l == libc::SOL_IPV6 && t == libc::IPV6_RECVERR)
-                {
-                    let ee: libc::sock_extended_err =
-                        std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
-                    if ee.ee_origin == SO_EE_ORIGIN_ZEROCOPY && ee.ee_errno == 0 {
-                        out.push(ZcCompletion {
-                            lo: ee.ee_info,
-                            hi: ee.ee_data,
-                            copied: ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED != 0,
-                        });
-                    }
-                }
-                cmsg = libc::CMSG_NXTHDR(std::ptr::addr_of!(msg), cmsg);
+        // SAFETY: as in recv_gro: recvmsg filled `control`.
+        for c in cmsg::iter(unsafe { cmsg::control(&msg) }) {
+            if !(c.is(libc::SOL_IP, libc::IP_RECVERR) || c.is(libc::SOL_IPV6, libc::IPV6_RECVERR)) {
+                continue;
+            }
+            let Some(ee) = cmsg::read::<libc::sock_extended_err>(c.data) else {
+                continue;
+            };
+            if ee.ee_origin == SO_EE_ORIGIN_ZEROCOPY && ee.ee_errno == 0 {
+                out.push(ZcCompletion {
+                    lo: ee.ee_info,
+                    hi: ee.ee_data,
+                    copied: ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED != 0,
+                });
             }
         }
     }
@@ -546,18 +524,7 @@ pub(crate) fn thread_cpu_ns() -> io::Result<(u64, u64)> {
     Ok((ns(ru.ru_utime), ns(ru.ru_stime)))
 }
 
-/// CLOCK_MONOTONIC, ns.
-pub(crate) fn monotonic_ns() -> u64 {
-    // SAFETY: timespec is plain old data; all-zero is valid.
-    let mut ts: libc::timespec = unsafe { zeroed() };
-    // SAFETY: ts is a live timespec; CLOCK_MONOTONIC always exists on Linux,
-    // so the call cannot fail (a failure would leave ts at zero).
-    let _ = syscall!(clock_gettime(
-        libc::CLOCK_MONOTONIC,
-        std::ptr::addr_of_mut!(ts)
-    ));
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub(crate) use super::clock::monotonic_ns;
 
 /// Waits until `fd` is readable or `timeout` passes; `true` if readable.
 pub(crate) fn poll_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {

@@ -12,7 +12,8 @@ use std::mem::{size_of, zeroed};
 use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::RawFd;
 
-use super::syscall;
+use super::clock::timespec_ns;
+use super::{cmsg, syscall};
 
 // include/uapi/linux/net_tstamp.h
 pub(crate) const SOF_TIMESTAMPING_TX_HARDWARE: u32 = 1 << 0;
@@ -76,12 +77,6 @@ pub(crate) struct RxMeta {
     pub(crate) truncated: bool,
 }
 
-fn timespec_ns(ts: &libc::timespec) -> u64 {
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
-}
-
 /// Enables SO_TIMESTAMPING with `flags` on `fd`.
 pub(crate) fn enable(fd: RawFd, flags: u32) -> io::Result<()> {
     let v = flags as libc::c_int;
@@ -111,7 +106,10 @@ pub(crate) fn send_stamped(
         iov_base: buf.as_ptr() as *mut libc::c_void,
         iov_len: buf.len(),
     };
-    let mut control = [0u64; 4];
+    let mut control = cmsg::Buf::<{ cmsg::space(4) }>::new();
+    let mut enc = cmsg::Encoder::new(&mut control.0);
+    enc.push(libc::SOL_SOCKET, SO_TIMESTAMPING, &tx_flags.to_ne_bytes())?;
+    let controllen = enc.len();
     let mut name = to.map(|a| super::sock::sockaddr(&a));
     // SAFETY: msghdr is plain old data; all-zero is valid.
     let mut msg: libc::msghdr = unsafe { zeroed() };
@@ -121,22 +119,8 @@ pub(crate) fn send_stamped(
     }
     msg.msg_iov = std::ptr::addr_of_mut!(iov);
     msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    // SAFETY: CMSG_SPACE only computes a size (24 bytes for a u32 here).
-    msg.msg_controllen = unsafe { libc::CMSG_SPACE(size_of::<u32>() as u32) } as usize;
-    debug_assert!(msg.msg_controllen <= size_of::<[u64; 4]>());
-    // SAFETY: msg_control points to `control` (32 bytes, 8-byte aligned),
-    // larger than CMSG_SPACE(4), so the first header and its data fit.
-    unsafe {
-        let cmsg = libc::CMSG_FIRSTHDR(std::ptr::addr_of!(msg));
-        if cmsg.is_null() {
-            return Err(io::Error::from(io::ErrorKind::InvalidInput));
-        }
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = SO_TIMESTAMPING;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<u32>() as u32) as usize;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u32>(), tx_flags);
-    }
+    msg.msg_control = control.as_mut_ptr();
+    msg.msg_controllen = controllen;
     loop {
         // SAFETY: msg and everything it points to (iov, buf, name, control)
         // live until the call returns.
@@ -162,10 +146,6 @@ pub(crate) fn set_no_check(fd: RawFd, on: bool) -> io::Result<()> {
     ))?;
     Ok(())
 }
-
-/// Control-message buffer, aligned for `cmsghdr`.
-#[repr(C, align(8))]
-struct CmsgBuf([u8; 512]);
 
 fn sockaddr_to_std(sa: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketAddr> {
     match libc::c_int::from(sa.ss_family) {
@@ -194,41 +174,12 @@ fn sockaddr_to_std(sa: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<
     }
 }
 
-/// Walks the control messages of `msg`, calling `f(level, type, data)`.
-fn for_each_cmsg(msg: &libc::msghdr, mut f: impl FnMut(libc::c_int, libc::c_int, &[u8])) {
-    // SAFETY: `msg` was filled by recvmsg, so msg_control/msg_controllen
-    // describe a valid control buffer; CMSG_FIRSTHDR/NXTHDR stay inside it
-    // and return null at its end; each data slice is bounded by cmsg_len,
-    // which the kernel set within the buffer.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(msg);
-        while !c.is_null() {
-            let hdr = &*c;
-            let data = libc::CMSG_DATA(c);
-            let header_len = data.offset_from(c.cast::<u8>()) as usize;
-            let len = (hdr.cmsg_len as usize).saturating_sub(header_len);
-            f(
-                hdr.cmsg_level,
-                hdr.cmsg_type,
-                std::slice::from_raw_parts(data, len),
-            );
-            c = libc::CMSG_NXTHDR(msg, c);
-        }
-    }
-}
-
-/// Reads three `timespec`s (struct scm_timestamping) from cmsg data.
+/// Reads three `timespec`s (struct scm_timestamping) from cmsg data:
+/// (software, raw hardware) stamps in ns.
 fn scm_timestamping(data: &[u8]) -> Option<(u64, u64)> {
-    let ts_size = size_of::<libc::timespec>();
-    if data.len() < 3 * ts_size {
-        return None;
-    }
-    let read = |i: usize| {
-        // SAFETY: the slice holds at least three timespecs (checked above);
-        // read_unaligned copes with any alignment of the cmsg data.
-        unsafe { std::ptr::read_unaligned(data.as_ptr().add(i * ts_size).cast::<libc::timespec>()) }
-    };
-    Some((timespec_ns(&read(0)), timespec_ns(&read(2))))
+    let sw = cmsg::read_nth::<libc::timespec>(data, 0)?;
+    let hw = cmsg::read_nth::<libc::timespec>(data, 2)?;
+    Some((timespec_ns(&sw), timespec_ns(&hw)))
 }
 
 /// recvmsg into `buf` with the receive stamp. `flags` may add
@@ -240,14 +191,14 @@ pub(crate) fn recv(fd: RawFd, buf: &mut [u8], flags: libc::c_int) -> io::Result<
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
     };
-    let mut cbuf = CmsgBuf([0; 512]);
+    let mut cbuf = cmsg::Buf::<512>::new();
     // SAFETY: as above.
     let mut msg: libc::msghdr = unsafe { zeroed() };
     msg.msg_name = (&mut addr as *mut libc::sockaddr_storage).cast();
     msg.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
-    msg.msg_control = cbuf.0.as_mut_ptr().cast();
+    msg.msg_control = cbuf.as_mut_ptr();
     msg.msg_controllen = cbuf.0.len();
     // SAFETY: msg points at live buffers (addr, iov → buf, cbuf) whose sizes
     // are given; they outlive the call.
@@ -263,14 +214,15 @@ pub(crate) fn recv(fd: RawFd, buf: &mut [u8], flags: libc::c_int) -> io::Result<
         truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
         ..RxMeta::default()
     };
-    for_each_cmsg(&msg, |level, ty, data| {
-        if level == libc::SOL_SOCKET && ty == SCM_TIMESTAMPING {
-            if let Some((sw, hw)) = scm_timestamping(data) {
+    // SAFETY: recvmsg filled `cbuf` (alive, unchanged while the slice lives).
+    for c in cmsg::iter(unsafe { cmsg::control(&msg) }) {
+        if c.is(libc::SOL_SOCKET, SCM_TIMESTAMPING) {
+            if let Some((sw, hw)) = scm_timestamping(c.data) {
                 meta.software_ns = sw;
                 meta.hardware_ns = hw;
             }
         }
-    });
+    }
     Ok(meta)
 }
 
@@ -327,8 +279,7 @@ pub(crate) fn recv_plain(
 /// bytes) and IP(V6)_RECVERR (16 + 16 + a sockaddr_in6 of 28) fit in 256;
 /// it is cleared before every read, so it is kept small (the read follows
 /// each stamped send).
-#[repr(C, align(8))]
-struct ErrqCmsgBuf([u8; 256]);
+type ErrqCmsgBuf = cmsg::Buf<256>;
 
 /// Error-queue messages fetched per recvmmsg call.
 const ERRQ_BATCH: usize = 16;
@@ -338,7 +289,7 @@ const ERRQ_BATCH: usize = 16;
 /// a send's SCHED and SND stamps cost one syscall, not three.
 pub(crate) fn read_tx_stamps(fd: RawFd, out: &mut Vec<TxStamp>) -> io::Result<()> {
     let mut scratch = [[0u8; 64]; ERRQ_BATCH];
-    let mut cbufs: [ErrqCmsgBuf; ERRQ_BATCH] = std::array::from_fn(|_| ErrqCmsgBuf([0; 256]));
+    let mut cbufs: [ErrqCmsgBuf; ERRQ_BATCH] = std::array::from_fn(|_| ErrqCmsgBuf::new());
     loop {
         let mut iovs: [libc::iovec; ERRQ_BATCH] = std::array::from_fn(|i| libc::iovec {
             iov_base: scratch[i].as_mut_ptr().cast(),
@@ -349,7 +300,7 @@ pub(crate) fn read_tx_stamps(fd: RawFd, out: &mut Vec<TxStamp>) -> io::Result<()
         for ((m, iov), cbuf) in msgs.iter_mut().zip(iovs.iter_mut()).zip(cbufs.iter_mut()) {
             m.msg_hdr.msg_iov = iov;
             m.msg_hdr.msg_iovlen = 1;
-            m.msg_hdr.msg_control = cbuf.0.as_mut_ptr().cast();
+            m.msg_hdr.msg_control = cbuf.as_mut_ptr();
             m.msg_hdr.msg_controllen = cbuf.0.len();
         }
         // SAFETY: every mmsghdr points at live iovecs and control buffers of
@@ -367,7 +318,9 @@ pub(crate) fn read_tx_stamps(fd: RawFd, out: &mut Vec<TxStamp>) -> io::Result<()
             Err(e) => return Err(e),
         };
         for m in &msgs[..n.min(ERRQ_BATCH)] {
-            if let Some(s) = parse_tx_stamp(&m.msg_hdr) {
+            // SAFETY: recvmmsg filled this message's control buffer (in
+            // `cbufs`, alive and unchanged while the slice lives).
+            if let Some(s) = parse_tx_stamp(unsafe { cmsg::control(&m.msg_hdr) }) {
                 out.push(s);
             }
         }
@@ -377,24 +330,18 @@ pub(crate) fn read_tx_stamps(fd: RawFd, out: &mut Vec<TxStamp>) -> io::Result<()
     }
 }
 
-/// The transmit stamp in one error-queue message, if it is one.
-fn parse_tx_stamp(msg: &libc::msghdr) -> Option<TxStamp> {
+/// The transmit stamp in one error-queue message (its control area), if
+/// it is one.
+fn parse_tx_stamp(control: &[u8]) -> Option<TxStamp> {
     let mut stamp: Option<(u64, u64)> = None;
     let mut err: Option<libc::sock_extended_err> = None;
-    for_each_cmsg(msg, |level, ty, data| {
-        if level == libc::SOL_SOCKET && ty == SCM_TIMESTAMPING {
-            stamp = scm_timestamping(data);
-        } else if ((level == libc::SOL_IP && ty == libc::IP_RECVERR)
-            || (level == libc::SOL_IPV6 && ty == libc::IPV6_RECVERR))
-            && data.len() >= size_of::<libc::sock_extended_err>()
-        {
-            // SAFETY: the data holds a whole sock_extended_err (checked);
-            // read_unaligned copes with alignment.
-            err = Some(unsafe {
-                std::ptr::read_unaligned(data.as_ptr().cast::<libc::sock_extended_err>())
-            });
+    for c in cmsg::iter(control) {
+        if c.is(libc::SOL_SOCKET, SCM_TIMESTAMPING) {
+            stamp = scm_timestamping(c.data);
+        } else if c.is(libc::SOL_IP, libc::IP_RECVERR) || c.is(libc::SOL_IPV6, libc::IPV6_RECVERR) {
+            err = cmsg::read::<libc::sock_extended_err>(c.data).or(err);
         }
-    });
+    }
     let ((sw, hw), e) = (stamp?, err?);
     if e.ee_origin != SO_EE_ORIGIN_TIMESTAMPING {
         return None;

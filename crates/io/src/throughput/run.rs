@@ -193,11 +193,11 @@ impl LocalServer {
                 Ok(server) => {
                     let addr = server.local_addr();
                     let stop = server.stop_flag();
-                    let _ = tx.send(addr.map(|a| (a, stop)).map_err(|e| e.to_string()));
+                    let _ = tx.send(addr.map(|a| (a, stop)).map_err(|e| linerate_core::error::chain(&e)));
                     let _ = server.run();
                 }
                 Err(e) => {
-                    let _ = tx.send(Err(e.to_string()));
+                    let _ = tx.send(Err(linerate_core::error::chain(&e)));
                 }
             }
         })?;
@@ -213,7 +213,7 @@ impl LocalServer {
                     .join()
                     .ok()
                     .and_then(Result::err)
-                    .map_or("it ended early".to_string(), |e| e.to_string());
+                    .map_or("it ended early".to_string(), |e| linerate_core::error::chain(&e));
                 Err(RunError::Server { place, reason })
             }
         }
