@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod calc;
 pub mod latency;
 pub mod linerate;
 pub mod procedure;

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::anyhow;
+use linerate_core::calc::CalcResult;
 use linerate_core::latency::{LatencyReport, Responder, SCHEMA, SCHEMA_VERSION};
 use linerate_core::linerate::{Encap, Row, RFC2544_FRAME_SIZES};
 use linerate_core::procedure::pingpong::{Schedule, Until};
@@ -13,7 +14,7 @@ use linerate_io::echo::{
     run_with_local_reflector, summarize, ClientConfig, Placement, Proto, ReflectorConfig,
 };
 use linerate_io::stamps;
-use linerate_report::calc::{frames_sentence, Calc};
+use linerate_report::calc::frames_sentence;
 
 use crate::flags::DemoArgs;
 use crate::output::print;
@@ -23,7 +24,7 @@ use crate::Failure;
 const DEMO_EXCHANGES: u64 = 1000;
 
 /// `linerate demo`.
-pub(crate) fn run(_args: &DemoArgs, _ctx: &crate::Ctx) -> Result<(), Failure> {
+pub(crate) fn run(_args: &DemoArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
     let mut text = String::from(
         "linerate demo (no hardware, no second host, no privileges)\n\n\
          1. The line-rate model: the maximum every linerate result is measured against\n\n",
@@ -41,12 +42,8 @@ pub(crate) fn run(_args: &DemoArgs, _ctx: &crate::Ctx) -> Result<(), Failure> {
             )?);
         }
     }
-    let calc = Calc {
-        rows,
-        frames: None,
-        bus: None,
-    };
-    text.push_str(&calc.to_table());
+    let calc = CalcResult::new(&rows, None, None);
+    text.push_str(&linerate_report::calc::table(&calc, ctx.width));
     let max = Row::new(
         BitRate::from_mbps(100),
         Encap::ETHERNET.frame_of_length(1518, false)?,

@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod calc;
+pub mod column;
 pub mod flags;
 pub mod latency;
 pub mod table;
