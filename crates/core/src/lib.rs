@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod calc;
+pub mod inspect;
 pub mod latency;
 pub mod linerate;
 pub mod procedure;

@@ -555,7 +555,7 @@ impl Row {
 pub const RFC2544_FRAME_SIZES: [u32; 7] = [64, 128, 256, 512, 1024, 1280, 1518];
 
 /// A PCI Express generation: transfer rate and line encoding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PcieLink {
     /// Generation, 1–6.
     pub generation: u8,

@@ -11,6 +11,7 @@
 pub mod calc;
 pub mod column;
 pub mod flags;
+pub mod inspect;
 pub mod latency;
 pub mod table;
 pub mod throughput;
