@@ -24,6 +24,7 @@ pub mod procedure;
 pub mod progress;
 pub mod result;
 pub mod stats;
+pub mod testbed;
 pub mod throughput;
 pub mod units;
 pub mod wire;

@@ -14,4 +14,5 @@ pub mod flags;
 pub mod inspect;
 pub mod latency;
 pub mod table;
+pub mod testbed;
 pub mod throughput;
