@@ -15,161 +15,14 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use linerate_core::linerate::{BusCeiling, Encap, PcieLink, Row};
-use linerate_core::units::BitRate;
-use serde::Serialize;
+use linerate_core::linerate::PcieLink;
 
 use crate::apply::run_command;
 
-/// The `schema` of `linerate inspect --json`.
-pub const SCHEMA: &str = "linerate.inspect";
-
-/// One offload flag as `ethtool -k` shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct FeatureState {
-    /// On or off.
-    pub on: bool,
-    /// The driver does not let it change.
-    pub fixed: bool,
-}
-
-/// Ring sizes (descriptors) from `ethtool -g`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Rings {
-    /// RX ring now.
-    pub rx: Option<u32>,
-    /// RX ring maximum.
-    pub rx_max: Option<u32>,
-    /// TX ring now.
-    pub tx: Option<u32>,
-    /// TX ring maximum.
-    pub tx_max: Option<u32>,
-}
-
-/// Timestamping capabilities (`ethtool -T`, i.e. ETHTOOL_GET_TS_INFO).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Timestamping {
-    /// Where this came from.
-    pub source: String,
-    /// `software-transmit`, `hardware-receive`, …
-    pub capabilities: Vec<String>,
-    /// The PTP hardware clock (`/dev/ptpN`), if any.
-    pub phc_index: Option<u32>,
-    /// Hardware transmit timestamp modes.
-    pub hw_tx_modes: Vec<String>,
-    /// Hardware receive filter modes.
-    pub hw_rx_filters: Vec<String>,
-}
-
-impl Timestamping {
-    /// Whether the device stamps packets in hardware.
-    pub fn hardware(&self) -> bool {
-        self.capabilities.iter().any(|c| c.starts_with("hardware-"))
-    }
-}
-
-/// The PCIe side of a device.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Pcie {
-    /// PCI address (bus-info).
-    pub address: String,
-    /// Negotiated link, if the device is PCI Express.
-    pub current: Option<PcieLink>,
-    /// The most the device supports.
-    pub max: Option<PcieLink>,
-    /// Max_Payload_Size from the PCIe capability (Device Control), if readable.
-    pub mps_bytes: Option<u32>,
-    /// NUMA node (-1: none).
-    pub numa_node: Option<i32>,
-}
-
-/// One interrupt line of the device.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Irq {
-    /// IRQ number.
-    pub irq: u32,
-    /// Its name in /proc/interrupts.
-    pub name: String,
-    /// Interrupts so far, all CPUs.
-    pub count: u64,
-}
-
-/// One ceiling row: what the link and the bus allow for one frame size.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Ceiling {
-    /// Frame length, header to FCS.
-    pub frame_bytes: u32,
-    /// UDP/IPv4 payload in that frame.
-    pub udp4_payload_bytes: u32,
-    /// Line-rate frames per second.
-    pub link_frames_per_s: f64,
-    /// Bus frames per second (PCIe posted writes), if known.
-    pub bus_frames_per_s: Option<f64>,
-    /// The smaller of the two.
-    pub frames_per_s: f64,
-    /// UDP payload bits per second at that frame rate.
-    pub udp4_payload_bits_per_s: f64,
-    /// `link` or `bus`.
-    pub limited_by: &'static str,
-}
-
-/// Everything `linerate inspect IFACE` reports.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct InterfaceReport {
-    /// Schema name.
-    pub schema: &'static str,
-    /// Schema version.
-    pub version: u32,
-    /// Interface name.
-    pub name: String,
-    /// Namespace (None: this process's).
-    pub netns: Option<String>,
-    /// Link kind (`veth`, `bridge`, …), None for a plain device.
-    pub kind: Option<String>,
-    /// Driver.
-    pub driver: Option<String>,
-    /// Driver version.
-    pub driver_version: Option<String>,
-    /// Firmware version.
-    pub firmware: Option<String>,
-    /// Operational state.
-    pub operstate: Option<String>,
-    /// MTU.
-    pub mtu_bytes: Option<u32>,
-    /// Speed the driver reports, bit/s.
-    pub speed_bits_per_s: Option<u64>,
-    /// Whether that speed is a real wire speed (false for veth, lo, …).
-    pub speed_is_physical: bool,
-    /// Duplex.
-    pub duplex: Option<String>,
-    /// Root qdisc.
-    pub qdisc: Option<String>,
-    /// RX / TX queues.
-    pub rx_queues: Option<u32>,
-    /// TX queues.
-    pub tx_queues: Option<u32>,
-    /// RPS masks of the RX queues (hex).
-    pub rps_cpus: Vec<String>,
-    /// Offloads.
-    pub offloads: BTreeMap<String, FeatureState>,
-    /// Coalescing parameters that apply (`n/a` ones left out); None when the
-    /// driver does not support the query.
-    pub coalescing: Option<BTreeMap<String, String>>,
-    /// Ring sizes; None when not supported.
-    pub rings: Option<Rings>,
-    /// Timestamping.
-    pub timestamping: Option<Timestamping>,
-    /// PCI/PCIe facts; None when the device is not on PCI.
-    pub pcie: Option<Pcie>,
-    /// Interrupts.
-    pub irqs: Vec<Irq>,
-    /// Ceilings from the line-rate model (and the bus model on PCIe).
-    pub ceilings: Vec<Ceiling>,
-    /// Plain statements about what is absent (no PCIe, no hardware stamps…).
-    pub facts: Vec<String>,
-    /// Settings that cap performance.
-    pub warnings: Vec<String>,
-}
+pub use linerate_core::inspect::{
+    ceilings, Ceiling, FeatureState, InterfaceBrief, InterfaceReport, Irq, Pcie, Rings,
+    Timestamping, SCHEMA,
+};
 
 /// Parses `ethtool IF`: speed in bit/s and duplex.
 pub fn parse_settings(text: &str) -> (Option<u64>, Option<String>) {
@@ -203,16 +56,22 @@ pub fn parse_keyvalues(text: &str) -> BTreeMap<String, String> {
 
 /// Parses `ethtool -k IF`.
 pub fn parse_features(text: &str) -> BTreeMap<String, FeatureState> {
-    crate::ethtool::parse_features(text)
-        .into_iter()
-        .map(|(k, f)| {
-            (
-                k,
+    text.lines()
+        .filter_map(|l| l.trim().split_once(':'))
+        .filter_map(|(k, v)| {
+            let mut words = v.split_whitespace();
+            let on = match words.next()? {
+                "on" => true,
+                "off" => false,
+                _ => return None,
+            };
+            Some((
+                k.trim().to_string(),
                 FeatureState {
-                    on: f.on,
-                    fixed: f.fixed,
+                    on,
+                    fixed: v.contains("[fixed]"),
                 },
-            )
+            ))
         })
         .collect()
 }
@@ -390,44 +249,6 @@ pub fn parse_interrupts(text: &str, numbers: &[u32], names: &[&str]) -> Vec<Irq>
     out
 }
 
-/// Ceilings for 64-byte frames and for the MTU's largest frame.
-pub fn ceilings(link: BitRate, mtu: Option<u32>, bus: Option<&BusCeiling>) -> Vec<Ceiling> {
-    let mut frames = Vec::new();
-    if let Ok(f) = Encap::ETHERNET.frame_of_length(64, false) {
-        frames.push((f.frame_bytes, 18));
-    }
-    if let Some(mtu) = mtu {
-        if let Ok(f) = Encap::UDP4.frame_for_mtu(mtu, mtu > 1500) {
-            frames.push((f.frame_bytes, f.payload_bytes));
-        }
-    }
-    let mut out = Vec::new();
-    for (frame_bytes, payload) in frames {
-        let Ok(frame) = Encap::ETHERNET.frame_of_length(frame_bytes, frame_bytes > 1518) else {
-            continue;
-        };
-        let Ok(row) = Row::new(link, frame) else {
-            continue;
-        };
-        let link_fps = row.frame_rate.per_s();
-        let bus_fps = bus.map(|b| b.frame_rate(frame_bytes).per_s());
-        let (fps, limited_by) = match bus_fps {
-            Some(b) if b < link_fps => (b, "bus"),
-            _ => (link_fps, "link"),
-        };
-        out.push(Ceiling {
-            frame_bytes,
-            udp4_payload_bytes: payload,
-            link_frames_per_s: link_fps,
-            bus_frames_per_s: bus_fps,
-            frames_per_s: fps,
-            udp4_payload_bits_per_s: fps * f64::from(payload) * 8.0,
-            limited_by,
-        });
-    }
-    out
-}
-
 /// Runs a read-only command in `netns` (or here); None when it fails (the
 /// driver does not support the query, the tool is missing…).
 fn query(netns: Option<&str>, argv: &[&str]) -> Option<String> {
@@ -455,23 +276,6 @@ fn is_pci_address(s: &str) -> bool {
         && s.chars()
             .enumerate()
             .all(|(i, c)| [4, 7, 10].contains(&i) || c.is_ascii_hexdigit())
-}
-
-/// A brief line per interface (`linerate inspect` without IFACE).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct InterfaceBrief {
-    /// Name.
-    pub name: String,
-    /// Kind (`veth`, `bridge`…) or None for a plain device.
-    pub kind: Option<String>,
-    /// Operational state.
-    pub operstate: Option<String>,
-    /// MTU.
-    pub mtu_bytes: Option<u32>,
-    /// Root qdisc.
-    pub qdisc: Option<String>,
-    /// Addresses with prefix.
-    pub addrs: Vec<String>,
 }
 
 /// Lists the interfaces of `netns` (or of this process's namespace).
@@ -602,128 +406,9 @@ pub fn inspect(name: &str, netns: Option<&str>) -> Result<InterfaceReport, crate
     let mut irqs = parse_interrupts(&interrupts, &irq_numbers, &names);
     irqs.sort_by_key(|i| i.irq);
 
-    let virtual_kind = matches!(
-        kind.as_deref(),
-        Some("veth" | "bridge" | "dummy" | "ifb" | "vxlan" | "macvlan" | "ipvlan" | "tun")
-    ) || name == "lo";
-    let speed_is_physical = speed.is_some() && !virtual_kind;
-    let mtu = num("mtu");
-    let mut facts = Vec::new();
-    let mut warnings = Vec::new();
-    if virtual_kind {
-        facts.push(format!(
-            "{name} is a virtual device ({}): no wire, no PCIe link, no NUMA node of its own; \
-             its reported speed ({}) is nominal, so no line-rate ceiling applies (the CPU is \
-             the limit)",
-            kind.as_deref().unwrap_or("loopback"),
-            speed.map_or_else(|| "none".into(), |s| BitRate::from_bps(s).to_string())
-        ));
-    } else if bus_info.is_none() {
-        facts.push(format!(
-            "{name} is not on a PCI bus (no bus-info): no PCIe facts"
-        ));
-    }
-    if let Some(p) = &pcie {
-        if p.current.is_none() {
-            facts.push(format!(
-                "PCI device {} shows no PCIe link (conventional PCI or a virtual device): \
-                 no bus ceiling",
-                p.address
-            ));
-        }
-        if let (Some(c), Some(m)) = (p.current, p.max) {
-            if c.generation < m.generation || c.lanes < m.lanes {
-                warnings.push(format!(
-                    "PCIe link trained below its maximum: {c} of {m} (slot or riser?)"
-                ));
-            }
-        }
-    }
-    match &timestamping {
-        Some(ts) if !ts.hardware() => facts.push(format!(
-            "no hardware timestamps{}: only software stamps (kernel clock)",
-            if ts.phc_index.is_none() {
-                ", no PHC"
-            } else {
-                ""
-            }
-        )),
-        Some(ts) => facts.push(format!(
-            "hardware timestamps: {}; PHC /dev/ptp{}",
-            ts.capabilities
-                .iter()
-                .filter(|c| c.starts_with("hardware-"))
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", "),
-            ts.phc_index
-                .map_or_else(|| "none".into(), |i| i.to_string())
-        )),
-        None => facts.push("timestamping capabilities unknown (ethtool -T failed)".into()),
-    }
-    let off = |f: &str| offloads.get(f).is_some_and(|s| !s.on);
-    if off("generic-receive-offload") {
-        warnings.push(
-            "gro off: every packet climbs the stack alone (more CPU per byte on receive)".into(),
-        );
-    }
-    if off("tcp-segmentation-offload") && !virtual_kind {
-        warnings.push("tso off: TCP segments are cut in software".into());
-    }
-    if off("rx-checksumming") && !virtual_kind {
-        warnings.push("rx-checksumming off: the CPU verifies every checksum".into());
-    }
-    if let Some(m) = mtu {
-        if m < 1500 {
-            warnings.push(format!(
-                "MTU {m} < 1500: fewer payload bytes per frame, more packets per byte"
-            ));
-        }
-    }
-    if let Some(Rings {
-        rx: Some(rx),
-        rx_max: Some(max),
-        ..
-    }) = rings
-    {
-        if rx < 512 && max > rx {
-            warnings.push(format!(
-                "RX ring {rx} of at most {max}: bursts may overflow it (ethtool -G {name} rx {max})"
-            ));
-        }
-    }
-    if let Some(q) = l["qdisc"].as_str() {
-        if linerate_core::qdisc::is_shaping(q) {
-            warnings.push(format!("root qdisc {q}: egress is shaped"));
-        }
-    }
-    let rps_off = !rps_cpus.is_empty()
-        && rps_cpus
-            .iter()
-            .all(|m| m.chars().all(|c| c == '0' || c == ','));
-    if num("num_rx_queues") == Some(1) && rps_off && !virtual_kind {
-        warnings.push("one RX queue and RPS off: all receive processing lands on one CPU".into());
-    }
-
-    let bus = pcie
-        .as_ref()
-        .and_then(|p| BusCeiling::new(p.current?, p.mps_bytes.unwrap_or(256)).ok());
-    let ceilings = match speed {
-        Some(s) if speed_is_physical && s > 0 => ceilings(BitRate::from_bps(s), mtu, bus.as_ref()),
-        _ => Vec::new(),
-    };
-    if ceilings.iter().any(|c| c.limited_by == "bus") {
-        warnings.push("the PCIe bus, not the link, is the ceiling for some frame sizes".into());
-    }
-    if let (Some(p), Some(_)) = (&pcie, &bus) {
-        if p.mps_bytes.is_none() {
-            facts.push("Max_Payload_Size unreadable: the bus ceiling assumes 256 B".into());
-        }
-    }
-
-    Ok(InterfaceReport {
-        schema: SCHEMA,
-        version: 1,
+    let speed_is_physical =
+        speed.is_some() && !linerate_core::inspect::is_virtual(kind.as_deref(), name);
+    let mut report = InterfaceReport {
         name: name.to_string(),
         netns: netns.map(str::to_string),
         kind,
@@ -731,7 +416,7 @@ pub fn inspect(name: &str, netns: Option<&str>) -> Result<InterfaceReport, crate
         driver_version: drv.get("version").cloned(),
         firmware: drv.get("firmware-version").cloned(),
         operstate: l["operstate"].as_str().map(str::to_string),
-        mtu_bytes: mtu,
+        mtu_bytes: num("mtu"),
         speed_bits_per_s: speed,
         speed_is_physical,
         duplex,
@@ -745,12 +430,11 @@ pub fn inspect(name: &str, netns: Option<&str>) -> Result<InterfaceReport, crate
         timestamping,
         pcie,
         irqs,
-        ceilings,
-        facts,
-        warnings,
-    })
+        ceilings: Vec::new(),
+    };
+    report.ceilings = linerate_core::inspect::ceilings_of(&report);
+    Ok(report)
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -873,23 +557,6 @@ mod tests {
         assert_eq!(irqs[1].name, "virtio2-input.0");
         let irqs = parse_interrupts(t, &[], &["eth1"]);
         assert_eq!(irqs[0].irq, 40);
-    }
-
-    #[test]
-    fn ceilings_link_and_bus() {
-        let link = BitRate::from_gbps(10);
-        let c = ceilings(link, Some(1500), None);
-        assert_eq!(c.len(), 2);
-        assert_eq!(c[0].frame_bytes, 64);
-        assert_eq!(c[0].frames_per_s.round(), 14_880_952.0);
-        assert_eq!(c[1].frame_bytes, 1518);
-        assert_eq!(c[1].udp4_payload_bytes, 1472);
-        assert_eq!(c[0].limited_by, "link");
-        // a PCIe 1.0 x1 bus cannot carry 10G of minimum frames
-        let bus = BusCeiling::new("pcie1x1".parse().unwrap(), 128).unwrap();
-        let c = ceilings(link, Some(1500), Some(&bus));
-        assert_eq!(c[0].limited_by, "bus");
-        assert!(c[0].frames_per_s < c[0].link_frames_per_s);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::spec::{Topology, PREFIX};
 
 /// An address with its prefix length.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Cidr {
     /// The address.
     pub addr: IpAddr,
@@ -46,7 +46,7 @@ fn v6(net: u16, host: u16) -> Cidr {
 }
 
 /// One interface of a bed inside a host's namespace.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Iface {
     /// The namespace it lives in.
     pub netns: String,
@@ -60,7 +60,7 @@ pub struct Iface {
 }
 
 /// One host (namespace) of a bed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Host {
     /// `a`, `b` or `dut`.
     pub role: String,
@@ -76,7 +76,7 @@ pub struct Host {
 pub type Cable = ((String, String), (String, String));
 
 /// Everything's place in a bed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Layout {
     /// The hosts, in creation order.
     pub hosts: Vec<Host>,

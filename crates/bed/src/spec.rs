@@ -23,7 +23,7 @@ pub const MAX_MTU: u32 = 65_000;
 pub const MIN_MTU: u32 = 1280;
 
 /// How the hosts of a bed are joined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Topology {
     /// Hosts `a` and `b` joined by one veth.
@@ -78,7 +78,19 @@ impl FromStr for Topology {
 }
 
 /// An interface feature as `ethtool -K` sets it and `ethtool -k` shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Feature {
     /// Generic receive offload (`gro`).
@@ -213,7 +225,7 @@ impl FromStr for Feature {
 }
 
 /// Offload settings: feature → on (true) or off (false).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(transparent)]
 pub struct Offloads(pub BTreeMap<Feature, bool>);
 
@@ -261,7 +273,7 @@ impl fmt::Display for Offloads {
 }
 
 /// A TCP buffer triple as `net.ipv4.tcp_rmem` takes it: min, default, max bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TcpMem {
     /// Minimum bytes.
     pub min_bytes: u64,
@@ -305,7 +317,7 @@ impl fmt::Display for TcpMem {
 
 /// What a bed should be. Build with [`BedSpec::new`], set fields, pass to
 /// [`crate::Bed::up`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BedSpec {
     /// The bed's name, without the `lr-` prefix.
     pub name: String,
@@ -313,6 +325,7 @@ pub struct BedSpec {
     pub topology: Topology,
     /// Emulated link speed (tbf on every egress of the path, per direction).
     #[serde(rename = "link_bits_per_s")]
+    #[schemars(with = "Option<u64>")]
     pub link: Option<BitRate>,
     /// Random loss in percent on the receiving hosts' ingress (nftables).
     pub loss_pct: Option<f64>,

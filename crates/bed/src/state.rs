@@ -24,7 +24,7 @@ pub const SCHEMA: &str = "linerate.bed";
 pub const VERSION: u32 = 1;
 
 /// A bed as stored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BedRecord {
     /// Always [`SCHEMA`].
     pub schema: String,
@@ -67,6 +67,64 @@ impl BedRecord {
             commands,
         }
     }
+}
+
+impl BedRecord {
+    /// The settings asked for, each as `name value` (`link 100 Mbit/s`).
+    pub fn settings(&self) -> Vec<String> {
+        settings(&self.spec)
+    }
+
+    /// The plain summary the human renderers read.
+    pub fn summary(&self) -> linerate_core::testbed::BedSummary {
+        use linerate_core::testbed::{BedSummary, HostSummary};
+        BedSummary {
+            name: self.name.clone(),
+            topology: self.spec.topology.to_string(),
+            settings: self.settings(),
+            hosts: self
+                .layout
+                .hosts
+                .iter()
+                .map(|h| HostSummary {
+                    role: h.role.clone(),
+                    netns: h.netns.clone(),
+                    iface: h.iface.clone(),
+                    ipv4: self.layout.ipv4(&h.role).map(|a| a.to_string()),
+                    ipv6: self.layout.ipv6(&h.role).map(|a| a.to_string()),
+                    gateways: h.gateways.iter().map(ToString::to_string).collect(),
+                })
+                .collect(),
+            notes: self.notes.clone(),
+        }
+    }
+}
+
+/// A spec's settings, each as `name value` (`link 100 Mbit/s`, `rps`).
+pub fn settings(s: &BedSpec) -> Vec<String> {
+    let mut parts = Vec::new();
+    if let Some(l) = s.link {
+        parts.push(format!("link {l}"));
+    }
+    if let Some(p) = s.loss_pct {
+        parts.push(format!("loss {p}%"));
+    }
+    if let Some(m) = s.mtu {
+        parts.push(format!("mtu {m}"));
+    }
+    if !s.offloads.is_empty() {
+        parts.push(format!("offload {}", s.offloads));
+    }
+    if s.rps {
+        parts.push("rps".into());
+    }
+    if let Some(m) = s.tcp_rmem {
+        parts.push(format!("tcp_rmem {m}"));
+    }
+    if let Some(m) = s.tcp_wmem {
+        parts.push(format!("tcp_wmem {m}"));
+    }
+    parts
 }
 
 /// The file of bed `name` in `dir`.

@@ -16,7 +16,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod calc;
 pub mod error;
+pub mod inspect;
 pub mod latency;
 pub mod linerate;
 pub mod procedure;
@@ -25,6 +27,7 @@ pub mod qdisc;
 pub mod result;
 pub mod rfc2544;
 pub mod stats;
+pub mod testbed;
 pub mod throughput;
 pub mod units;
 pub mod wire;

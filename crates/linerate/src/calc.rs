@@ -1,72 +1,65 @@
-//! `linerate calc` and `linerate demo`: the line-rate model on the terminal.
+//! `linerate calc`: flags -> `linerate_core::calc::Config` -> result -> render.
 
-use anyhow::Context as _;
-use linerate_core::linerate::{BusCeiling, Frame, Row};
-use linerate_report::calc::Calc;
+use linerate_core::calc::{
+    CalcError, CalcResult, Carried, Config, Request, SizeList, SCHEMA, VERSION,
+};
+use linerate_core::result::Envelope;
 
-use crate::flags::{CalcArgs, SizeList};
+use crate::flags::CalcArgs;
 use crate::output::{print, print_json};
 use crate::Failure;
 
-/// Default PCIe Max_Payload_Size, the most common setting on servers.
-const DEFAULT_MPS: u32 = 256;
-
-/// Turns the flags into the frames to model.
-fn frames(args: &CalcArgs) -> Result<Vec<Frame>, Failure> {
-    let mut encap = args.encap;
-    if let Some(b) = args.tcp_options {
-        encap = encap.with_tcp_options(b)?;
-    }
-    if let Some(b) = args.ip_options {
-        encap = encap.with_ip_options(b)?;
-    }
-    let mut out = Vec::new();
-    if let Some(list) = &args.payload {
-        for p in list.sizes() {
-            out.push(encap.frame_for_payload(p, args.jumbo)?);
-        }
+/// The flags as a request to the model.
+fn request(args: &CalcArgs) -> Request {
+    let carried = if let Some(list) = &args.payload {
+        Carried::Payloads(list.sizes())
     } else if let Some(list) = &args.mtu {
-        for m in list.sizes() {
-            out.push(encap.frame_for_mtu(m, args.jumbo)?);
-        }
+        Carried::Mtus(list.sizes())
     } else {
-        let list = args.frame.clone().unwrap_or(SizeList::Rfc2544);
-        for f in list.sizes() {
-            out.push(encap.frame_of_length(f, args.jumbo)?);
-        }
+        Carried::Frames(args.frame.clone().unwrap_or(SizeList::Rfc2544))
+    };
+    Request {
+        links: args.link.clone(),
+        carried,
+        encap: args.encap,
+        tcp_options: args.tcp_options,
+        ip_options: args.ip_options,
+        jumbo: args.jumbo,
+        frames: args.frames,
+        bus: args.bus,
+        mps: args.mps,
     }
-    Ok(out)
 }
 
-/// Builds the model for the flags.
-pub(crate) fn model(args: &CalcArgs) -> Result<Calc, Failure> {
-    let frames = frames(args)?;
-    let mut rows = Vec::with_capacity(args.link.len() * frames.len());
-    for &link in &args.link {
-        for &f in &frames {
-            rows.push(Row::new(link, f).with_context(|| format!("link {link}"))?);
-        }
+/// A model error as the user reads it: core says what is wrong, this adds
+/// the flag that would change it.
+pub(crate) fn usage(e: CalcError) -> Failure {
+    if e.jumbo_would_allow() {
+        Failure::Usage(anyhow::anyhow!("{e} (add --jumbo for jumbo frames)"))
+    } else {
+        Failure::Usage(e.into())
     }
-    let bus = match args.bus {
-        Some(b) => Some(BusCeiling::new(b, args.mps.unwrap_or(DEFAULT_MPS))?),
-        None => None,
-    };
-    Ok(Calc {
-        rows,
-        frames: args.frames,
-        bus,
-    })
+}
+
+/// The validated configuration of the flags.
+pub(crate) fn config(args: &CalcArgs) -> Result<Config, Failure> {
+    Config::new(&request(args)).map_err(usage)
 }
 
 /// `linerate calc`.
 pub(crate) fn run(args: &CalcArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
-    let _ = ctx.width;
-    let calc = model(args)?;
+    let config = config(args)?;
+    let t0 = linerate_io::host::unix_now_ns();
+    let result: CalcResult = config.run();
     if args.json {
-        print_json(&calc.to_json())
+        print_json(
+            &Envelope::new(SCHEMA, VERSION, result)
+                .started(t0)
+                .on(linerate_io::host::facts()),
+        )
     } else if args.csv {
-        print(&calc.to_csv())
+        print(&linerate_report::calc::csv(&result))
     } else {
-        print(&calc.to_table())
+        print(&linerate_report::calc::table(&result, ctx.width))
     }
 }

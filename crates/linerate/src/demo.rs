@@ -4,12 +4,13 @@
 use std::net::Ipv4Addr;
 
 use anyhow::anyhow;
+use linerate_core::calc::CalcResult;
 use linerate_core::latency::{Config, EchoProtocol, Peer, Request};
 use linerate_core::linerate::{Encap, Row, RFC2544_FRAME_SIZES};
 use linerate_core::progress::Silent;
 use linerate_core::result::Flag;
 use linerate_core::units::{format_bytes_per_s, BitRate};
-use linerate_report::calc::{frames_sentence, Calc};
+use linerate_report::calc::frames_sentence;
 use linerate_report::table::paragraph;
 
 use crate::flags::DemoArgs;
@@ -38,12 +39,8 @@ pub(crate) fn run(_args: &DemoArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failu
             )?);
         }
     }
-    let calc = Calc {
-        rows,
-        frames: None,
-        bus: None,
-    };
-    text.push_str(&calc.to_table());
+    let calc = CalcResult::new(&rows, None, None);
+    text.push_str(&linerate_report::calc::table(&calc, ctx.width));
     let max = Row::new(
         BitRate::from_mbps(100),
         Encap::ETHERNET.frame_of_length(1518, false)?,

@@ -1,11 +1,10 @@
 //! Every flag of every command, defined once, parsed into typed values from
 //! `linerate-core` right here so no string parsing happens past `main`.
 
-use std::str::FromStr;
-
 use clap::{Args, Parser, Subcommand};
-use linerate_core::linerate::{check_mps, Encap, PcieLink, RFC2544_FRAME_SIZES};
-use linerate_core::units::{BitRate, ByteCount};
+pub(crate) use linerate_core::calc::SizeList;
+use linerate_core::linerate::{check_mps, Encap, PcieLink};
+use linerate_core::units::BitRate;
 
 /// linerate: how fast is a link, a stack or a box really, how close is that to
 /// the physical maximum, and where does the time go?
@@ -29,7 +28,8 @@ pub(crate) enum Command {
     /// inter-frame gap (IEEE 802.3). Frames shorter than 64 B are padded, and the
     /// output says so.
     ///
-    /// JSON (`--json`, schema "linerate.calc" version 1) has one object per row with
+    /// JSON (`--json`, schema "linerate.calc" version 1, in the common envelope) has one
+    /// object per row with
     /// unit-suffixed fields: link_bits_per_s, encap, frame_bytes, wire_bytes,
     /// payload_bytes, padding_bytes, l3_bytes, frames_per_s, frame_time_ns,
     /// payload_bytes_per_s, l1_bits_per_s, l2_bits_per_s, l3_bits_per_s,
@@ -132,45 +132,6 @@ pub(crate) struct CalcArgs {
 /// Flags of `linerate demo`.
 #[derive(Debug, Args)]
 pub(crate) struct DemoArgs {}
-
-/// A list of byte sizes, or the RFC 2544 frame sizes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum SizeList {
-    /// `rfc2544`.
-    Rfc2544,
-    /// Sizes as given.
-    Sizes(Vec<u32>),
-}
-
-impl SizeList {
-    /// The sizes, with `rfc2544` expanded.
-    pub(crate) fn sizes(&self) -> Vec<u32> {
-        match self {
-            Self::Rfc2544 => RFC2544_FRAME_SIZES.to_vec(),
-            Self::Sizes(v) => v.clone(),
-        }
-    }
-}
-
-impl FromStr for SizeList {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if s.trim().eq_ignore_ascii_case("rfc2544") {
-            return Ok(Self::Rfc2544);
-        }
-        let mut sizes = Vec::new();
-        for part in s.split(',') {
-            let n: ByteCount = part.parse().map_err(|e| format!("{e}"))?;
-            let n = u32::try_from(n.get())
-                .ok()
-                .filter(|&n| n <= 1 << 20)
-                .ok_or_else(|| format!("'{}' is too large for a frame", part.trim()))?;
-            sizes.push(n);
-        }
-        Ok(Self::Sizes(sizes))
-    }
-}
 
 fn parse_mps(s: &str) -> Result<u32, String> {
     let n: u32 = s

@@ -24,13 +24,13 @@ use linerate_core::result::{exit_code, Flag, Severity};
 
 use crate::flags::{Cli, Command};
 
-/// How a command failed, which decides the exit code.
+/// How a command failed: bad flags, bad input or a setup that cannot work
+/// (exit 2). A measurement whose preconditions failed is not a failure: its
+/// result carries invalid flags, and [`finish`] turns them into exit 1.
 #[derive(Debug)]
 pub(crate) enum Failure {
-    /// Bad flags, bad input or a setup that cannot work: exit 2.
+    /// Exit 2.
     Usage(anyhow::Error),
-    /// The measurement ran but its preconditions failed: exit 1.
-    Measurement(anyhow::Error),
 }
 
 impl<E: Into<anyhow::Error>> From<E> for Failure {
@@ -131,10 +131,6 @@ fn finish<T: IntoFlags>(outcome: Result<T, Failure>) -> ExitCode {
         Err(Failure::Usage(e)) => {
             eprintln!("linerate: error: {e:#}");
             ExitCode::from(2)
-        }
-        Err(Failure::Measurement(e)) => {
-            eprintln!("linerate: measurement not trustworthy: {e:#}");
-            ExitCode::from(1)
         }
     }
 }

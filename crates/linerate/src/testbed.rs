@@ -8,9 +8,13 @@ use clap::{Args, Subcommand};
 use linerate_bed::plan::{render_argv, HostFacts, Plan};
 use linerate_bed::state::{self, BedRecord};
 use linerate_bed::{guard, sweep, Bed, BedError, BedSpec, Offloads, TcpMem, Topology};
+use linerate_core::result::Envelope;
+use linerate_core::testbed::{
+    BedStatus, ListedBed, TestbedDown, TestbedList, TestbedPlan, TestbedSweep, DOWN_SCHEMA,
+    LIST_SCHEMA, PLAN_SCHEMA, SWEEP_SCHEMA, VERSION,
+};
 use linerate_core::units::BitRate;
-use linerate_report::table::{Align, Table};
-use serde::Serialize;
+use linerate_report::table::Width;
 
 use crate::output::{print, print_json};
 use crate::Failure;
@@ -81,7 +85,7 @@ pub(crate) struct UpArgs {
     #[arg(long)]
     pub(crate) dry_run: bool,
     /// One JSON document: the bed's description (schema linerate.bed version 1), or with
-    /// --dry-run the plan (schema linerate.testbed).
+    /// --dry-run the plan (schema linerate.testbed.plan version 2).
     #[arg(long)]
     pub(crate) json: bool,
 }
@@ -127,33 +131,23 @@ pub(crate) struct ExecArgs {
     pub(crate) command: Vec<String>,
 }
 
-/// JSON of `testbed up|down|list|sweep`.
-#[derive(Debug, Serialize)]
-struct TestbedJson<T: Serialize> {
-    schema: &'static str,
-    version: u32,
-    #[serde(flatten)]
-    body: T,
-}
-
-fn json<T: Serialize>(body: T) -> TestbedJson<T> {
-    TestbedJson {
-        schema: "linerate.testbed",
-        version: 1,
-        body,
-    }
-}
-
 /// Runs `linerate testbed …`.
 pub(crate) fn run(args: &TestbedArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
-    let _ = ctx.width;
+    let w = ctx.width;
     match &args.action {
-        Action::Up(a) => up(a),
+        Action::Up(a) => up(a, w),
         Action::Down(a) => down(a),
-        Action::List(a) => list(a),
+        Action::List(a) => list(a, w),
         Action::Sweep(a) => sweep_cmd(a),
         Action::Exec(a) => exec(a),
     }
+}
+
+/// A testbed document in the envelope.
+fn envelope<T>(schema: &str, t0: u64, body: T) -> Envelope<T> {
+    Envelope::new(schema, VERSION, body)
+        .started(t0)
+        .on(linerate_io::host::facts())
 }
 
 fn spec_of(a: &UpArgs) -> Result<BedSpec, Failure> {
@@ -169,33 +163,29 @@ fn spec_of(a: &UpArgs) -> Result<BedSpec, Failure> {
     Ok(spec)
 }
 
-fn up(a: &UpArgs) -> Result<(), Failure> {
+fn up(a: &UpArgs, width: Width) -> Result<(), Failure> {
+    let t0 = linerate_io::host::unix_now_ns();
     let spec = spec_of(a)?;
     if a.dry_run {
         let plan = Plan::build(&spec, HostFacts::detect());
         if a.json {
-            #[derive(Serialize)]
-            struct DryRun<'a> {
-                dry_run: bool,
-                spec: &'a BedSpec,
-                commands: Vec<String>,
-                readbacks: Vec<String>,
-                down_commands: Vec<String>,
-                notes: &'a [String],
-            }
-            return print_json(&json(DryRun {
-                dry_run: true,
-                spec: &spec,
-                commands: plan.up.iter().map(ToString::to_string).collect(),
-                readbacks: plan
-                    .up
-                    .iter()
-                    .filter_map(|s| s.readback())
-                    .map(|r| render_argv(&r.argv))
-                    .collect(),
-                down_commands: plan.down.iter().map(ToString::to_string).collect(),
-                notes: &plan.notes,
-            }));
+            return print_json(&envelope(
+                PLAN_SCHEMA,
+                t0,
+                TestbedPlan {
+                    dry_run: true,
+                    spec: spec.clone(),
+                    commands: plan.up.iter().map(ToString::to_string).collect(),
+                    readbacks: plan
+                        .up
+                        .iter()
+                        .filter_map(|s| s.readback())
+                        .map(|r| render_argv(&r.argv))
+                        .collect(),
+                    down_commands: plan.down.iter().map(ToString::to_string).collect(),
+                    notes: plan.notes.clone(),
+                },
+            ));
         }
         let mut out = format!(
             "# linerate testbed up {} --topo {} (dry run: nothing is created)\n",
@@ -223,202 +213,73 @@ fn up(a: &UpArgs) -> Result<(), Failure> {
         // The stored description itself (schema linerate.bed).
         print_json(&record)
     } else {
-        print(&describe(&record))
-    }
-}
-
-/// The human description of a bed.
-fn describe(r: &BedRecord) -> String {
-    let mut out = format!(
-        "bed {} ({}) is up{}\n\n",
-        r.name,
-        r.spec.topology,
-        settings_line(&r.spec)
-    );
-    let mut t = Table::new([
-        ("host", Align::Left),
-        ("namespace", Align::Left),
-        ("interface", Align::Left),
-        ("IPv4", Align::Left),
-        ("IPv6", Align::Left),
-        ("gateways", Align::Left),
-    ]);
-    for h in &r.layout.hosts {
-        let opt = |x: Option<String>| x.unwrap_or_else(|| "-".into());
-        let gws: Vec<String> = h.gateways.iter().map(ToString::to_string).collect();
-        t.row(vec![
-            h.role.clone(),
-            h.netns.clone(),
-            h.iface.clone(),
-            opt(r.layout.ipv4(&h.role).map(|a| a.to_string())),
-            opt(r.layout.ipv6(&h.role).map(|a| a.to_string())),
-            if gws.is_empty() {
-                "-".into()
-            } else {
-                gws.join(", ")
-            },
-        ]);
-    }
-    out.push_str(&t.render(2));
-    for n in &r.notes {
-        out.push_str(&format!("\nnote: {n}"));
-    }
-    if !r.notes.is_empty() {
-        out.push('\n');
-    }
-    out.push_str(&format!(
-        "\nrun inside a host: linerate testbed exec {0} a -- CMD…\nremove it:        linerate testbed down {0}\n",
-        r.name
-    ));
-    out
-}
-
-fn settings_line(s: &BedSpec) -> String {
-    let mut parts = Vec::new();
-    if let Some(l) = s.link {
-        parts.push(format!("link {l}"));
-    }
-    if let Some(p) = s.loss_pct {
-        parts.push(format!("loss {p}%"));
-    }
-    if let Some(m) = s.mtu {
-        parts.push(format!("mtu {m}"));
-    }
-    if !s.offloads.is_empty() {
-        parts.push(format!("offload {}", s.offloads));
-    }
-    if s.rps {
-        parts.push("rps".into());
-    }
-    if let Some(m) = s.tcp_rmem {
-        parts.push(format!("tcp_rmem {m}"));
-    }
-    if let Some(m) = s.tcp_wmem {
-        parts.push(format!("tcp_wmem {m}"));
-    }
-    if parts.is_empty() {
-        String::new()
-    } else {
-        format!(": {}", parts.join(", "))
+        print(&linerate_report::testbed::describe(
+            &record.summary(),
+            width,
+        ))
     }
 }
 
 fn down(a: &NameArgs) -> Result<(), Failure> {
+    let t0 = linerate_io::host::unix_now_ns();
     let bed = Bed::open(&a.name)?;
     let name = bed.name().to_string();
     let namespaces = bed.layout().namespaces();
     bed.down()?;
+    let d = TestbedDown {
+        removed: name,
+        namespaces,
+    };
     if a.json {
-        #[derive(Serialize)]
-        struct Down {
-            removed: String,
-            namespaces: Vec<String>,
-        }
-        print_json(&json(Down {
-            removed: name,
-            namespaces,
-        }))
+        print_json(&envelope(DOWN_SCHEMA, t0, d))
     } else {
-        print(&format!("bed {name} removed ({})\n", namespaces.join(", ")))
+        print(&linerate_report::testbed::down(&d))
     }
 }
 
 /// Whether every namespace of a stored bed exists.
-fn status(r: &BedRecord) -> &'static str {
+fn status(r: &BedRecord) -> BedStatus {
     let ns = r.layout.namespaces();
     let present = ns.iter().filter(|n| guard::netns_exists(n)).count();
-    match (r.complete, present) {
-        (true, p) if p == ns.len() => "up",
-        (false, _) => "incomplete (sweep it)",
-        (_, 0) => "gone (sweep it)",
-        _ => "partial (sweep it)",
-    }
+    BedStatus::of(r.complete, present, ns.len())
 }
 
-fn list(a: &ListArgs) -> Result<(), Failure> {
-    let records = state::list(Path::new(state::STATE_DIR));
-    if a.json {
-        #[derive(Serialize)]
-        struct Item {
-            name: String,
-            status: &'static str,
-            bed: BedRecord,
-        }
-        #[derive(Serialize)]
-        struct List {
-            beds: Vec<Item>,
-            errors: Vec<String>,
-        }
-        let mut l = List {
-            beds: Vec::new(),
-            errors: Vec::new(),
-        };
-        for r in records {
-            match r {
-                Ok(record) => l.beds.push(Item {
-                    name: record.name.clone(),
-                    status: status(&record),
-                    bed: record,
-                }),
-                Err(e) => l.errors.push(linerate_core::error::chain(&e)),
-            }
-        }
-        return print_json(&json(l));
-    }
-    if records.is_empty() {
-        return print("no beds (none stored in /run/linerate/beds)\n");
-    }
-    let mut t = Table::new([
-        ("bed", Align::Left),
-        ("topology", Align::Left),
-        ("status", Align::Left),
-        ("a", Align::Left),
-        ("b", Align::Left),
-        ("settings", Align::Left),
-    ]);
-    let mut errors = String::new();
-    for r in records {
+fn list(a: &ListArgs, width: Width) -> Result<(), Failure> {
+    let t0 = linerate_io::host::unix_now_ns();
+    let mut l = TestbedList {
+        beds: Vec::new(),
+        errors: Vec::new(),
+    };
+    for r in state::list(Path::new(state::STATE_DIR)) {
         match r {
-            Ok(r) => {
-                let addr = |role: &str| {
-                    r.layout
-                        .ipv4(role)
-                        .map_or_else(|| "-".into(), |a| a.to_string())
-                };
-                t.row(vec![
-                    r.name.clone(),
-                    r.spec.topology.to_string(),
-                    status(&r).into(),
-                    addr("a"),
-                    addr("b"),
-                    settings_line(&r.spec).trim_start_matches(": ").to_string(),
-                ]);
-            }
-            Err(e) => errors.push_str(&format!("warning: {}\n", linerate_core::error::chain(&e))),
+            Ok(record) => l.beds.push(ListedBed {
+                name: record.name.clone(),
+                status: status(&record),
+                bed: record,
+            }),
+            Err(e) => l.errors.push(linerate_core::error::chain(&e)),
         }
     }
-    print(&format!("{}{errors}", t.render(0)))
+    if a.json {
+        return print_json(&envelope(LIST_SCHEMA, t0, l));
+    }
+    let beds: Vec<_> = l.beds.iter().map(|b| (b.bed.summary(), b.status)).collect();
+    print(&linerate_report::testbed::list(&beds, &l.errors, width))
 }
 
 fn sweep_cmd(a: &SweepArgs) -> Result<(), Failure> {
-    let report = sweep::sweep(a.prefix.as_deref())?;
+    let t0 = linerate_io::host::unix_now_ns();
+    let r = sweep::sweep(a.prefix.as_deref())?;
+    let report = TestbedSweep {
+        netns: r.netns,
+        links: r.links,
+        files: r.files.iter().map(|f| f.display().to_string()).collect(),
+        errors: r.errors,
+    };
     if a.json {
-        print_json(&json(&report))?;
+        print_json(&envelope(SWEEP_SCHEMA, t0, &report))?;
     } else {
-        let mut out = String::new();
-        for n in &report.netns {
-            out.push_str(&format!("removed namespace {n}\n"));
-        }
-        for l in &report.links {
-            out.push_str(&format!("removed link {l}\n"));
-        }
-        for f in &report.files {
-            out.push_str(&format!("removed {}\n", f.display()));
-        }
-        if out.is_empty() {
-            out.push_str("nothing to sweep\n");
-        }
-        print(&out)?;
+        print(&linerate_report::testbed::sweep(&report))?;
     }
     if report.errors.is_empty() {
         Ok(())

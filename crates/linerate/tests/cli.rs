@@ -95,6 +95,83 @@ fn calc_csv_has_header_and_rows() {
 }
 
 #[test]
+fn calc_csv_numbers_carry_no_binary_noise() {
+    let o = linerate(&["calc", "--link", "1G", "--frame", "64", "--csv"]);
+    assert!(o.status.success());
+    let out = stdout(&o);
+    let row = out.lines().nth(1).unwrap();
+    assert_eq!(
+        row,
+        "1000000000,eth,64,84,46,0,,1488095.24,672,68452381,1000000000,761904762,,547619048,54.7619048,,,,"
+    );
+    let o = linerate(&["calc", "--csv"]);
+    for cell in stdout(&o).split([',', '\n']) {
+        assert!(
+            !cell.contains("99999") && !cell.contains("00001"),
+            "binary noise in {cell}"
+        );
+    }
+}
+
+#[test]
+fn calc_table_fits_100_columns_unless_wide() {
+    let o = linerate(&[
+        "calc",
+        "--link",
+        "100M,10G",
+        "--encap",
+        "udp4",
+        "--payload",
+        "18,1472",
+        "--frames",
+        "1000",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for line in out.lines() {
+        assert!(line.chars().count() <= 100, "too wide: {line}");
+    }
+    let o = linerate(&[
+        "--wide",
+        "calc",
+        "--link",
+        "100M,10G",
+        "--encap",
+        "udp4",
+        "--payload",
+        "18,1472",
+        "--frames",
+        "1000",
+    ]);
+    let wide = stdout(&o);
+    assert!(
+        wide.contains("L1 bit/s") && wide.contains("L3 bit/s"),
+        "{wide}"
+    );
+}
+
+#[test]
+fn calc_columns_keep_one_unit() {
+    // 684.5 MB/s at 64 B and 1.219 GB/s at 1518 B on 10G: one column, one unit.
+    let o = linerate(&["calc", "--link", "10G", "--frame", "64,1518"]);
+    let out = stdout(&o);
+    assert!(
+        out.contains("0.6845 GB/s") && !out.contains("MB/s"),
+        "{out}"
+    );
+}
+
+#[test]
+fn unbuilt_commands_say_so() {
+    let o = linerate(&["journey"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty());
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("not built yet"), "{err}");
+}
+
+#[test]
 fn calc_frames_gives_the_time_for_n_frames() {
     let o = linerate(&[
         "calc", "--link", "100M", "--frame", "1518", "--frames", "50",

@@ -3,9 +3,17 @@
 //! bring-up (privileged; skips loudly without root).
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use linerate_core::result::Envelope;
+use linerate_core::testbed::{
+    BedStatus, TestbedDown, TestbedList, TestbedPlan, TestbedSweep, DOWN_SCHEMA, LIST_SCHEMA,
+    PLAN_SCHEMA, SWEEP_SCHEMA,
+};
 
 fn linerate(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_linerate"))
@@ -85,7 +93,7 @@ fn dry_run_prints_the_commands_and_creates_nothing() {
         .exists());
     let o = linerate(&["testbed", "up", &n, "--topo", "pair", "--dry-run", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["schema"], "linerate.testbed");
+    assert_eq!(v["schema"], "linerate.testbed.plan");
     assert_eq!(v["dry_run"], true);
     assert!(v["commands"].as_array().unwrap().len() > 5);
 }
@@ -353,4 +361,117 @@ fn inspect_a_bed_veth_says_what_it_lacks() {
     ] {
         assert!(out.contains(want), "missing {want}:\n{out}");
     }
+}
+
+type Plan = TestbedPlan<linerate_bed::BedSpec>;
+type List = TestbedList<linerate_bed::state::BedRecord>;
+
+/// `doc` validates against `schema` and reads back into `T`, which writes
+/// the same JSON again.
+fn round_trip<T>(schema: &str, doc: &serde_json::Value) -> Envelope<T>
+where
+    T: serde::Serialize + serde::de::DeserializeOwned,
+{
+    common::validate(schema, doc);
+    let e: Envelope<T> = serde_json::from_value(doc.clone()).unwrap();
+    assert_eq!(e.schema, schema);
+    assert_eq!(&serde_json::to_value(&e).unwrap(), doc, "{schema}");
+    e
+}
+
+fn json_of(args: &[&str]) -> serde_json::Value {
+    let o = linerate(args);
+    assert!(o.status.success(), "{args:?}: {}", text(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn testbed_schemas_are_published() {
+    common::published::<Envelope<Plan>>(PLAN_SCHEMA);
+    common::published::<Envelope<TestbedDown>>(DOWN_SCHEMA);
+    common::published::<Envelope<List>>(LIST_SCHEMA);
+    common::published::<Envelope<TestbedSweep>>(SWEEP_SCHEMA);
+    common::published::<linerate_bed::state::BedRecord>(linerate_bed::state::SCHEMA);
+}
+
+#[test]
+fn dry_run_json_validates_and_round_trips() {
+    let n = name("dryj");
+    let v = json_of(&[
+        "testbed",
+        "up",
+        &n,
+        "--topo",
+        "router",
+        "--link",
+        "100M",
+        "--mtu",
+        "9000",
+        "--dry-run",
+        "--json",
+    ]);
+    let e: Envelope<Plan> = round_trip(PLAN_SCHEMA, &v);
+    assert_eq!(e.version, 2);
+    assert!(e.result.dry_run && e.result.spec.mtu == Some(9000));
+    assert!(!netns_exists(&format!("lr-{n}-a")));
+}
+
+#[test]
+fn testbed_v1_documents_read_back() {
+    let v = common::fixture("linerate.testbed.dry-run.json");
+    common::validate(PLAN_SCHEMA, &v);
+    let e: Envelope<Plan> = serde_json::from_value(v).unwrap();
+    assert_eq!(e.result.spec.name, "lrfx");
+    assert_eq!(e.result.down_commands.len(), 2);
+    let v = common::fixture("linerate.testbed.down.json");
+    common::validate(DOWN_SCHEMA, &v);
+    let e: Envelope<TestbedDown> = serde_json::from_value(v).unwrap();
+    assert_eq!(e.result.removed, "lrfx");
+    let v = common::fixture("linerate.testbed.list.json");
+    common::validate(LIST_SCHEMA, &v);
+    let e: Envelope<List> = serde_json::from_value(v).unwrap();
+    assert_eq!(e.result.beds[0].status, BedStatus::Up);
+    assert_eq!(e.result.beds[0].bed.layout.hosts.len(), 2);
+    let v = common::fixture("linerate.testbed.sweep.json");
+    common::validate(SWEEP_SCHEMA, &v);
+    let _: Envelope<TestbedSweep> = serde_json::from_value(v).unwrap();
+    let v = common::fixture("linerate.bed.json");
+    common::validate(linerate_bed::state::SCHEMA, &v);
+    let r: linerate_bed::state::BedRecord = serde_json::from_value(v.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&r).unwrap(), v);
+    // v1 list statuses that asked for a sweep
+    let s: BedStatus = serde_json::from_str("\"incomplete (sweep it)\"").unwrap();
+    assert_eq!(s, BedStatus::Incomplete);
+}
+
+#[test]
+fn list_down_and_sweep_json_validate_and_round_trip() {
+    if !privileged("list_down_and_sweep_json_validate_and_round_trip") {
+        return;
+    }
+    let n = name("json");
+    let v = json_of(&[
+        "testbed", "up", &n, "--topo", "pair", "--link", "1G", "--mtu", "9000", "--json",
+    ]);
+    common::validate(linerate_bed::state::SCHEMA, &v);
+    let r: linerate_bed::state::BedRecord = serde_json::from_value(v.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&r).unwrap(), v);
+    let o = linerate(&["testbed", "list"]);
+    let out = text(&o.stdout);
+    assert!(out.lines().all(|l| l.chars().count() <= 100), "{out}");
+    let v = json_of(&["testbed", "list", "--json"]);
+    let e: Envelope<List> = round_trip(LIST_SCHEMA, &v);
+    let mine = e.result.beds.iter().find(|b| b.name == n).expect("listed");
+    assert_eq!(mine.status, BedStatus::Up);
+    let v = json_of(&["testbed", "down", &n, "--json"]);
+    let e: Envelope<TestbedDown> = round_trip(DOWN_SCHEMA, &v);
+    assert_eq!(e.result.removed, n);
+    assert_eq!(
+        e.result.namespaces,
+        [format!("lr-{n}-a"), format!("lr-{n}-b")]
+    );
+    assert!(!netns_exists(&format!("lr-{n}-a")));
+    let v = json_of(&["testbed", "sweep", "--prefix", &n, "--json"]);
+    let e: Envelope<TestbedSweep> = round_trip(SWEEP_SCHEMA, &v);
+    assert!(e.result.errors.is_empty() && e.result.netns.is_empty());
 }

@@ -1,337 +1,229 @@
-//! `linerate calc`: the line-rate model as a table, JSON or CSV.
+//! `linerate calc`: the line-rate model as a table, JSON or CSV. Every figure
+//! comes from [`CalcResult`] (computed in `linerate_core::calc`); this module
+//! only formats.
 
 use std::fmt::Write as _;
 
-use linerate_core::linerate::{BusCeiling, Row, WIRE_OVERHEAD_BYTES};
-use linerate_core::units::{
-    format_bits_per_s, format_bytes_per_s, group_thousands, BitRate, TimeSpan,
-};
-use serde::Serialize;
+use linerate_core::calc::CalcResult;
+use linerate_core::linerate::Row;
+use linerate_core::units::{format_bits_per_s, group_thousands, TimeSpan};
 
-use crate::table::{Align, Table};
+use crate::column::{csv_number, Scale};
+use crate::table::{paragraph, Align, Table, Width};
 
-/// Schema name of the JSON document.
-pub const SCHEMA: &str = "linerate.calc";
-/// Schema version; bumped on any incompatible change of the fields below.
-pub const SCHEMA_VERSION: u32 = 1;
+pub use linerate_core::calc::{SCHEMA, VERSION as SCHEMA_VERSION};
 
-/// What `linerate calc` computed: rows of the model, with the optional time
-/// for N frames and the optional bus ceiling beside them.
-#[derive(Debug, Clone)]
-pub struct Calc {
-    /// One row per link speed and frame.
-    pub rows: Vec<Row>,
-    /// `--frames N`: also give the wire time of N back-to-back frames.
-    pub frames: Option<u64>,
-    /// `--bus`: the PCIe DMA ceiling to set beside the link.
-    pub bus: Option<BusCeiling>,
-}
+/// The CSV header: the JSON field names of a row.
+pub const CSV_HEADER: &str = "link_bits_per_s,encap,frame_bytes,wire_bytes,payload_bytes,\
+    padding_bytes,l3_bytes,frames_per_s,frame_time_ns,payload_bytes_per_s,l1_bits_per_s,\
+    l2_bits_per_s,l3_bits_per_s,payload_bits_per_s,efficiency_pct,frames,frames_time_ns,\
+    bus_frames_per_s,bottleneck";
 
-/// One row as serialised: every field name carries its unit.
-#[derive(Debug, Clone, Serialize)]
-pub struct RowJson {
-    /// Link speed (L1 bit rate).
-    pub link_bits_per_s: u64,
-    /// Encapsulation name (`eth`, `vlan+udp4`, …).
-    pub encap: String,
-    /// Frame from destination MAC to FCS, padding included.
-    pub frame_bytes: u32,
-    /// Frame plus preamble, SFD and IFG.
-    pub wire_bytes: u32,
-    /// Payload above the innermost header.
-    pub payload_bytes: u32,
-    /// Pad bytes added to reach the 64-byte minimum.
-    pub padding_bytes: u32,
-    /// IP packet length, if there is an IP header.
-    pub l3_bytes: Option<u32>,
-    /// Frames per second at line rate (exact, not rounded).
-    pub frames_per_s: f64,
-    /// Wire time of one frame.
-    pub frame_time_ns: f64,
-    /// Payload bytes per second.
-    pub payload_bytes_per_s: f64,
-    /// Wire bit rate (equals the link speed).
-    pub l1_bits_per_s: f64,
-    /// Frame bit rate.
-    pub l2_bits_per_s: f64,
-    /// IP packet bit rate, if there is an IP header.
-    pub l3_bits_per_s: Option<f64>,
-    /// Payload bit rate.
-    pub payload_bits_per_s: f64,
-    /// Payload share of the wire.
-    pub efficiency_pct: f64,
-    /// `--frames N`: N.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub frames: Option<u64>,
-    /// `--frames N`: wire time of N frames.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub frames_time_ns: Option<f64>,
-    /// `--bus`: frames per second the bus can DMA.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bus_frames_per_s: Option<f64>,
-    /// `--bus`: which of link and bus limits the frame rate.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bottleneck: Option<&'static str>,
-}
+/// Columns left out first when the table does not fit (in this order).
+const OPTIONAL: [&str; 6] = [
+    "L1 bit/s",
+    "wire B",
+    "L2 bit/s",
+    "L3 bit/s",
+    "time/frame",
+    "payload bit/s",
+];
 
-/// The bus ceiling as serialised.
-#[derive(Debug, Clone, Serialize)]
-pub struct BusJson {
-    /// `PCIe 3.0 x4`.
-    pub bus: String,
-    /// Generation.
-    pub generation: u8,
-    /// Lanes.
-    pub lanes: u8,
-    /// Max_Payload_Size.
-    pub mps_bytes: u32,
-    /// Per-lane transfer rate.
-    pub transfers_per_s: f64,
-    /// Raw bit rate of all lanes.
-    pub raw_bits_per_s: f64,
-    /// After line encoding.
-    pub encoded_bits_per_s: f64,
-    /// TLP header and framing per TLP.
-    pub tlp_overhead_bytes: u32,
-    /// DMA payload ceiling, one direction.
-    pub payload_bits_per_s: f64,
-}
-
-/// The whole JSON document.
-#[derive(Debug, Clone, Serialize)]
-pub struct CalcJson {
-    /// [`SCHEMA`].
-    pub schema: &'static str,
-    /// [`SCHEMA_VERSION`].
-    pub version: u32,
-    /// Preamble + SFD + IFG per frame.
-    pub wire_overhead_bytes: u32,
-    /// The bus, with `--bus`.
-    pub bus: Option<BusJson>,
-    /// The rows.
-    pub rows: Vec<RowJson>,
-}
-
-impl Calc {
-    fn bus_fps(&self, row: &Row) -> Option<f64> {
-        self.bus
-            .map(|b| b.frame_rate(row.frame.frame_bytes).per_s())
+/// CSV with a header line; column names are the JSON field names, numbers
+/// without binary noise ([`csv_number`]).
+pub fn csv(r: &CalcResult) -> String {
+    let mut out = format!("{CSV_HEADER}\n");
+    let num = |v: Option<f64>| v.map(csv_number).unwrap_or_default();
+    let int = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+    for r in &r.rows {
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            r.link_bits_per_s,
+            r.encap,
+            r.frame_bytes,
+            r.wire_bytes,
+            r.payload_bytes,
+            r.padding_bytes,
+            int(r.l3_bytes.map(u64::from)),
+            csv_number(r.frames_per_s),
+            csv_number(r.frame_time_ns),
+            csv_number(r.payload_bytes_per_s),
+            csv_number(r.l1_bits_per_s),
+            csv_number(r.l2_bits_per_s),
+            num(r.l3_bits_per_s),
+            csv_number(r.payload_bits_per_s),
+            csv_number(r.efficiency_pct),
+            int(r.frames),
+            num(r.frames_time_ns),
+            num(r.bus_frames_per_s),
+            r.bottleneck.map_or("", |b| b.name()),
+        );
     }
+    out
+}
 
-    /// The document `--json` prints.
-    pub fn to_json(&self) -> CalcJson {
-        let rows = self
+/// The human table: one block per link speed, fitted to `width`.
+pub fn table(res: &CalcResult, width: Width) -> String {
+    let mut out = String::new();
+    let mut links: Vec<u64> = Vec::new();
+    for r in &res.rows {
+        if !links.contains(&r.link_bits_per_s) {
+            links.push(r.link_bits_per_s);
+        }
+    }
+    let has_l3 = res.rows.iter().any(|r| r.l3_bits_per_s.is_some());
+    let has_bus = res.rows.iter().any(|r| r.bus_frames_per_s.is_some());
+    let count = res.count();
+    let mut padded_note = false;
+    for (i, &link) in links.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let rows: Vec<_> = res
             .rows
             .iter()
-            .map(|r| {
-                let bus_fps = self.bus_fps(r);
-                RowJson {
-                    link_bits_per_s: r.link.bps(),
-                    encap: r.frame.encap.to_string(),
-                    frame_bytes: r.frame.frame_bytes,
-                    wire_bytes: r.frame.wire_bytes(),
-                    payload_bytes: r.frame.payload_bytes,
-                    padding_bytes: r.frame.padding_bytes,
-                    l3_bytes: r.l3_bits_per_s().map(|_| r.frame.l3_bytes()),
-                    frames_per_s: r.frame_rate.per_s(),
-                    frame_time_ns: r.frame_time.nanos(),
-                    payload_bytes_per_s: r.payload_bytes_per_s(),
-                    l1_bits_per_s: r.l1_bits_per_s(),
-                    l2_bits_per_s: r.l2_bits_per_s(),
-                    l3_bits_per_s: r.l3_bits_per_s(),
-                    payload_bits_per_s: r.payload_bits_per_s(),
-                    efficiency_pct: r.efficiency() * 100.0,
-                    frames: self.frames,
-                    frames_time_ns: self.frames.map(|n| r.time_for_frames(n).nanos()),
-                    bus_frames_per_s: bus_fps,
-                    bottleneck: bus_fps.map(|b| bottleneck(b, r.frame_rate.per_s())),
-                }
-            })
+            .filter(|r| r.link_bits_per_s == link)
             .collect();
-        CalcJson {
-            schema: SCHEMA,
-            version: SCHEMA_VERSION,
-            wire_overhead_bytes: WIRE_OVERHEAD_BYTES,
-            bus: self.bus.map(|b| BusJson {
-                bus: b.link.to_string(),
-                generation: b.link.generation,
-                lanes: b.link.lanes,
-                mps_bytes: b.mps,
-                transfers_per_s: b.gt_per_s * 1e9,
-                raw_bits_per_s: b.raw_bits_per_s,
-                encoded_bits_per_s: b.encoded_bits_per_s,
-                tlp_overhead_bytes: b.tlp_overhead_bytes,
-                payload_bits_per_s: b.payload_bits_per_s,
-            }),
-            rows,
-        }
-    }
-
-    /// CSV with a header line; column names are the JSON field names.
-    pub fn to_csv(&self) -> String {
-        let mut out = String::from(
-            "link_bits_per_s,encap,frame_bytes,wire_bytes,payload_bytes,padding_bytes,l3_bytes,\
-             frames_per_s,frame_time_ns,payload_bytes_per_s,l1_bits_per_s,l2_bits_per_s,\
-             l3_bits_per_s,payload_bits_per_s,efficiency_pct,frames,frames_time_ns,\
-             bus_frames_per_s,bottleneck\n",
-        );
-        let opt = |v: Option<String>| v.unwrap_or_default();
-        for r in self.to_json().rows {
-            let _ = writeln!(
-                out,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-                r.link_bits_per_s,
-                r.encap,
-                r.frame_bytes,
-                r.wire_bytes,
-                r.payload_bytes,
-                r.padding_bytes,
-                opt(r.l3_bytes.map(|v| v.to_string())),
-                r.frames_per_s,
-                r.frame_time_ns,
-                r.payload_bytes_per_s,
-                r.l1_bits_per_s,
-                r.l2_bits_per_s,
-                opt(r.l3_bits_per_s.map(|v| v.to_string())),
-                r.payload_bits_per_s,
-                r.efficiency_pct,
-                opt(r.frames.map(|v| v.to_string())),
-                opt(r.frames_time_ns.map(|v| v.to_string())),
-                opt(r.bus_frames_per_s.map(|v| v.to_string())),
-                r.bottleneck.unwrap_or(""),
-            );
-        }
-        out
-    }
-
-    /// The human table: one block per link speed.
-    pub fn to_table(&self) -> String {
-        let mut out = String::new();
-        let mut links: Vec<BitRate> = Vec::new();
-        for r in &self.rows {
-            if !links.contains(&r.link) {
-                links.push(r.link);
+        let mut encaps: Vec<&str> = Vec::new();
+        for r in &rows {
+            if !encaps.contains(&r.encap.as_str()) {
+                encaps.push(&r.encap);
             }
         }
-        let has_l3 = self.rows.iter().any(|r| r.l3_bits_per_s().is_some());
-        let mut padded_note = false;
-        for (i, link) in links.iter().enumerate() {
-            if i > 0 {
-                out.push('\n');
+        out.push_str(&paragraph(
+            "",
+            "  ",
+            &format!(
+                "Line rate at {} ({}): wire = frame + {} B (preamble 7, SFD 1, IFG 12)",
+                linerate_core::units::BitRate::from_bps(link),
+                encaps.join(", "),
+                res.wire_overhead_bytes
+            ),
+            width,
+        ));
+        let frames_title = count.map(|n| format!("{} frames", group_thousands(n)));
+        let mut cols = vec![
+            ("frame B", Align::Right),
+            ("wire B", Align::Right),
+            ("payload B", Align::Right),
+            ("frames/s", Align::Right),
+            ("time/frame", Align::Right),
+        ];
+        if let Some(t) = &frames_title {
+            cols.push((t.as_str(), Align::Right));
+        }
+        cols.extend([
+            ("payload/s", Align::Right),
+            ("L1 bit/s", Align::Right),
+            ("L2 bit/s", Align::Right),
+        ]);
+        if has_l3 {
+            cols.push(("L3 bit/s", Align::Right));
+        }
+        cols.extend([
+            ("payload bit/s", Align::Right),
+            ("efficiency", Align::Right),
+        ]);
+        if has_bus {
+            cols.extend([("bus frames/s", Align::Right), ("limit", Align::Left)]);
+        }
+        let mut t = Table::new(cols).optional(&OPTIONAL);
+        let secs = |ns: f64| ns * 1e-9;
+        let time = Scale::time(rows.iter().map(|r| secs(r.frame_time_ns)));
+        let n_time = Scale::time(rows.iter().filter_map(|r| r.frames_time_ns).map(secs));
+        let payload = Scale::si(rows.iter().map(|r| r.payload_bytes_per_s));
+        let l1 = Scale::si(rows.iter().map(|r| r.l1_bits_per_s));
+        let l2 = Scale::si(rows.iter().map(|r| r.l2_bits_per_s));
+        let l3 = Scale::si(rows.iter().filter_map(|r| r.l3_bits_per_s));
+        let pbits = Scale::si(rows.iter().map(|r| r.payload_bits_per_s));
+        for r in &rows {
+            let mut frame = r.frame_bytes.to_string();
+            if r.padding_bytes > 0 {
+                frame.push('*');
+                padded_note = true;
             }
-            let encaps: Vec<String> = {
-                let mut v: Vec<String> = Vec::new();
-                for r in self.rows.iter().filter(|r| r.link == *link) {
-                    let e = r.frame.encap.to_string();
-                    if !v.contains(&e) {
-                        v.push(e);
-                    }
-                }
-                v
-            };
-            let _ = writeln!(
-                out,
-                "Line rate at {link} ({}): wire = frame + {WIRE_OVERHEAD_BYTES} B (preamble 7, SFD 1, IFG 12)",
-                encaps.join(", ")
-            );
-            let mut cols = vec![
-                ("frame B", Align::Right),
-                ("wire B", Align::Right),
-                ("payload B", Align::Right),
-                ("frames/s", Align::Right),
-                ("time/frame", Align::Right),
+            let mut cells = vec![
+                frame,
+                r.wire_bytes.to_string(),
+                r.payload_bytes.to_string(),
+                group_thousands(r.frames_per_s.floor() as u64),
+                time.secs(secs(r.frame_time_ns)),
             ];
-            let frames_title = self
-                .frames
-                .map(|n| format!("{} frames", group_thousands(n)));
-            if let Some(t) = &frames_title {
-                cols.push((t.as_str(), Align::Right));
+            if count.is_some() {
+                cells.push(
+                    r.frames_time_ns
+                        .map_or("-".into(), |n| n_time.secs(secs(n))),
+                );
             }
-            cols.extend([
-                ("payload/s", Align::Right),
-                ("L1 bit/s", Align::Right),
-                ("L2 bit/s", Align::Right),
+            cells.extend([
+                payload.bytes_per_s(r.payload_bytes_per_s),
+                l1.bits_per_s(r.l1_bits_per_s),
+                l2.bits_per_s(r.l2_bits_per_s),
             ]);
             if has_l3 {
-                cols.push(("L3 bit/s", Align::Right));
+                cells.push(r.l3_bits_per_s.map_or("-".into(), |v| l3.bits_per_s(v)));
             }
-            cols.extend([
-                ("payload bit/s", Align::Right),
-                ("efficiency", Align::Right),
+            cells.extend([
+                pbits.bits_per_s(r.payload_bits_per_s),
+                format!("{:.2} %", r.efficiency_pct),
             ]);
-            if self.bus.is_some() {
-                cols.extend([("bus frames/s", Align::Right), ("limit", Align::Left)]);
+            if has_bus {
+                cells.push(
+                    r.bus_frames_per_s
+                        .map_or("-".into(), |b| group_thousands(b.floor() as u64)),
+                );
+                cells.push(r.bottleneck.map_or("-", |b| b.name()).to_string());
             }
-            let mut t = Table::new(cols);
-            for r in self.rows.iter().filter(|r| r.link == *link) {
-                let mut frame = r.frame.frame_bytes.to_string();
-                if r.frame.padding_bytes > 0 {
-                    frame.push('*');
-                    padded_note = true;
-                }
-                let mut cells = vec![
-                    frame,
-                    r.frame.wire_bytes().to_string(),
-                    r.frame.payload_bytes.to_string(),
-                    group_thousands(r.frame_rate.whole()),
-                    r.frame_time.to_string(),
-                ];
-                if let Some(n) = self.frames {
-                    cells.push(r.time_for_frames(n).to_string());
-                }
-                cells.extend([
-                    format_bytes_per_s(r.payload_bytes_per_s()),
-                    format_bits_per_s(r.l1_bits_per_s()),
-                    format_bits_per_s(r.l2_bits_per_s()),
-                ]);
-                if has_l3 {
-                    cells.push(r.l3_bits_per_s().map_or("-".into(), format_bits_per_s));
-                }
-                cells.extend([
-                    format_bits_per_s(r.payload_bits_per_s()),
-                    format!("{:.2} %", r.efficiency() * 100.0),
-                ]);
-                if let Some(b) = self.bus_fps(r) {
-                    cells.push(group_thousands(b.floor() as u64));
-                    cells.push(bottleneck(b, r.frame_rate.per_s()).to_string());
-                }
-                t.row(cells);
-            }
-            out.push_str(&t.render(2));
+            t.row(cells);
         }
-        if padded_note {
-            out.push_str(
-                "\n* padded by the MAC to the 64-byte minimum frame; the pad carries no payload\n",
-            );
-        }
-        if let Some(b) = &self.bus {
-            let _ = writeln!(
-                out,
-                "\nBus: {} at {} GT/s per lane, MPS {} B: {} raw, {} after encoding, {} DMA payload ceiling",
-                b.link,
-                b.gt_per_s,
-                b.mps,
+        out.push_str(&t.fit(2, width));
+    }
+    if padded_note {
+        out.push('\n');
+        out.push_str(&paragraph(
+            "* ",
+            "  ",
+            "padded by the MAC to the 64-byte minimum frame; the pad carries no payload",
+            width,
+        ));
+    }
+    if let Some(b) = &res.bus {
+        out.push('\n');
+        out.push_str(&paragraph(
+            "Bus: ",
+            "  ",
+            &format!(
+                "{} at {} GT/s per lane, MPS {} B:",
+                b.bus,
+                b.transfers_per_s / 1e9,
+                b.mps_bytes,
+            ),
+            width,
+        ));
+        out.push_str(&paragraph(
+            "  ",
+            "  ",
+            &format!(
+                "{} raw, {} after encoding, {} DMA payload ceiling",
                 format_bits_per_s(b.raw_bits_per_s),
                 format_bits_per_s(b.encoded_bits_per_s),
                 format_bits_per_s(b.payload_bits_per_s),
-            );
-            let _ = writeln!(
-                out,
-                "  (one direction; {} B of TLP header and framing per TLP; frames DMA'd without FCS; \
+            ),
+            width,
+        ));
+        out.push_str(&paragraph(
+            "  ",
+            "  ",
+            &format!(
+                "(one direction; {} B of TLP header and framing per TLP; frames DMA'd without FCS; \
                  DLLPs and descriptor traffic not modelled: expect 5-15 % less)",
                 b.tlp_overhead_bytes
-            );
-        }
-        out
+            ),
+            width,
+        ));
     }
-}
-
-fn bottleneck(bus_fps: f64, link_fps: f64) -> &'static str {
-    if bus_fps < link_fps {
-        "bus"
-    } else {
-        "link"
-    }
+    out
 }
 
 /// "N frames take T": the line for `--frames` in prose, used by `demo`.
@@ -350,26 +242,33 @@ pub fn frames_sentence(row: &Row, n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use linerate_core::calc::{Carried, Config, Request, SizeList};
     use linerate_core::linerate::Encap;
+    use linerate_core::units::BitRate;
 
-    fn calc() -> Calc {
-        let rows = [64, 1518]
-            .into_iter()
-            .map(|s| {
-                let f = Encap::ETHERNET.frame_of_length(s, false).unwrap();
-                Row::new(BitRate::from_mbps(100), f).unwrap()
-            })
-            .collect();
-        Calc {
-            rows,
+    fn calc(links: Vec<BitRate>, sizes: Vec<u32>) -> CalcResult {
+        Config::new(&Request {
+            links,
+            carried: Carried::Frames(SizeList::Sizes(sizes)),
+            encap: Encap::ETHERNET,
+            tcp_options: None,
+            ip_options: None,
+            jumbo: false,
             frames: Some(50),
             bus: None,
-        }
+            mps: None,
+        })
+        .unwrap()
+        .run()
+    }
+
+    fn seed() -> CalcResult {
+        calc(vec![BitRate::from_mbps(100)], vec![64, 1518])
     }
 
     #[test]
     fn table_shows_seed_000_figures() {
-        let t = calc().to_table();
+        let t = table(&seed(), Width::Unlimited);
         assert!(t.contains("148,809"), "{t}");
         assert!(t.contains("6.845 MB/s"), "{t}");
         assert!(t.contains("8,127"), "{t}");
@@ -378,33 +277,43 @@ mod tests {
     }
 
     #[test]
-    fn json_fields_carry_units() {
-        let v = serde_json::to_value(calc().to_json()).unwrap();
-        assert_eq!(v["schema"], "linerate.calc");
-        let r = &v["rows"][0];
-        assert_eq!(r["frame_bytes"], 64);
-        assert_eq!(r["wire_bytes"], 84);
-        assert_eq!(r["payload_bytes"], 46);
-        assert!((r["frames_per_s"].as_f64().unwrap() - 148_809.52).abs() < 0.01);
-        assert!(r["l3_bytes"].is_null());
+    fn table_fits_100_columns_and_one_unit_per_column() {
+        let r = calc(vec![BitRate::from_gbps(10)], vec![64, 1518]);
+        let t = table(&r, Width::default());
+        for line in t.lines() {
+            assert!(line.chars().count() <= 100, "{} wide: {line}", line.len());
+        }
+        assert!(t.contains("148,809") || t.contains("14,880,952"), "{t}");
+        // 684.5 MB/s and 1.219 GB/s: one column, one unit.
+        assert!(t.contains("0.6845 GB/s") && t.contains("1.219 GB/s"), "{t}");
+        let wide = table(&r, Width::Unlimited);
+        assert!(wide.contains("L1 bit/s"), "{wide}");
+        assert!(wide.lines().any(|l| l.chars().count() > 100), "{wide}");
     }
 
     #[test]
-    fn csv_has_one_line_per_row() {
-        let csv = calc().to_csv();
+    fn csv_has_one_line_per_row_without_noise() {
+        let csv = csv(&seed());
         assert_eq!(csv.lines().count(), 3);
-        assert!(csv
-            .lines()
-            .nth(1)
-            .unwrap()
-            .starts_with("100000000,eth,64,84,46,0,,"));
+        let row = csv.lines().nth(1).unwrap();
+        assert!(
+            row.starts_with("100000000,eth,64,84,46,0,,148809.524,6720,"),
+            "{row}"
+        );
+        let g = calc(vec![BitRate::from_gbps(1)], vec![1518]);
+        let row = super::csv(&g);
+        assert!(
+            !row.contains("9999999") && !row.contains("0000001"),
+            "{row}"
+        );
     }
 
     #[test]
     fn frames_sentence_reads_well() {
-        let c = calc();
+        let f = Encap::ETHERNET.frame_of_length(1518, false).unwrap();
+        let row = Row::new(BitRate::from_mbps(100), f).unwrap();
         assert_eq!(
-            frames_sentence(&c.rows[1], 50),
+            frames_sentence(&row, 50),
             "50 frames of 1518 B at 100 Mbit/s take 6.152 ms on the wire (75,000 B of payload)"
         );
     }

@@ -9,8 +9,11 @@
 #![warn(missing_docs)]
 
 pub mod calc;
+pub mod column;
 pub mod flags;
+pub mod inspect;
 pub mod latency;
 pub mod rfc2544;
 pub mod table;
+pub mod testbed;
 pub mod throughput;

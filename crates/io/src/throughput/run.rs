@@ -193,7 +193,10 @@ impl LocalServer {
                 Ok(server) => {
                     let addr = server.local_addr();
                     let stop = server.stop_flag();
-                    let _ = tx.send(addr.map(|a| (a, stop)).map_err(|e| linerate_core::error::chain(&e)));
+                    let _ = tx.send(
+                        addr.map(|a| (a, stop))
+                            .map_err(|e| linerate_core::error::chain(&e)),
+                    );
                     let _ = server.run();
                 }
                 Err(e) => {
@@ -213,7 +216,9 @@ impl LocalServer {
                     .join()
                     .ok()
                     .and_then(Result::err)
-                    .map_or("it ended early".to_string(), |e| linerate_core::error::chain(&e));
+                    .map_or("it ended early".to_string(), |e| {
+                        linerate_core::error::chain(&e)
+                    });
                 Err(RunError::Server { place, reason })
             }
         }
