@@ -476,9 +476,7 @@ mod tests {
             param: "recv_nap_us",
             reason: "TCP receivers are woken per block (recv_lowat_bytes)".into(),
         };
-        let Failure::Usage(e) = param_usage(&e) else {
-            panic!("a usage error")
-        };
+        let Failure::Usage(e) = param_usage(&e);
         assert_eq!(
             e.to_string(),
             "--recv-nap: TCP receivers are woken per block (--recv-lowat)"
