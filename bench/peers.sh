@@ -39,7 +39,7 @@
 #        frame rate; iperf3 and sockperf send no GSO, so the setting does not
 #        change their runs (TCP's TSO is a separate feature, left on).
 # The host is a shared 2-vCPU VM: run-to-run spread of ±30 % is normal
-# (research/linux-probe.md §0); compare within one run only.
+# (measured on this machine kind); compare within one run only.
 set -euo pipefail
 
 T=${T:-3}

@@ -6,7 +6,7 @@
 //! [`Readback`]: the command that reads the setting back and the check of
 //! its output, so a setting that did not take is an error naming it.
 //!
-//! Link emulation (linux-probe.md §5): `tbf rate R burst B latency L
+//! Link emulation (docs/METHODOLOGY.md §3): `tbf rate R burst B latency L
 //! overhead 24 mpu 84` on every egress of the path. On veth a frame's
 //! `skb->len` is header to payload without FCS, so wire bytes are len plus
 //! 4 FCS, 8 preamble/SFD and 12 IFG = len + 24; `mpu 84` charges short, unpadded
@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::layout::{Cidr, Layout};
 use crate::spec::{BedSpec, Feature, TcpMem};
 
-/// tbf burst at and below 1 Gbit/s (linux-probe.md §5: 64000 B measured
+/// tbf burst at and below 1 Gbit/s (docs/METHODOLOGY.md §3: 64000 B measured
 /// within 0.1 %; a 1-MTU burst undershoots by up to 17 % in this VM).
 pub const TBF_BURST_MIN_BYTES: u64 = 64_000;
 /// tbf overhead per skb (FCS + preamble/SFD + IFG) and minimum charge (the
@@ -51,7 +51,7 @@ pub fn tbf_burst_bytes(rate: BitRate, mtu: Option<u32>) -> u64 {
 }
 
 /// tbf latency (queue bound) for a rate: 50 ms below 100M, 20 ms below 1G,
-/// 5 ms from 1G (the values measured in linux-probe.md §5).
+/// 5 ms from 1G (the values measured in docs/METHODOLOGY.md §3).
 pub fn tbf_latency_ms(rate: BitRate) -> u32 {
     match rate.bps() {
         r if r < 100_000_000 => 50,
@@ -803,7 +803,7 @@ impl Plan {
             notes.push(format!(
                 "link {rate}: tbf overhead {TBF_OVERHEAD_BYTES} mpu {TBF_MPU_BYTES} burst {} B on every \
                  egress of the path, per direction; counts preamble, SFD, IFG and FCS \
-                 (within 0.1 % on this kernel, linux-probe.md §5)",
+                 (within 0.1 % on this kernel, docs/METHODOLOGY.md §3)",
                 tbf_burst_bytes(rate, spec.mtu)
             ));
             notes.push(

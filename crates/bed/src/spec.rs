@@ -201,7 +201,7 @@ impl Feature {
 
     /// Offloads that hand the qdisc one super-packet for many frames: tbf
     /// charges its overhead once per skb, so they must be off where a link
-    /// is emulated (linux-probe.md §5).
+    /// is emulated (docs/METHODOLOGY.md §3).
     pub const SUPER_PACKET: [Self; 4] = [Self::Gso, Self::Tso, Self::TxUdpSegmentation, Self::Gro];
 }
 
@@ -372,7 +372,7 @@ impl BedSpec {
                     return Err(BedError::Invalid(format!(
                         "--offload {}=on conflicts with --link: tbf charges a super-packet's \
                          framing overhead once, so the emulated rate would be wrong \
-                         (linux-probe.md §5)",
+                         (docs/METHODOLOGY.md §3)",
                         f.name()
                     )));
                 }

@@ -2,8 +2,7 @@
 //!
 //! A socket keeps the namespace of the thread that created it, so one
 //! process can run every end of a test on a testbed: each end runs on a
-//! thread that first enters its host's namespace (see
-//! `../shared/research/linux-probe.md`, "Topology used"). All ends then share
+//! thread that first enters its host's namespace. All ends then share
 //! one address space and one clock.
 
 use std::fs::File;

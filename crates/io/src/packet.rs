@@ -14,7 +14,7 @@
 //!   send to the last acceptance. AF_PACKET frames pass the qdisc, so a tc
 //!   link emulator (tbf) shapes them; `PACKET_QDISC_BYPASS` and AF_XDP skip
 //!   it and are **refused on an interface with a shaping qdisc**
-//!   (`../shared/research/linux-probe.md` §4).
+//!   (measured on this machine kind).
 //! * [`Receiver`]: `recvmmsg` batches of frames on one interface,
 //!   parsed with the core test-frame view; non-test frames are counted and
 //!   ignored; test frames go to a [`RxTally`] (loss, reorder, duplicates,
@@ -762,7 +762,7 @@ impl Receiver {
 const LIVE_PER_FRAME_MAX_FPS: f64 = 10_000.0;
 /// Time slice of one paced multi-frame call: `repeat` = rate × slice. A call
 /// of more than one frame costs ~26 ms beyond its frames on this machine
-/// (`../shared/research/linux-probe.md`-style measurement in the commit
+/// (a measurement, as recorded in the commit
 /// notes), so shorter slices would waste most of the time.
 const LIVE_SLICE_S: f64 = 0.1;
 /// `repeat` of the unpaced calls (ceiling): about one slice at the fastest

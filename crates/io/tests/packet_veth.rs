@@ -140,7 +140,7 @@ fn shaped_link_limits_arrivals_and_refuses_bypass() {
     }
     let pair = Pair::new("s");
     // 10 Mbit/s with Ethernet overhead: 812.7 frames/s at 1518 B
-    // (research/linux-probe.md §5 recommended tbf settings).
+    // (the tbf settings of docs/METHODOLOGY.md §3).
     sh(&[
         "ip", "netns", "exec", &pair.a, "tc", "qdisc", "add", "dev", "lrva", "root", "tbf", "rate",
         "10mbit", "burst", "64000", "latency", "50ms", "overhead", "24", "mpu", "84",

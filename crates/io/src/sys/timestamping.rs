@@ -1,7 +1,7 @@
 //! SO_TIMESTAMPING: kernel receive stamps in control messages, transmit
 //! stamps from the socket error queue (Documentation/networking/timestamping.rst).
 //!
-//! Measured on this machine kind (`research/linux-probe.md` §1): software
+//! Measured on this machine kind: software
 //! RX, TX_SCHED, TX_SOFTWARE and TX_ACK stamps all work on veth and
 //! loopback; the hardware flags are accepted silently even where no device
 //! has a clock, so hardware support is probed with ETHTOOL_GET_TS_INFO

@@ -4,7 +4,7 @@
 //! CLOCK_MONOTONIC, and its own CPU time (getrusage RUSAGE_THREAD), so CPU
 //! per byte and per packet are the costs of exactly this flow's syscalls
 //! (on veth and loopback they include the peer's receive softirq work that
-//! runs inside the sender's syscall: linux-probe.md §1).
+//! runs inside the sender's syscall, as measured on this machine kind).
 
 use std::io;
 use std::os::fd::OwnedFd;

@@ -175,7 +175,7 @@ pub fn tcp_connect(
 /// Receive buffer a UDP socket asks for when `--window` is not given:
 /// with the default 208 KiB only ~270 small datagrams fit (each costs a
 /// whole skb), about 1 ms at 250 k packets/s, less than one cross-CPU
-/// wake-up of the receiver on a busy VM (linux-probe.md §0), so the
+/// wake-up of the receiver on a busy VM (a busy 2-vCPU VM: scheduling delays of milliseconds are common), so the
 /// measurement would be of the scheduler, not the stack.
 pub const UDP_RCVBUF_BYTES: i32 = 16 << 20;
 
