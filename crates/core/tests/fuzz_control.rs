@@ -403,3 +403,33 @@ fn regression_report_counters_near_u64_max_do_not_overflow() {
     );
     assert!(side.flows[0].cpu_ns_per_byte().is_some_and(f64::is_finite));
 }
+
+/// A body of a million nested arrays (within the frame limit) is refused
+/// by serde_json's recursion limit, not by overflowing the stack.
+#[test]
+fn deeply_nested_json_is_refused() {
+    for open in [b'[', b'{'] {
+        let body = vec![open; MAX_FRAME_BYTES];
+        let mut d = Decoder::new();
+        d.push(&frame_of(&body)).expect("within the limit");
+        assert!(matches!(d.next_message(), Err(ControlError::Malformed(_))));
+        assert_eq!(d.buffered(), 0);
+    }
+}
+
+/// The largest frame is accepted; one byte more is refused before its body.
+#[test]
+fn frame_limit_is_exact() {
+    let mut d = Decoder::new();
+    let mut wire = frame_of(&vec![b' '; MAX_FRAME_BYTES]);
+    d.push(&wire).expect("a frame of the limit is accepted");
+    assert!(matches!(d.next_message(), Err(ControlError::Malformed(_))));
+    wire.push(b' ');
+    wire[..LEN_BYTES].copy_from_slice(&(MAX_FRAME_BYTES as u32 + 1).to_be_bytes());
+    let mut d = Decoder::new();
+    assert_eq!(
+        d.push(&wire),
+        Err(ControlError::Oversize(MAX_FRAME_BYTES + 1))
+    );
+    assert_eq!((d.buffered(), d.capacity()), (0, 0));
+}
