@@ -11,7 +11,10 @@
 mod fuzz_support;
 
 use fuzz_support::{apply, bytes, config, mutations};
-use linerate_core::latency::{LatencyParams, ReflectorRecord, ReflectorReport, ResponderStamps};
+use linerate_core::latency::{
+    dissect, ClientStamps, LatencyParams, ReflectorRecord, ReflectorReport, ResponderStamps,
+    StageStats,
+};
 use linerate_core::throughput::model::{
     sender_mss, Egress, End, FlowDir, FlowReport, FlowRole, SideReport, ThroughputParams,
 };
@@ -64,6 +67,21 @@ fn consume(m: &Message) {
                     let _ = side.sum(dir, role);
                 }
             }
+        }
+        Message::ReflectorRecords { records } => {
+            let mut stats = StageStats::default();
+            for r in records {
+                let c = ClientStamps {
+                    app_send_ns: r.seq,
+                    app_recv_ns: r.seq.wrapping_mul(3),
+                    tx_soft_ns: Some(r.seq ^ 1),
+                    rx_kernel_ns: Some(u64::MAX - r.seq),
+                    ..ClientStamps::default()
+                };
+                stats.record(&dissect(&c, Some(&r.stamps), true));
+                stats.record(&dissect(&c, Some(&r.stamps), false));
+            }
+            let _ = stats.summaries();
         }
         _ => {}
     }

@@ -8,10 +8,42 @@
 mod fuzz_support;
 
 use fuzz_support::{apply, bytes, config, mutations};
+use linerate_core::latency::{dissect, ClientStamps, ResponderStamps, Stage, StageStats};
 use linerate_core::wire::echo::{
     Kind, Packet, ReflectorStamps, TxStamps, FULL_LEN, HEADER_LEN, STAMPS_LEN,
 };
 use proptest::prelude::*;
+
+/// What the client does with the stamps a reply carries: split the
+/// exchange into stages (on a shared clock or not) and record them.
+fn use_stamps(s: &ReflectorStamps, client: &ClientStamps) {
+    let r = ResponderStamps::from_reply(s, s.prev.as_ref());
+    let mut stats = StageStats::default();
+    for same_clock in [false, true] {
+        stats.record(&dissect(client, Some(&r), same_clock));
+    }
+    stats.record(&dissect(client, None, true));
+    let _ = stats.summaries();
+}
+
+/// Client stamps from bytes: whatever a hostile reflector's numbers meet.
+fn client_stamps(b: &[u8]) -> ClientStamps {
+    let mut w = [0u64; 6];
+    for (i, c) in b.chunks(8).take(6).enumerate() {
+        let mut a = [0u8; 8];
+        a[..c.len()].copy_from_slice(c);
+        w[i] = u64::from_be_bytes(a);
+    }
+    let nz = |v: u64| (v != 0).then_some(v);
+    ClientStamps {
+        app_send_ns: w[0],
+        tx_sched_ns: nz(w[1]),
+        tx_soft_ns: nz(w[2]),
+        tx_ack_ns: nz(w[3]),
+        rx_kernel_ns: nz(w[4]),
+        app_recv_ns: w[5],
+    }
+}
 
 /// Parses `b` and checks what a checked view promises, then turns it into a
 /// reply as the reflector does.
@@ -19,6 +51,10 @@ fn check(b: &[u8]) {
     let Ok(p) = Packet::new_checked(b) else {
         return;
     };
+    if let Some(s) = p.stamps() {
+        use_stamps(&s, &client_stamps(b));
+        use_stamps(&s, &ClientStamps::default());
+    }
     let kind = p.kind().expect("a checked probe has a kind");
     assert_eq!(p.len(), b.len());
     assert!(!p.is_empty());
@@ -104,4 +140,37 @@ proptest! {
             prop_assert_eq!(w, b);
         }
     }
+}
+
+/// Found by `any_bytes`: a reply's stamps (or a client's) far apart, as a
+/// hostile or broken reflector can send, overflowed the stage arithmetic of
+/// `latency::dissect` (a panic in debug builds, a wrapped duration in
+/// release).
+#[test]
+fn regression_stamps_far_apart_do_not_overflow_the_stages() {
+    let s = ReflectorStamps {
+        rx_kernel_ns: u64::MAX,
+        rx_app_ns: i64::MAX as u64,
+        tx_app_ns: u64::MAX,
+        prev: Some(TxStamps {
+            seq: 0,
+            tx_sched_ns: 1,
+            tx_soft_ns: i64::MAX as u64,
+        }),
+    };
+    let c = ClientStamps {
+        app_send_ns: u64::MAX,
+        tx_soft_ns: Some(i64::MAX as u64),
+        rx_kernel_ns: Some(u64::MAX),
+        app_recv_ns: i64::MAX as u64,
+        ..ClientStamps::default()
+    };
+    use_stamps(&s, &c);
+    let r = ResponderStamps::from_reply(&s, s.prev.as_ref());
+    let st = dissect(&c, Some(&r), true);
+    // Differences that fit are exact; those that do not are absent.
+    // i64::MAX - u64::MAX = i64::MIN fits; u64::MAX - i64::MAX = 2^63 does not.
+    assert_eq!(st.get(Stage::Rtt), Some(i64::MIN));
+    assert_eq!(st.get(Stage::ClientTx), Some(i64::MIN));
+    assert_eq!(st.get(Stage::ResponderApp), None);
 }
