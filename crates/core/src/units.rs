@@ -172,7 +172,7 @@ impl FromStr for BitRate {
             }
         };
         let bps = value * mult * per_byte;
-        if bps < 1.0 || bps > u64::MAX as f64 / 2.0 {
+        if bps < 1.0 || bps >= u64::MAX as f64 / 2.0 {
             return Err(ParseUnitError::OutOfRange(input.to_string()));
         }
         Ok(Self(bps.round() as u64))
@@ -271,7 +271,7 @@ impl FromStr for ByteCount {
         if bytes.fract() != 0.0 {
             return Err(ParseUnitError::Fractional(input.to_string()));
         }
-        if bytes > u64::MAX as f64 / 2.0 {
+        if bytes >= u64::MAX as f64 / 2.0 {
             return Err(ParseUnitError::OutOfRange(input.to_string()));
         }
         Ok(Self(bytes as u64))
@@ -465,6 +465,36 @@ mod tests {
         assert_eq!(format_bytes_per_s(6_845_238.0), "6.845 MB/s");
         assert_eq!(group_thousands(1_488_095), "1,488,095");
         assert_eq!(group_thousands(999), "999");
+    }
+
+    /// Found by tests/fuzz_units.rs: 2^63 (`9223372036854776000B`, the
+    /// f64 of `u64::MAX / 2` rounds up to it) passed the "at most half of
+    /// u64" check, for byte counts and bit rates alike.
+    #[test]
+    fn regression_two_to_the_63_is_out_of_range() {
+        for s in [
+            "9223372036854776000B",
+            "9223372036854775808",
+            "9223372036854775807",
+        ] {
+            assert!(
+                matches!(s.parse::<ByteCount>(), Err(ParseUnitError::OutOfRange(_))),
+                "{s}"
+            );
+        }
+        for s in [
+            "9223372036854776000",
+            "9223372036.854776G",
+            "1152921504606846976B/s",
+        ] {
+            assert!(
+                matches!(s.parse::<BitRate>(), Err(ParseUnitError::OutOfRange(_))),
+                "{s}"
+            );
+        }
+        let below = (1u64 << 62).to_string();
+        assert_eq!(below.parse::<ByteCount>().map(ByteCount::get), Ok(1 << 62));
+        assert_eq!(below.parse::<BitRate>().map(BitRate::bps), Ok(1 << 62));
     }
 
     #[test]

@@ -172,8 +172,10 @@ impl Stages {
     }
 }
 
+/// `later - earlier`, or `None` when a stamp is missing or the difference
+/// does not fit (stamps from the network may be anything).
 fn diff(later: Option<u64>, earlier: Option<u64>) -> Option<i64> {
-    Some(later? as i64 - earlier? as i64)
+    i64::try_from(i128::from(later?) - i128::from(earlier?)).ok()
 }
 
 /// Splits one exchange into stages. `same_clock` is true only when client
@@ -201,7 +203,7 @@ pub fn dissect(
             let residence = diff(r.tx_soft_ns, r.rx_kernel_ns);
             s.set(
                 Stage::Network,
-                client_kernel_rtt.and_then(|k| Some(k - residence?)),
+                client_kernel_rtt.and_then(|k| k.checked_sub(residence?)),
             );
             if same_clock {
                 s.set(Stage::OneWayForward, diff(r.rx_kernel_ns, c.tx_soft_ns));

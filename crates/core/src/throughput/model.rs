@@ -578,13 +578,14 @@ impl FlowReport {
 
     /// CPU ns per byte (user + system).
     pub fn cpu_ns_per_byte(&self) -> Option<f64> {
-        (self.bytes > 0).then(|| (self.cpu_user_ns + self.cpu_sys_ns) as f64 / self.bytes as f64)
+        (self.bytes > 0)
+            .then(|| self.cpu_user_ns.saturating_add(self.cpu_sys_ns) as f64 / self.bytes as f64)
     }
 
     /// CPU ns per packet (user + system).
     pub fn cpu_ns_per_packet(&self) -> Option<f64> {
         (self.packets > 0)
-            .then(|| (self.cpu_user_ns + self.cpu_sys_ns) as f64 / self.packets as f64)
+            .then(|| self.cpu_user_ns.saturating_add(self.cpu_sys_ns) as f64 / self.packets as f64)
     }
 }
 
@@ -676,7 +677,7 @@ impl SideReport {
             .iter()
             .filter(|f| f.role == FlowRole::Sender)
             .map(|f| f.packets)
-            .sum()
+            .fold(0, u64::saturating_add)
     }
 
     /// Sum of the flows of `dir` this end had in `role`.
@@ -690,7 +691,9 @@ impl SideReport {
             return None;
         }
         let mut s = DirectionSum {
-            tcp_segments: flows.iter().map(|f| f.tcp_segments).sum(),
+            tcp_segments: flows
+                .iter()
+                .try_fold(0u64, |a, f| f.tcp_segments.map(|n| a.saturating_add(n))),
             acked_ns: flows
                 .iter()
                 .map(|f| f.acked_ns)
@@ -699,15 +702,18 @@ impl SideReport {
             ..DirectionSum::default()
         };
         for f in &flows {
-            s.bytes += f.bytes;
-            s.packets += f.packets;
+            // Saturating: a peer's report is network input.
+            s.bytes = s.bytes.saturating_add(f.bytes);
+            s.packets = s.packets.saturating_add(f.packets);
             s.elapsed_ns = s.elapsed_ns.max(f.elapsed_ns);
-            s.cpu_ns += f.cpu_user_ns + f.cpu_sys_ns;
+            s.cpu_ns = s
+                .cpu_ns
+                .saturating_add(f.cpu_user_ns.saturating_add(f.cpu_sys_ns));
             if let Some(r) = &f.recv {
-                s.lost += r.seq.lost;
-                s.reordered += r.seq.reordered;
-                s.duplicates += r.seq.duplicates;
-                s.corrupt += r.corrupt;
+                s.lost = s.lost.saturating_add(r.seq.lost);
+                s.reordered = s.reordered.saturating_add(r.seq.reordered);
+                s.duplicates = s.duplicates.saturating_add(r.seq.duplicates);
+                s.corrupt = s.corrupt.saturating_add(r.corrupt);
             }
         }
         s.bytes_per_s = rate(s.bytes, s.elapsed_ns);

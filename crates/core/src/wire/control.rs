@@ -252,6 +252,13 @@ impl Decoder {
         self.buf.len()
     }
 
+    /// Bytes of memory the decoder's buffer holds (its capacity): what a
+    /// connection costs, bounded by what was accepted, never by what a
+    /// length prefix claims.
+    pub fn capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
     fn frame_len(&self) -> Option<Result<usize, ControlError>> {
         let head = self.buf.get(..LEN_BYTES)?;
         let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
@@ -262,18 +269,33 @@ impl Decoder {
         })
     }
 
-    /// Appends received bytes. An oversize frame is refused here, before
-    /// its body is buffered.
+    /// Appends received bytes. An oversize frame is refused here, by the
+    /// push that completes its length prefix, and nothing of a refused push
+    /// is buffered: memory follows what was accepted, never what a prefix
+    /// claims.
     pub fn push(&mut self, bytes: &[u8]) -> Result<(), ControlError> {
-        self.buf.extend_from_slice(bytes);
-        if let Some(Err(e)) = self.frame_len() {
+        let held = self.buf.len();
+        if held < LEN_BYTES {
+            // The prefix from what is held and what arrives, judged before
+            // either is buffered.
+            let mut head = [0u8; LEN_BYTES];
+            let take = (LEN_BYTES - held).min(bytes.len());
+            head[..held].copy_from_slice(&self.buf);
+            head[held..held + take].copy_from_slice(&bytes[..take]);
+            let len = u32::from_be_bytes(head) as usize;
+            if held + take == LEN_BYTES && len > MAX_FRAME_BYTES {
+                return Err(ControlError::Oversize(len));
+            }
+        } else if let Some(Err(e)) = self.frame_len() {
             return Err(e);
         }
         // Never hold more than one whole frame plus its prefix beyond what
         // next_message() will consume.
-        if self.buf.len() > 2 * (MAX_FRAME_BYTES + LEN_BYTES) {
-            return Err(ControlError::Oversize(self.buf.len()));
+        let total = held.saturating_add(bytes.len());
+        if total > 2 * (MAX_FRAME_BYTES + LEN_BYTES) {
+            return Err(ControlError::Oversize(total));
         }
+        self.buf.extend_from_slice(bytes);
         Ok(())
     }
 
@@ -351,6 +373,35 @@ mod tests {
         );
         let mut d = Decoder::new();
         assert!(d.push(&[0xFF, 0xFF, 0xFF, 0xFF, b'{']).is_err());
+    }
+
+    /// Found by tests/fuzz_control.rs: the push that completed an oversize
+    /// prefix buffered its bytes (the whole chunk) before refusing it.
+    #[test]
+    fn regression_oversize_prefix_buffers_nothing_of_the_refused_push() {
+        let mut d = Decoder::new();
+        let mut wire = u32::MAX.to_be_bytes().to_vec();
+        wire.extend_from_slice(&[b'{'; 4096]);
+        assert_eq!(
+            d.push(&wire),
+            Err(ControlError::Oversize(u32::MAX as usize))
+        );
+        assert_eq!(d.buffered(), 0);
+        assert!(d.capacity() < 64, "capacity {}", d.capacity());
+        // A prefix completed across pushes: the first bytes wait, the
+        // completing push is refused and not kept.
+        let mut d = Decoder::new();
+        d.push(&wire[..2]).unwrap();
+        assert_eq!(
+            d.push(&wire[2..]),
+            Err(ControlError::Oversize(u32::MAX as usize))
+        );
+        assert_eq!(d.buffered(), 2);
+        // More than two frames' worth in one push is refused unbuffered too.
+        let mut d = Decoder::new();
+        let big = vec![0u8; 2 * (MAX_FRAME_BYTES + LEN_BYTES) + 1];
+        assert!(d.push(&big).is_err());
+        assert_eq!((d.buffered(), d.capacity()), (0, 0));
     }
 
     #[test]

@@ -7,5 +7,6 @@
 
 pub mod control;
 pub mod echo;
+pub mod icmp;
 pub mod probe;
 pub mod testframe;
