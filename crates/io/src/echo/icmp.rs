@@ -14,36 +14,18 @@ use std::time::{Duration, Instant};
 
 use linerate_core::latency::ClientStamps;
 use linerate_core::procedure::pingpong::{Action, PingPong, ReplyVerdict};
-use linerate_core::wire::echo::{self, Packet};
-use linerate_core::wire::testframe::internet_checksum as checksum;
+use linerate_core::wire::echo;
+use linerate_core::wire::icmp::{self, Family};
 
 use super::udp::warm_up_stamps;
 use super::{sock_err, ClientConfig, ClientRun, EchoIoError, Exchange};
 use crate::stamps::{self, realtime_ns, TxStamp, Want};
 use crate::sys::{sock, timestamping};
 
-const ICMP_HEADER: usize = 8;
-const ECHO_REQUEST_V4: u8 = 8;
-const ECHO_REPLY_V4: u8 = 0;
-const ECHO_REQUEST_V6: u8 = 128;
-const ECHO_REPLY_V6: u8 = 129;
-
-/// The ICMP message inside what a raw socket returned (IPv4 raw sockets
-/// deliver the IP header too; IPv6 ones do not).
-fn icmp_part(buf: &[u8], v6: bool) -> Option<&[u8]> {
-    if v6 {
-        return Some(buf);
-    }
-    let ihl = usize::from(buf.first()? & 0x0f) * 4;
-    if ihl < 20 {
-        return None;
-    }
-    buf.get(ihl..)
-}
-
 /// Runs ICMP echo requests against `cfg.target` (its port is ignored).
 pub fn run_icmp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
     let v6 = cfg.target.is_ipv6();
+    let family = Family::of(cfg.target.ip());
     let payload = cfg.size.max(echo::HEADER_LEN);
     if payload > 65_000 {
         return Err(EchoIoError::Protocol(format!(
@@ -62,7 +44,7 @@ pub fn run_icmp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
     warm_up_stamps();
     let ident = (std::process::id() as u16) ^ 0x4c52;
     let target = SocketAddr::new(cfg.target.ip(), 0);
-    let mut req = vec![0u8; ICMP_HEADER + payload];
+    let mut req = vec![0u8; icmp::HEADER_LEN + payload];
     let mut buf = vec![0u8; 65_536];
     let mut pp = PingPong::new(cfg.schedule);
     let mono0 = Instant::now();
@@ -78,17 +60,9 @@ pub fn run_icmp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                 // The previous request's stamps, collected before this send
                 // so the syscall falls in no measured interval.
                 run.collect_tx_stamps(raw, &mut tx)?;
-                req[0] = if v6 { ECHO_REQUEST_V6 } else { ECHO_REQUEST_V4 };
-                req[1] = 0;
-                req[2..4].copy_from_slice(&[0, 0]);
-                req[4..6].copy_from_slice(&ident.to_be_bytes());
-                req[6..8].copy_from_slice(&(seq as u16).to_be_bytes());
-                Packet::new_unchecked(&mut req[ICMP_HEADER..]).emit_request(0, seq);
-                if !v6 {
-                    // The kernel computes ICMPv6 checksums (RFC 3542 §3.1).
-                    let c = checksum(&req);
-                    req[2..4].copy_from_slice(&c.to_be_bytes());
-                }
+                // The kernel computes ICMPv6 checksums (RFC 3542 §3.1).
+                icmp::build_linerate_request(&mut req, family, ident, seq)
+                    .map_err(|e| EchoIoError::Protocol(e.to_string()))?;
                 let app_send = realtime_ns();
                 match sock::send_to(raw, &req, target) {
                     Ok(_) => {
@@ -118,17 +92,7 @@ pub fn run_icmp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                     };
                     let app_recv = realtime_ns();
                     let len = meta.len.min(buf.len());
-                    let Some(icmp) = icmp_part(&buf[..len], v6) else {
-                        continue;
-                    };
-                    let reply_type = if v6 { ECHO_REPLY_V6 } else { ECHO_REPLY_V4 };
-                    if icmp.len() < ICMP_HEADER + echo::HEADER_LEN
-                        || icmp[0] != reply_type
-                        || icmp[4..6] != ident.to_be_bytes()
-                    {
-                        continue;
-                    }
-                    let Ok(p) = Packet::new_checked(&icmp[ICMP_HEADER..]) else {
+                    let Ok(p) = icmp::linerate_reply(&buf[..len], family, ident) else {
                         continue;
                     };
                     let seq = p.seq();
@@ -158,27 +122,4 @@ pub fn run_icmp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
     run.finish(raw, mono0, pp.counts(), tx, |id| {
         id_to_seq.get(&id).copied()
     })
-}
-
-#[cfg(test)]
-mod unit {
-    use super::*;
-
-    #[test]
-    fn echo_request_checksum_verifies() {
-        let mut m = vec![8, 0, 0, 0, 1, 2, 0, 1, 9, 9, 9];
-        let c = checksum(&m);
-        m[2..4].copy_from_slice(&c.to_be_bytes());
-        assert_eq!(checksum(&m), 0, "a message with its checksum sums to zero");
-    }
-
-    #[test]
-    fn ipv4_header_is_skipped() {
-        let mut b = vec![0x45u8; 20];
-        b.extend_from_slice(&[0, 0, 0, 0]);
-        assert_eq!(icmp_part(&b, false).map(<[u8]>::len), Some(4));
-        assert_eq!(icmp_part(&[0x41], false), None);
-        assert_eq!(icmp_part(&[], false), None);
-        assert_eq!(icmp_part(&[1, 2], true), Some(&[1u8, 2][..]));
-    }
 }
