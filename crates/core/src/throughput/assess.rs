@@ -152,7 +152,7 @@ fn sides(r: &ThroughputResult) -> impl Iterator<Item = &SideReport> + Clone {
 }
 
 fn busy_share(f: &FlowReport) -> f64 {
-    (f.cpu_user_ns + f.cpu_sys_ns) as f64 / f.elapsed_ns.max(1) as f64
+    f.cpu_user_ns.saturating_add(f.cpu_sys_ns) as f64 / f.elapsed_ns.max(1) as f64
 }
 
 fn cpu_bound(f: &FlowReport) -> bool {
