@@ -207,7 +207,7 @@ pub fn run_discard(
             "--discard sends only: --reverse and --bidir need a linerate server".into(),
         ));
     }
-    let session_id = session::random_u64() as u32;
+    let session_id = crate::token::session_token();
     let mut socks = Vec::new();
     for _ in params.flows() {
         match params.protocol {

@@ -270,8 +270,8 @@ impl ConnCtx {
     /// Runs one session; `None` for sessions that are not throughput tests
     /// (they log for themselves).
     fn session(&self, ctrl: &mut Control, peer: SocketAddr) -> Result<Option<SideReport>, String> {
-        let session_id = session::random_u64() as u32;
-        let cookie = session::random_u64();
+        let session_id = crate::token::session_token();
+        let cookie = crate::token::random_u64();
         let (tx, rx) = mpsc::channel();
         self.registry
             .lock()

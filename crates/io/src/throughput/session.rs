@@ -1,8 +1,6 @@
 //! Running the flows of a session and speaking the control protocol while
 //! they run: shared by the server and the client.
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher as _, Hasher as _};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -15,15 +13,6 @@ use linerate_core::wire::control::{FlowSent, Message};
 use super::control::{Control, CtrlError};
 use super::flow::{self, FlowJob, FlowShared};
 use super::net;
-
-/// A random 64-bit value (SipHash with the process's random keys): session
-/// ids and cookies. Not cryptographic: the control protocol has no
-/// authentication yet.
-pub(crate) fn random_u64() -> u64 {
-    let mut h = RandomState::new().build_hasher();
-    h.write_u64(crate::sys::sock::monotonic_ns());
-    h.finish()
-}
 
 /// A flow thread and its live state.
 #[derive(Debug)]
