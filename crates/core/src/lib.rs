@@ -21,6 +21,7 @@ pub mod error;
 pub mod inspect;
 pub mod latency;
 pub mod linerate;
+pub mod pace;
 pub mod procedure;
 pub mod progress;
 pub mod qdisc;

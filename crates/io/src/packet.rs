@@ -133,20 +133,16 @@ pub fn iface_mac(iface: &str) -> Result<[u8; 6], PacketError> {
 /// it has waited a little first (slept when the next frame is over 300 µs
 /// away, 150 µs early for the timer's lateness; spun otherwise).
 fn pace_due(fps: Option<f64>, frames: u64, sent: u64, el: Duration) -> Option<u64> {
-    let due = match fps {
-        None => frames,
-        Some(f) => frames.min((el.as_secs_f64() * f).floor() as u64 + 1),
-    };
+    let schedule = linerate_core::pace::FrameSchedule { fps, frames };
+    let due = schedule.due(el.as_secs_f64());
     if due > sent {
         return Some(due);
     }
-    if let Some(f) = fps {
-        let wait = sent as f64 / f - el.as_secs_f64();
-        if wait > 300e-6 {
-            std::thread::sleep(Duration::from_secs_f64(wait - 150e-6));
-        } else {
-            std::hint::spin_loop();
-        }
+    let wait = schedule.wait_s(sent, el.as_secs_f64());
+    if wait > 300e-6 {
+        std::thread::sleep(Duration::from_secs_f64(wait - 150e-6));
+    } else if fps.is_some() {
+        std::hint::spin_loop();
     }
     None
 }

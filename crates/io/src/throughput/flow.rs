@@ -12,11 +12,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use linerate_core::pace::Pacer;
 use linerate_core::stats::interval::IntervalSeries;
 use linerate_core::throughput::model::{
     FlowDir, FlowReport, FlowRole, PacingReport, RecvPath, SendPath, Verification, ZeroCopyReport,
 };
-use linerate_core::throughput::pacer::Pacer;
 use linerate_core::throughput::receiver::FlowReceiver;
 use linerate_core::units::ByteCount;
 use linerate_core::wire::probe::{Pattern, Repr, HEADER_LEN};

@@ -1,4 +1,6 @@
-//! Pacing a sender to a rate: when may the next bytes go?
+//! Pacing a sender to a rate, the one schedule every sender uses: when may
+//! the next bytes go ([`Pacer`], throughput flows, in bit/s), and how many
+//! frames are due ([`FrameSchedule`], the RFC 2544 generators, in frames/s).
 //!
 //! The schedule is absolute: byte `n` is due at `start + n × 8 / rate`, so
 //! short sleeps that overshoot are made up by the following sends and the
@@ -59,6 +61,41 @@ impl Pacer {
     }
 }
 
+/// The same absolute schedule counted in frames: frame `k` (from 0) is due
+/// at `k / fps` after the start, so a late wake-up is made up by sending the
+/// backlog at once (the generators report the largest such catch-up burst).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FrameSchedule {
+    /// Frames per second; `None`: as fast as possible.
+    pub fps: Option<f64>,
+    /// Frames in the whole run.
+    pub frames: u64,
+}
+
+impl FrameSchedule {
+    /// How many frames are due `elapsed_s` after the start (all of them when
+    /// unpaced; never more than the run's).
+    pub fn due(&self, elapsed_s: f64) -> u64 {
+        match self.fps {
+            None => self.frames,
+            Some(f) => {
+                let k = (elapsed_s.max(0.0) * f).floor();
+                // f64 → u64 saturates; +1: frame 0 is due at once.
+                self.frames.min((k as u64).saturating_add(1))
+            }
+        }
+    }
+
+    /// Seconds until frame number `sent` is due, `elapsed_s` after the start
+    /// (0 when it is due already, or unpaced).
+    pub fn wait_s(&self, sent: u64, elapsed_s: f64) -> f64 {
+        match self.fps {
+            Some(f) if f > 0.0 => (sent as f64 / f - elapsed_s).max(0.0),
+            _ => 0.0,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,5 +131,29 @@ mod tests {
         }
         let achieved = sent as f64 * 8.0 / 5.0;
         assert!((achieved / rate as f64 - 1.0).abs() < 0.01, "{achieved}");
+    }
+
+    #[test]
+    fn frame_schedule_is_absolute() {
+        let s = FrameSchedule {
+            fps: Some(1000.0),
+            frames: 10,
+        };
+        assert_eq!(s.due(0.0), 1);
+        assert_eq!(s.due(0.0025), 3);
+        // A late wake-up: the backlog is due at once, capped by the run.
+        assert_eq!(s.due(1.0), 10);
+        assert!((s.wait_s(3, 0.0025) - 0.0005).abs() < 1e-12);
+        assert_eq!(s.wait_s(1, 0.5), 0.0);
+        let fast = FrameSchedule {
+            fps: None,
+            frames: 7,
+        };
+        assert_eq!((fast.due(0.0), fast.wait_s(3, 0.0)), (7, 0.0));
+        let huge = FrameSchedule {
+            fps: Some(f64::MAX),
+            frames: u64::MAX,
+        };
+        assert_eq!(huge.due(1.0), u64::MAX);
     }
 }
