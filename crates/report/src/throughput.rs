@@ -178,61 +178,38 @@ fn all_flows(r: &ThroughputResult) -> Vec<(&SideReport, &FlowReport)> {
     v
 }
 
-/// Interval table: receiver side of every direction (sender side when the
-/// receiver's figures are missing), summed over streams.
+/// Interval table of every direction (core's figures: receivers' sums,
+/// senders' when the receivers' are missing).
 fn intervals(r: &ThroughputResult, width: Width) -> String {
     let mut out = String::new();
-    for dir in [FlowDir::Forward, FlowDir::Reverse] {
-        let flows: Vec<(&SideReport, &FlowReport)> = all_flows(r)
-            .into_iter()
-            .filter(|(_, f)| f.direction == dir)
-            .collect();
-        if flows.is_empty() {
-            continue;
-        }
-        let rx: Vec<_> = flows
-            .iter()
-            .filter(|(_, f)| f.role == FlowRole::Receiver)
-            .collect();
-        let (chosen, role) = if rx.is_empty() {
-            (flows.iter().collect::<Vec<_>>(), "sender")
-        } else {
-            (rx, "receiver")
-        };
-        let end = chosen.first().map_or("?", |(s, _)| end_name(s));
-        let n = chosen
-            .iter()
-            .map(|(_, f)| f.intervals.len())
-            .max()
-            .unwrap_or(0);
+    for d in &r.figures.intervals {
         let mut t = Table::new([
             ("interval (s)", Align::Left),
             ("bytes", Align::Right),
             ("throughput", Align::Right),
             (unit_rate(r), Align::Right),
         ]);
-        for i in 0..n {
-            let (mut bytes, mut packets, mut start, mut end_ns) = (0u64, 0u64, u64::MAX, 0u64);
-            for (_, f) in &chosen {
-                if let Some(iv) = f.intervals.get(i) {
-                    bytes += iv.bytes;
-                    packets += iv.packets;
-                    start = start.min(iv.start_ns);
-                    end_ns = end_ns.max(iv.end_ns);
-                }
-            }
-            let span = end_ns.saturating_sub(start).max(1) as f64 / 1e9;
+        for iv in &d.rows {
             t.row(vec![
-                format!("{:.2}-{:.2}", start as f64 / 1e9, end_ns as f64 / 1e9),
-                group_thousands(bytes),
-                format_bits_per_s(bytes as f64 * 8.0 / span),
-                group_thousands((packets as f64 / span) as u64),
+                format!(
+                    "{:.2}-{:.2}",
+                    iv.start_ns as f64 / 1e9,
+                    iv.end_ns as f64 / 1e9
+                ),
+                group_thousands(iv.bytes),
+                format_bits_per_s(iv.bits_per_s),
+                group_thousands(iv.packets_per_s as u64),
             ]);
         }
+        let role = match d.role {
+            FlowRole::Receiver => "receiver",
+            FlowRole::Sender => "sender",
+        };
         let _ = writeln!(
             out,
-            "\nIntervals, {}: measured by the {role} ({end}), all streams summed",
-            dir_name(dir)
+            "\nIntervals, {}: measured by the {role} ({}), all streams summed",
+            dir_name(d.direction),
+            end_str(d.end)
         );
         out.push_str(&t.fit(2, width));
     }

@@ -8,9 +8,9 @@ use crate::result::Flag;
 use crate::units::{format_bits_per_s, group_thousands, BitRate};
 
 use super::model::{
-    sender_mss, DirectionFigures, End, Figures, FlowDir, FlowFigures, FlowReport, FlowRole,
-    LineMax, LinkSource, NoLineMax, PathFacts, Protocol, RecvPath, SendPath, SideReport,
-    ThroughputParams, ThroughputResult,
+    sender_mss, DirectionFigures, DirectionIntervals, End, Figures, FlowDir, FlowFigures,
+    FlowReport, FlowRole, IntervalFigures, LineMax, LinkSource, NoLineMax, PathFacts, Protocol,
+    RecvPath, SendPath, SideReport, ThroughputParams, ThroughputResult,
 };
 
 /// A flow thread this busy (CPU time over elapsed time) was CPU-bound.
@@ -260,7 +260,64 @@ pub fn figures(r: &ThroughputResult) -> Figures {
             }
         }
     }
-    Figures { flows, directions }
+    Figures {
+        flows,
+        directions,
+        intervals: interval_figures(r),
+    }
+}
+
+/// Each direction's intervals summed over its streams, from its receivers
+/// (its senders when no receiver reported).
+fn interval_figures(r: &ThroughputResult) -> Vec<DirectionIntervals> {
+    let mut out = Vec::new();
+    for dir in [FlowDir::Forward, FlowDir::Reverse] {
+        let of = |role: FlowRole| -> Vec<(&SideReport, &FlowReport)> {
+            sides(r)
+                .flat_map(|s| s.flows.iter().map(move |f| (s, f)))
+                .filter(|(_, f)| f.direction == dir && f.role == role)
+                .collect()
+        };
+        let (mut chosen, mut role) = (of(FlowRole::Receiver), FlowRole::Receiver);
+        if chosen.is_empty() {
+            (chosen, role) = (of(FlowRole::Sender), FlowRole::Sender);
+        }
+        let Some((side, _)) = chosen.first() else {
+            continue;
+        };
+        let n = chosen
+            .iter()
+            .map(|(_, f)| f.intervals.len())
+            .max()
+            .unwrap_or(0);
+        let rows = (0..n)
+            .map(|i| {
+                let (mut bytes, mut packets, mut start, mut end) = (0u64, 0u64, u64::MAX, 0u64);
+                for iv in chosen.iter().filter_map(|(_, f)| f.intervals.get(i)) {
+                    bytes = bytes.saturating_add(iv.bytes);
+                    packets = packets.saturating_add(iv.packets);
+                    start = start.min(iv.start_ns);
+                    end = end.max(iv.end_ns);
+                }
+                let span_s = end.saturating_sub(start).max(1) as f64 / 1e9;
+                IntervalFigures {
+                    start_ns: start.min(end),
+                    end_ns: end,
+                    bytes,
+                    packets,
+                    bits_per_s: bytes as f64 * 8.0 / span_s,
+                    packets_per_s: packets as f64 / span_s,
+                }
+            })
+            .collect();
+        out.push(DirectionIntervals {
+            direction: dir,
+            end: side.end,
+            role,
+            rows,
+        });
+    }
+    out
 }
 
 /// Every flag `r` earns, worst cases first within each concern.

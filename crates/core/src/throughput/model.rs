@@ -952,6 +952,41 @@ pub struct Figures {
     pub flows: Vec<FlowFigures>,
     /// Per direction, role and end: forward first, senders first, client first.
     pub directions: Vec<DirectionFigures>,
+    /// The interval table of each direction (absent before linerate 0.1's
+    /// interval figures: an empty list).
+    #[serde(default)]
+    pub intervals: Vec<DirectionIntervals>,
+}
+
+/// One direction's intervals, all its streams summed, as measured by its
+/// receivers (by its senders when the receivers' figures are missing).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DirectionIntervals {
+    /// Which way.
+    pub direction: FlowDir,
+    /// The end that measured.
+    pub end: End,
+    /// Whether it measured as receiver or sender.
+    pub role: FlowRole,
+    /// The intervals, in order.
+    pub rows: Vec<IntervalFigures>,
+}
+
+/// One interval summed over streams.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct IntervalFigures {
+    /// Start, ns since the flows' start.
+    pub start_ns: u64,
+    /// End, ns since the flows' start.
+    pub end_ns: u64,
+    /// Payload bytes.
+    pub bytes: u64,
+    /// Datagrams or blocks.
+    pub packets: u64,
+    /// Payload bit/s over the interval.
+    pub bits_per_s: f64,
+    /// Datagrams or blocks per second over the interval.
+    pub packets_per_s: f64,
 }
 
 impl Figures {
