@@ -63,6 +63,7 @@ pub mod privileges;
 mod spec;
 pub mod state;
 pub mod sweep;
+pub mod target;
 
 pub use crate::apply::{run_command, run_dump};
 pub use crate::bed::Bed;

@@ -4,6 +4,8 @@
 //! a testbed down) before the process exits.
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use crate::sys;
 
@@ -27,6 +29,29 @@ pub fn block_termination_signals() -> io::Result<()> {
 /// [`block_termination_signals`]) and returns its number.
 pub fn wait_for_termination_signal() -> io::Result<i32> {
     sys::signal::wait(&TERMINATION_SIGNALS)
+}
+
+/// Takes the termination signals on a thread: the first sets the returned
+/// flag (a test ends early, its result marked incomplete), a second exits
+/// the process at once (status 128 + the signal). Call it on the main
+/// thread before any other thread exists, so every later thread inherits
+/// the mask; if the signals cannot be blocked, the flag never sets.
+pub fn interrupt_flag() -> Arc<AtomicBool> {
+    let flag = Arc::new(AtomicBool::new(false));
+    if block_termination_signals().is_ok() {
+        let f = Arc::clone(&flag);
+        let _ = std::thread::Builder::new()
+            .name("lr-signals".into())
+            .spawn(move || {
+                if wait_for_termination_signal().is_ok() {
+                    f.store(true, Ordering::Relaxed);
+                    if let Ok(sig) = wait_for_termination_signal() {
+                        std::process::exit(128 + sig);
+                    }
+                }
+            });
+    }
+    flag
 }
 
 #[cfg(test)]

@@ -1,16 +1,16 @@
 //! `linerate latency`: response time dissected into stages.
 
-use std::net::{IpAddr, ToSocketAddrs as _};
 use std::time::Duration;
 
 use anyhow::{anyhow, Context as _};
-use clap::{Args, ValueEnum};
+use clap::builder::{PossibleValuesParser, TypedValueParser as _};
+use clap::Args;
 use linerate_core::latency::{
-    BedPeer, Config, ConfigError, EchoProtocol, Parameter, Peer, ReflectorMode, Request, Setup,
+    Config, ConfigError, EchoProtocol, Parameter, Peer, ReflectorMode, Request, Setup,
 };
-use linerate_core::procedure::pingpong::Until;
 use linerate_core::result::Flag;
 use linerate_core::units::{parse_duration, ByteCount};
+use linerate_io::resolve::resolve;
 
 use crate::output::{print, print_json};
 use crate::Failure;
@@ -21,11 +21,7 @@ pub(crate) struct LatencyArgs {
     /// The responder: a host running `linerate server`, any echo server with
     /// --echo, any host with --icmp, or a local address with --in-process.
     /// Not with --bed (the bed's host b answers).
-    #[arg(
-        value_name = "HOST",
-        required_unless_present = "bed",
-        conflicts_with = "bed"
-    )]
+    #[arg(required_unless_present = "bed", conflicts_with = "bed")]
     pub(crate) host: Option<String>,
 
     /// Run on a testbed (`linerate testbed up NAME`): the client in host a,
@@ -38,8 +34,6 @@ pub(crate) struct LatencyArgs {
     #[arg(long, requires = "bed")]
     pub(crate) ipv6: bool,
 
-    /// Port: `linerate server`'s control port, or the echo service with
-    /// --echo (defaults in `port_help`).
     #[arg(long, short = 'p', help = port_help())]
     pub(crate) port: Option<u16>,
 
@@ -84,9 +78,11 @@ pub(crate) struct LatencyArgs {
     #[arg(long)]
     pub(crate) spin: bool,
 
-    /// How the reflector waits for requests.
-    #[arg(long, value_enum, default_value = "blocking")]
-    pub(crate) reflector_mode: ModeArg,
+    /// How the reflector waits for requests: blocking (sleep until a request
+    /// arrives), busy (spin on non-blocking receives), batch (take every
+    /// queued request, then answer them in one pass).
+    #[arg(long, default_value = "blocking", value_parser = mode_parser())]
+    pub(crate) reflector_mode: ReflectorMode,
 
     /// The reflector copies each request into a separate buffer (seed 004's memcpy row).
     #[arg(long)]
@@ -131,25 +127,9 @@ pub(crate) struct LatencyArgs {
     pub(crate) json: bool,
 }
 
-/// `--reflector-mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum ModeArg {
-    /// Sleep until a request arrives.
-    Blocking,
-    /// Spin on non-blocking receives.
-    Busy,
-    /// Take every queued request, then answer them in one pass.
-    Batch,
-}
-
-impl From<ModeArg> for ReflectorMode {
-    fn from(m: ModeArg) -> Self {
-        match m {
-            ModeArg::Blocking => Self::Blocking,
-            ModeArg::Busy => Self::Busy,
-            ModeArg::Batch => Self::Batch,
-        }
-    }
+/// `--reflector-mode`'s values, as core names them.
+fn mode_parser() -> impl clap::builder::TypedValueParser<Value = ReflectorMode> {
+    PossibleValuesParser::new(["blocking", "busy", "batch"]).try_map(|s| s.parse())
 }
 
 /// `--port`'s help, with the defaults from where they are defined.
@@ -161,9 +141,11 @@ fn port_help() -> String {
     )
 }
 
-/// The flag that sets `p`.
-fn flag_of(p: Parameter) -> &'static str {
-    match p {
+/// A configuration error in the words of the command line.
+fn usage(e: &ConfigError, args: &LatencyArgs) -> Failure {
+    let flag = match e.parameter {
+        // A size out of range may come from a sweep of sizes.
+        Parameter::Size if args.sweep.iter().any(|s| s.starts_with("size=")) => "--sweep size",
         Parameter::Peer => "--in-process",
         Parameter::Count => "--count",
         Parameter::Time => "--time",
@@ -172,15 +154,6 @@ fn flag_of(p: Parameter) -> &'static str {
         Parameter::StampEvery => "--stamp-every",
         Parameter::NoUdpChecksum => "--no-udp-checksum",
         Parameter::Sweep => "--sweep",
-    }
-}
-
-/// A configuration error in the words of the command line.
-fn usage(e: &ConfigError, args: &LatencyArgs) -> Failure {
-    let flag = match e.parameter {
-        // A size out of range may come from a sweep of sizes.
-        Parameter::Size if args.sweep.iter().any(|s| s.starts_with("size=")) => "--sweep size",
-        p => flag_of(p),
     };
     Failure::Usage(anyhow!("{flag}: {}", e.reason))
 }
@@ -188,44 +161,23 @@ fn usage(e: &ConfigError, args: &LatencyArgs) -> Failure {
 /// The responder as the flags name it: a bed's hosts, or HOST resolved.
 fn peer(args: &LatencyArgs) -> anyhow::Result<Peer> {
     if let Some(name) = &args.bed {
-        let bed = linerate_bed::Bed::open(name).with_context(|| format!("testbed '{name}'"))?;
-        let ip: IpAddr = if args.ipv6 {
-            bed.ipv6("b").map(Into::into)
-        } else {
-            bed.ipv4("b").map(Into::into)
-        }
-        .ok_or_else(|| anyhow!("testbed '{name}' has no address for host b"))?;
-        return Ok(Peer::Bed(BedPeer {
-            name: name.clone(),
-            client_netns: bed.netns("a").map(str::to_string),
-            responder_netns: bed.netns("b").map(str::to_string),
-            responder_ip: ip,
-        }));
+        let bed = linerate_bed::target::latency(name, args.ipv6);
+        return Ok(Peer::Bed(bed.with_context(|| format!("testbed '{name}'"))?));
     }
-    let host = args.host.as_deref().unwrap_or_default();
-    let ip = (host, 0)
-        .to_socket_addrs()
-        .with_context(|| format!("cannot resolve '{host}'"))?
-        .next()
-        .ok_or_else(|| anyhow!("'{host}' has no address"))?
-        .ip();
-    Ok(if args.in_process {
-        Peer::InProcess(ip)
-    } else if args.echo {
-        Peer::Echo(ip)
-    } else {
-        Peer::Server(ip)
+    let ip = resolve(args.host.as_deref().unwrap_or_default(), 0, false)?.ip();
+    Ok(match (args.in_process, args.echo) {
+        (true, _) => Peer::InProcess(ip),
+        (false, true) => Peer::Echo(ip),
+        (false, false) => Peer::Server(ip),
     })
 }
 
 /// The flags as a validated run.
 fn config(args: &LatencyArgs) -> Result<Config, Failure> {
-    let protocol = if args.tcp {
-        EchoProtocol::Tcp
-    } else if args.icmp {
-        EchoProtocol::Icmp
-    } else {
-        EchoProtocol::Udp
+    let protocol = match (args.tcp, args.icmp) {
+        (true, _) => EchoProtocol::Tcp,
+        (false, true) => EchoProtocol::Icmp,
+        (false, false) => EchoProtocol::Udp,
     };
     let req = Request {
         port: args.port,
@@ -236,7 +188,7 @@ fn config(args: &LatencyArgs) -> Result<Config, Failure> {
         rate_per_s: args.rate,
         timeout: args.timeout,
         spin: args.spin,
-        reflector_mode: args.reflector_mode.into(),
+        reflector_mode: args.reflector_mode,
         reflector_copy: args.reflector_copy,
         no_udp_checksum: args.no_udp_checksum,
         kernel_stamps: !args.no_kernel_stamps,
@@ -250,10 +202,7 @@ fn config(args: &LatencyArgs) -> Result<Config, Failure> {
 /// `linerate latency`.
 pub(crate) fn run(args: &LatencyArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
     let cfg = config(args)?;
-    let of = match cfg.schedule.until {
-        Until::Time(t) => Some(t),
-        Until::Count(_) => None,
-    };
+    let of = cfg.schedule.until.time();
     let mut progress = crate::progress::TickerProgress::new("linerate latency", of);
     let doc = linerate_io::echo::run(&cfg, &mut progress).map_err(|e| {
         anyhow::Error::new(e).context(match cfg.setup {

@@ -1,64 +1,11 @@
 //! Progress lines on stderr, only when stderr is a terminal (SPEC §4).
 
 use std::io::{IsTerminal as _, Write as _};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Whether progress should be shown.
-pub(crate) fn enabled() -> bool {
-    std::io::stderr().is_terminal()
-}
-
-/// A line on stderr that shows the elapsed time of a step, refreshed twice a
-/// second until dropped, then erased. Does nothing when stderr is not a
-/// terminal. (Its wake-ups are rare and on a thread of its own, so they
-/// disturb a measurement no more than any idle process would.)
-#[derive(Debug)]
-pub(crate) struct Ticker {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Ticker {
-    /// Starts showing `label` with the elapsed time (and `of`, the expected
-    /// time, if known).
-    pub(crate) fn start(label: String, of: Option<Duration>) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        if !enabled() {
-            return Self { stop, thread: None };
-        }
-        let s = Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name("lr-progress".into())
-            .spawn(move || {
-                let t0 = Instant::now();
-                while !s.load(Ordering::Relaxed) {
-                    let e = t0.elapsed().as_secs_f64();
-                    let line = match of {
-                        Some(of) => format!("\r{label}: {e:.1} s of {:.1} s", of.as_secs_f64()),
-                        None => format!("\r{label}: {e:.1} s"),
-                    };
-                    let _ = std::io::stderr().write_all(line.as_bytes());
-                    std::thread::park_timeout(Duration::from_millis(500));
-                }
-                let _ = std::io::stderr().write_all(b"\r\x1b[K");
-            })
-            .ok();
-        Self { stop, thread }
-    }
-}
-
-impl Drop for Ticker {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            t.thread().unpark();
-            let _ = t.join();
-        }
-    }
-}
+use linerate_core::progress::Progress;
+use linerate_core::units::format_bits_per_s;
+use linerate_io::ticker::Ticker;
 
 /// A driver's progress as a [`Ticker`] line: each step replaces the line
 /// (`{prefix}: {step}: 1.5 s of 5.0 s`), `done` erases it.
@@ -72,15 +19,12 @@ pub(crate) struct TickerProgress {
 impl TickerProgress {
     /// Lines start with `prefix`; each step is expected to take `of`, if known.
     pub(crate) fn new(prefix: &str, of: Option<Duration>) -> Self {
-        Self {
-            prefix: prefix.to_string(),
-            of,
-            ticker: None,
-        }
+        let (prefix, ticker) = (prefix.to_string(), None);
+        Self { prefix, of, ticker }
     }
 }
 
-impl linerate_core::progress::Progress for TickerProgress {
+impl Progress for TickerProgress {
     fn step(&mut self, line: &str) {
         // The old line goes before the new one starts.
         self.ticker = None;
@@ -89,5 +33,34 @@ impl linerate_core::progress::Progress for TickerProgress {
 
     fn done(&mut self) {
         self.ticker = None;
+    }
+}
+
+/// The live rate (per interval) on stderr, only when stderr is a terminal.
+#[derive(Debug, Default)]
+pub(crate) struct RateLine {
+    last: (f64, u64, u64),
+    shown: bool,
+}
+
+impl Progress for RateLine {
+    fn totals(&mut self, t: f64, tx: u64, rx: u64) {
+        let dt = (t - self.last.0).max(1e-3);
+        let rate = |now: u64, then: u64| format_bits_per_s((now - then.min(now)) as f64 * 8.0 / dt);
+        let (sending, receiving) = (rate(tx, self.last.1), rate(rx, self.last.2));
+        self.last = (t, tx, rx);
+        self.shown = std::io::stderr().is_terminal();
+        if self.shown {
+            let line =
+                format!("\r  {t:6.1} s  sending {sending:>14}  receiving {receiving:>14}   ");
+            let _ = std::io::stderr().write_all(line.as_bytes());
+        }
+    }
+
+    fn done(&mut self) {
+        if self.shown {
+            eprint!("\r{:70}\r", "");
+        }
+        *self = Self::default();
     }
 }

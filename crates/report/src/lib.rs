@@ -10,6 +10,7 @@
 
 pub mod calc;
 pub mod column;
+pub mod demo;
 pub mod flags;
 pub mod inspect;
 pub mod latency;

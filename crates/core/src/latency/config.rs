@@ -461,16 +461,9 @@ pub fn expand(base: Variant, sweeps: &[String]) -> Result<Vec<Variant>, ConfigEr
                 let mut c = cfg.clone();
                 match key {
                     "reflector-mode" => {
-                        c.reflector_mode = match v.to_ascii_lowercase().as_str() {
-                            "blocking" => ReflectorMode::Blocking,
-                            "busy" => ReflectorMode::Busy,
-                            "batch" => ReflectorMode::Batch,
-                            _ => {
-                                return err(
-                                    Parameter::Sweep,
-                                    format!("reflector-mode: '{v}' is not blocking, busy or batch"),
-                                )
-                            }
+                        c.reflector_mode = match v.parse() {
+                            Ok(mode) => mode,
+                            Err(e) => return err(Parameter::Sweep, format!("reflector-mode: {e}")),
                         };
                     }
                     "reflector-copy" => c.reflector_copy = on_off(key, v)?,

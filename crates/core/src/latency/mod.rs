@@ -295,6 +295,20 @@ pub enum ReflectorMode {
     Batch,
 }
 
+impl std::str::FromStr for ReflectorMode {
+    type Err = String;
+
+    /// `blocking`, `busy` or `batch` (any case).
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "blocking" => Ok(Self::Blocking),
+            "busy" => Ok(Self::Busy),
+            "batch" => Ok(Self::Batch),
+            _ => Err(format!("'{s}' is not blocking, busy or batch")),
+        }
+    }
+}
+
 /// The echo protocol of a latency run (and of a session with linerate's
 /// reflector, which answers UDP and TCP; the peer's kernel answers ICMP).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]

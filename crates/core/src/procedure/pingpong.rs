@@ -17,6 +17,16 @@ pub enum Until {
     Time(Duration),
 }
 
+impl Until {
+    /// How long the run sends, when it is given as a time.
+    pub fn time(self) -> Option<Duration> {
+        match self {
+            Self::Time(t) => Some(t),
+            Self::Count(_) => None,
+        }
+    }
+}
+
 /// The schedule of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Schedule {

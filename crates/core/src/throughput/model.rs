@@ -1051,6 +1051,32 @@ pub const SCENARIOS_SCHEMA: &str = "linerate.throughput.scenarios";
 /// Version of the scenarios document.
 pub const SCENARIOS_VERSION: u32 = 2;
 
+impl Scenarios {
+    /// Several runs in one document on `host`, started when the first run
+    /// did; its flags are every run's, each saying which scenario raised it.
+    pub fn document(
+        runs: Vec<crate::result::Envelope<ThroughputResult>>,
+        host: crate::result::HostFacts,
+    ) -> crate::result::Envelope<Self> {
+        let mut flags = Vec::new();
+        for (i, r) in runs.iter().enumerate() {
+            for f in &r.flags {
+                let mut f = f.clone();
+                let path = r.result.params.send_path;
+                f.message = format!("scenario {} ({path}): {}", i + 1, f.message);
+                flags.push(f.with("scenario", i + 1));
+            }
+        }
+        let started_at = runs.first().and_then(|r| r.started_at.clone());
+        let mut doc =
+            crate::result::Envelope::new(SCENARIOS_SCHEMA, SCENARIOS_VERSION, Self { runs })
+                .on(host)
+                .flagged(flags);
+        doc.started_at = started_at;
+        doc
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,7 +11,7 @@ use std::sync::{mpsc, Arc};
 use linerate_core::progress::Progress;
 use linerate_core::result::Envelope;
 use linerate_core::throughput::assess::{self, Measured, Setting};
-use linerate_core::throughput::config::{Config, Target};
+use linerate_core::throughput::config::{Config, ConfigError, Target};
 use linerate_core::throughput::model::{ThroughputParams, ThroughputResult, SCHEMA, VERSION};
 
 use super::client::{self, ClientError};
@@ -38,6 +38,12 @@ pub enum RunError {
     /// The session could not run.
     #[error(transparent)]
     Client(#[from] ClientError),
+    /// The parameters are refused.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// No run was made.
+    #[error("the test produced no result")]
+    NoResult,
 }
 
 /// One `linerate.throughput` document per run, in the order of
@@ -165,6 +171,17 @@ fn run_client(
         },
         path,
     ))
+}
+
+/// One test with `params` over loopback against a server on a thread of
+/// this process (what `linerate demo` shows), without progress.
+pub fn loopback(params: ThroughputParams) -> Result<Envelope<ThroughputResult>, RunError> {
+    let server = LocalServer::start(None, SocketAddr::from(([127, 0, 0, 1], 0)))?;
+    let cfg = Config::new(Target::Server(server.addr()), vec![params], None)?;
+    let mut silent = linerate_core::progress::Silent;
+    let runs = run(&cfg, &mut silent, &Arc::new(AtomicBool::new(false)))?;
+    drop(server);
+    runs.into_iter().next().ok_or(RunError::NoResult)
 }
 
 /// A `linerate server` on a thread of this process (inside a bed's host b,
