@@ -51,6 +51,7 @@ pub(crate) enum Command {
     /// % of max possible for --link. JSON: schema linerate.throughput version 1.
     Throughput(crate::throughput::ThroughputArgs),
     /// Testbeds from network namespaces: up, down, list, sweep, exec.
+    #[command(subcommand)]
     Testbed(crate::testbed::TestbedArgs),
     /// An interface's driver, speed, offloads, rings, coalescing, timestamping, PCIe link,
     /// NUMA node and IRQs, with the ceilings that follow and warnings for settings that cap

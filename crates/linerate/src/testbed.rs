@@ -4,14 +4,12 @@
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::Path;
 
-use anyhow::{anyhow, Context as _};
+use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use linerate_bed::plan::{HostFacts, Plan};
 use linerate_bed::{guard, state, sweep, Bed, BedError, BedSpec, Offloads, TcpMem, Topology};
 use linerate_core::result::Envelope;
-use linerate_core::testbed::{
-    TestbedSweep, DOWN_SCHEMA, LIST_SCHEMA, PLAN_SCHEMA, SWEEP_SCHEMA, VERSION,
-};
+use linerate_core::testbed::{DOWN_SCHEMA, LIST_SCHEMA, PLAN_SCHEMA, SWEEP_SCHEMA, VERSION};
 use linerate_core::units::BitRate;
 use linerate_report::table::Width;
 use linerate_report::testbed as report;
@@ -20,16 +18,9 @@ use serde::Serialize;
 use crate::output::{print, print_json};
 use crate::Failure;
 
-/// Flags of `linerate testbed`.
-#[derive(Debug, Args)]
-pub(crate) struct TestbedArgs {
-    #[command(subcommand)]
-    pub(crate) action: Action,
-}
-
 /// What to do with beds.
 #[derive(Debug, Subcommand)]
-pub(crate) enum Action {
+pub(crate) enum TestbedArgs {
     /// Builds a bed: namespaces lr-NAME-a, lr-NAME-b (and lr-NAME-dut), veth links,
     /// addresses in 198.18.0.0/15 and 2001:2::/48, the settings given (each read back).
     ///
@@ -70,7 +61,7 @@ pub(crate) enum Action {
         host: String,
         /// The command and its arguments (after `--`).
         #[arg(last = true, required = true, value_name = "CMD")]
-        command: Vec<String>,
+        cmd: Vec<String>,
     },
 }
 
@@ -119,37 +110,30 @@ pub(crate) struct UpArgs {
 /// Runs `linerate testbed …`.
 pub(crate) fn run(args: &TestbedArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
     let (t0, w) = (linerate_io::host::unix_now_ns(), ctx.width);
-    match &args.action {
-        Action::Up(a) => up(a, t0, w),
-        Action::Down { name, json } => {
+    match args {
+        TestbedArgs::Up(a) => up(a, t0, w),
+        TestbedArgs::Down { name, json } => {
             let d = Bed::open(name)?.remove()?;
             emit(*json, DOWN_SCHEMA, t0, &d, report::down(&d))
         }
-        Action::List { json } => {
+        TestbedArgs::List { json } => {
             let l = state::listing(Path::new(state::STATE_DIR));
             let text = report::list(&state::summaries(&l), &l.errors, w);
             emit(*json, LIST_SCHEMA, t0, &l, text)
         }
-        Action::Sweep { prefix, json } => {
-            let s = TestbedSweep::from(sweep::sweep(prefix.as_deref())?);
+        TestbedArgs::Sweep { prefix, json } => {
+            let s = linerate_core::testbed::TestbedSweep::from(sweep::sweep(prefix.as_deref())?);
             emit(*json, SWEEP_SCHEMA, t0, &s, report::sweep(&s))?;
-            match s.errors.is_empty() {
-                true => Ok(()),
-                false => Err(anyhow!("sweep incomplete: {}", s.errors.join("; ")).into()),
-            }
+            Ok(sweep::complete(&s)?)
         }
-        Action::Exec {
-            name,
-            host,
-            command,
-        } => {
+        TestbedArgs::Exec { name, host, cmd } => {
             let bed = Bed::open(name)?;
             let ns = bed.live_netns(host)?;
             let status = std::process::Command::new("ip")
                 .args(["netns", "exec", ns])
-                .args(command)
+                .args(cmd)
                 .status()
-                .with_context(|| format!("running ip netns exec {ns} {}", command.join(" ")))?;
+                .with_context(|| format!("running ip netns exec {ns} {}", cmd.join(" ")))?;
             // The command's own exit status is ours (128 + signal if it was killed).
             let code = status.code();
             std::process::exit(code.unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
