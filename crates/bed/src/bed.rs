@@ -4,6 +4,7 @@ use std::io::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
+use linerate_core::testbed::TestbedDown;
 use linerate_core::units::BitRate;
 
 use crate::guard::{self, Registered};
@@ -99,6 +100,40 @@ impl Bed {
     pub fn down(mut self) -> Result<(), BedError> {
         self.owning = false;
         self.teardown()
+    }
+
+    /// [`Bed::down`], returning what `testbed down` reports.
+    pub fn remove(self) -> Result<TestbedDown, BedError> {
+        let d = TestbedDown {
+            removed: self.name().to_string(),
+            namespaces: self.layout().namespaces(),
+        };
+        self.down()?;
+        Ok(d)
+    }
+
+    /// The namespace of host `role`, which must exist.
+    pub fn live_netns(&self, role: &str) -> Result<&str, BedError> {
+        let ns = self.netns(role).ok_or_else(|| {
+            let hosts: Vec<&str> = self
+                .layout()
+                .hosts
+                .iter()
+                .map(|h| h.role.as_str())
+                .collect();
+            let hosts = hosts.join(", ");
+            BedError::Invalid(format!(
+                "bed {} has no host '{role}' (hosts: {hosts})",
+                self.name()
+            ))
+        })?;
+        if !guard::netns_exists(ns) {
+            let name = self.name();
+            return Err(BedError::Invalid(format!(
+                "namespace {ns} of bed {name} is gone"
+            )));
+        }
+        Ok(ns)
     }
 
     fn teardown(&self) -> Result<(), BedError> {

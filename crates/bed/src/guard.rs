@@ -113,6 +113,16 @@ pub fn netns_exists(ns: &str) -> bool {
         .exists()
 }
 
+/// An error unless `ns` names an existing network namespace.
+pub fn check_netns(ns: &str) -> Result<(), BedError> {
+    if ns.is_empty() || ns.contains('/') || !netns_exists(ns) {
+        return Err(BedError::Invalid(format!(
+            "no network namespace '{ns}' (ip netns list shows them)"
+        )));
+    }
+    Ok(())
+}
+
 /// Blocks the termination signals and starts the thread that removes every
 /// registered bed when one arrives, then exits with 128 + its number.
 pub fn install_signal_teardown() -> std::io::Result<()> {

@@ -20,8 +20,8 @@ use linerate_core::linerate::PcieLink;
 use crate::apply::run_command;
 
 pub use linerate_core::inspect::{
-    ceilings, Ceiling, FeatureState, InterfaceBrief, InterfaceReport, Irq, Pcie, Rings,
-    Timestamping, SCHEMA,
+    ceilings, Ceiling, FeatureState, InterfaceBrief, InterfaceList, InterfaceReport, Irq, Pcie,
+    Rings, Timestamping, SCHEMA,
 };
 
 /// Parses `ethtool IF`: speed in bit/s and duplex.
@@ -279,7 +279,8 @@ fn is_pci_address(s: &str) -> bool {
 }
 
 /// Lists the interfaces of `netns` (or of this process's namespace).
-pub fn list(netns: Option<&str>) -> Result<Vec<InterfaceBrief>, crate::BedError> {
+pub fn list(netns: Option<&str>) -> Result<InterfaceList, crate::BedError> {
+    netns.map(crate::guard::check_netns).transpose()?;
     let mut argv: Vec<String> = Vec::new();
     if let Some(ns) = netns {
         argv.extend(["ip", "-n", ns].map(String::from));
@@ -290,7 +291,8 @@ pub fn list(netns: Option<&str>) -> Result<Vec<InterfaceBrief>, crate::BedError>
     let out = crate::apply::run_dump(&argv)?;
     let v: serde_json::Value = serde_json::from_str(&out)
         .map_err(|e| crate::BedError::Invalid(format!("cannot read `ip -j addr`: {e}")))?;
-    Ok(v.as_array()
+    let interfaces = v
+        .as_array()
         .map(Vec::as_slice)
         .unwrap_or_default()
         .iter()
@@ -314,11 +316,16 @@ pub fn list(netns: Option<&str>) -> Result<Vec<InterfaceBrief>, crate::BedError>
                 })
                 .collect(),
         })
-        .collect())
+        .collect();
+    Ok(InterfaceList {
+        netns: netns.map(str::to_string),
+        interfaces,
+    })
 }
 
 /// Inspects interface `name` in `netns` (or here).
 pub fn inspect(name: &str, netns: Option<&str>) -> Result<InterfaceReport, crate::BedError> {
+    netns.map(crate::guard::check_netns).transpose()?;
     if name.is_empty() || name.len() > 15 || name.contains(['/', ' ', '\0']) {
         return Err(crate::BedError::Invalid(format!(
             "'{name}' is not an interface name"

@@ -53,6 +53,7 @@
 
 mod apply;
 mod bed;
+pub mod dut_target;
 pub mod ethtool;
 pub mod guard;
 pub mod iface;

@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::net::IpAddr;
 
+use linerate_core::testbed::TestbedPlan;
 use linerate_core::units::BitRate;
 use serde::{Deserialize, Serialize};
 
@@ -851,6 +852,20 @@ impl Plan {
             .map(|netns| Step::DelNetns { netns })
             .collect();
         Self { up, down, notes }
+    }
+
+    /// The document of `testbed up --dry-run --json` for `spec`.
+    pub fn document(&self, spec: &BedSpec) -> TestbedPlan<BedSpec> {
+        TestbedPlan {
+            dry_run: true,
+            spec: spec.clone(),
+            commands: self.up.iter().map(ToString::to_string).collect(),
+            readbacks: (self.up.iter().filter_map(Step::readback))
+                .map(|r| render_argv(&r.argv))
+                .collect(),
+            down_commands: self.down.iter().map(ToString::to_string).collect(),
+            notes: self.notes.clone(),
+        }
     }
 
     /// The plan as shell lines: every step, each read-back as a comment.

@@ -12,6 +12,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use linerate_core::testbed::{BedStatus, BedSummary, ListedBed, TestbedList};
+
 use crate::layout::Layout;
 use crate::spec::BedSpec;
 use crate::BedError;
@@ -76,8 +78,8 @@ impl BedRecord {
     }
 
     /// The plain summary the human renderers read.
-    pub fn summary(&self) -> linerate_core::testbed::BedSummary {
-        use linerate_core::testbed::{BedSummary, HostSummary};
+    pub fn summary(&self) -> BedSummary {
+        use linerate_core::testbed::HostSummary;
         BedSummary {
             name: self.name.clone(),
             topology: self.spec.topology.to_string(),
@@ -228,6 +230,38 @@ pub fn list(dir: &Path) -> Vec<Result<BedRecord, BedError>> {
         .collect();
     names.sort();
     names.iter().map(|n| read(dir, n)).collect()
+}
+
+/// Whether every namespace of a stored bed exists.
+pub fn status(r: &BedRecord) -> BedStatus {
+    let ns = r.layout.namespaces();
+    let present = ns.iter().filter(|n| crate::guard::netns_exists(n)).count();
+    BedStatus::of(r.complete, present, ns.len())
+}
+
+/// The document of `testbed list`: every bed stored in `dir` with its
+/// status, and the files that could not be read.
+pub fn listing(dir: &Path) -> TestbedList<BedRecord> {
+    let mut l = TestbedList {
+        beds: Vec::new(),
+        errors: Vec::new(),
+    };
+    for r in list(dir) {
+        match r {
+            Ok(record) => l.beds.push(ListedBed {
+                name: record.name.clone(),
+                status: status(&record),
+                bed: record,
+            }),
+            Err(e) => l.errors.push(linerate_core::error::chain(&e)),
+        }
+    }
+    l
+}
+
+/// The listed beds as people read them: summary and status.
+pub fn summaries(l: &TestbedList<BedRecord>) -> Vec<(BedSummary, BedStatus)> {
+    l.beds.iter().map(|b| (b.bed.summary(), b.status)).collect()
 }
 
 #[cfg(test)]

@@ -24,6 +24,28 @@ pub struct SweepReport {
     pub errors: Vec<String>,
 }
 
+impl From<SweepReport> for linerate_core::testbed::TestbedSweep {
+    fn from(r: SweepReport) -> Self {
+        Self {
+            netns: r.netns,
+            links: r.links,
+            files: r.files.iter().map(|f| f.display().to_string()).collect(),
+            errors: r.errors,
+        }
+    }
+}
+
+/// An error naming what a sweep could not remove, if anything.
+pub fn complete(s: &linerate_core::testbed::TestbedSweep) -> Result<(), BedError> {
+    match s.errors.is_empty() {
+        true => Ok(()),
+        false => Err(BedError::Invalid(format!(
+            "sweep incomplete: {}",
+            s.errors.join("; ")
+        ))),
+    }
+}
+
 /// Removes every namespace and root link named `lr-<prefix>…` and every bed
 /// file whose bed name starts with `prefix` (all of them when `prefix` is
 /// `None`).

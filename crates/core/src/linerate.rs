@@ -578,6 +578,9 @@ pub enum BusError {
     /// Max payload size not a power of two in 128–4096.
     #[error("max payload size {0} is not one of 128, 256, 512, 1024, 2048, 4096")]
     Mps(u32),
+    /// A max payload size that is not a number.
+    #[error("'{0}' is not a number of bytes")]
+    MpsSyntax(String),
 }
 
 impl FromStr for PcieLink {
@@ -617,6 +620,15 @@ pub fn check_mps(mps: u32) -> Result<u32, BusError> {
     } else {
         Err(BusError::Mps(mps))
     }
+}
+
+/// A PCIe Max_Payload_Size as typed (bytes), checked.
+pub fn parse_mps(s: &str) -> Result<u32, BusError> {
+    let n = s
+        .trim()
+        .parse()
+        .map_err(|_| BusError::MpsSyntax(s.into()))?;
+    check_mps(n)
 }
 
 /// The DMA ceiling of a PCIe link for posted writes of a given payload size.

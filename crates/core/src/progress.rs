@@ -23,6 +23,16 @@ pub struct Silent;
 
 impl Progress for Silent {}
 
+/// Progress steps handed to a function (the binary prints them on stderr).
+#[derive(Debug, Clone, Copy)]
+pub struct Steps<F: FnMut(&str)>(pub F);
+
+impl<F: FnMut(&str)> Progress for Steps<F> {
+    fn step(&mut self, line: &str) {
+        (self.0)(line);
+    }
+}
+
 /// Progress collected as lines (tests).
 #[derive(Debug, Clone, Default)]
 pub struct Lines(pub Vec<String>);

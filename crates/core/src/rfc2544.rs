@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::calc::SizeList;
 use crate::linerate::{Encap, Row, MAX_UNTAGGED_FRAME_BYTES};
 use crate::procedure::rfc2544::b2b::BackToBackResult;
 use crate::procedure::rfc2544::latency::{single_frame_bits_per_s, LatencyResult};
@@ -169,10 +170,80 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// Interface `iface` in namespace `netns` (`None`: the caller's).
+    pub fn new(netns: Option<&str>, iface: &str) -> Self {
+        Self {
+            netns: netns.map(str::to_string),
+            iface: iface.to_string(),
+        }
+    }
+
     /// The namespace for people ("this namespace" for the caller's).
     pub fn netns_label(&self) -> &str {
         self.netns.as_deref().unwrap_or("this namespace")
     }
+}
+
+/// A flag value that does not parse; the message says why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ParseError(String);
+
+/// A MAC address such as `02:00:00:00:00:01`.
+pub fn parse_mac(s: &str) -> Result<[u8; 6], ParseError> {
+    let bad = || {
+        ParseError(format!(
+            "'{s}' is not a MAC address (like 02:00:00:00:00:01)"
+        ))
+    };
+    let parts: Vec<&str> = s.trim().split(':').collect();
+    if parts.len() != 6 {
+        return Err(bad());
+    }
+    let mut mac = [0u8; 6];
+    for (m, p) in mac.iter_mut().zip(parts) {
+        if p.len() != 2 {
+            return Err(bad());
+        }
+        *m = u8::from_str_radix(p, 16).map_err(|_| bad())?;
+    }
+    Ok(mac)
+}
+
+/// A frame rate of at least 1 frame/s.
+pub fn parse_fps(s: &str) -> Result<f64, ParseError> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 1.0 => Ok(v),
+        _ => Err(ParseError(format!(
+            "'{s}' is not a rate of at least 1 frame/s"
+        ))),
+    }
+}
+
+/// A percentage from 0 to 100, with or without `%`.
+pub fn parse_pct(s: &str) -> Result<f64, ParseError> {
+    let v: f64 = s
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| ParseError(format!("'{s}' is not a percentage")))?;
+    if !(0.0..=100.0).contains(&v) || !v.is_finite() {
+        return Err(ParseError(format!("'{s}' is not between 0 and 100")));
+    }
+    Ok(v)
+}
+
+/// The frame sizes of `list`, and whether IPv6 changed them: with IPv6 the
+/// RFC 2544 list starts at 84 bytes instead of 64 (RFC 5180 section 5:
+/// 64-byte frames cannot carry IPv6 + UDP + a test header).
+pub fn frame_sizes(list: &SizeList, ipv6: bool) -> (Vec<u32>, bool) {
+    let mut sizes = list.sizes();
+    let replace = ipv6 && *list == SizeList::Rfc2544;
+    if replace {
+        sizes.retain(|&s| s != 64);
+        sizes.insert(0, 84);
+    }
+    (sizes, replace)
 }
 
 /// What a run is asked to do, validated ([`Config::validate`]).
@@ -251,6 +322,18 @@ pub enum ConfigError {
     /// The addresses are of two families.
     #[error("source {0} and destination {1} are of different families")]
     Family(IpAddr, IpAddr),
+}
+
+impl ConfigError {
+    /// The setting at fault (`frames`, `link`), for the caller to name its
+    /// own flag or field.
+    pub fn setting(&self) -> Option<&'static str> {
+        match self {
+            Self::FrameTooSmall(_) | Self::Frame(..) => Some("frames"),
+            Self::ZeroLink => Some("link"),
+            _ => None,
+        }
+    }
 }
 
 impl Config {
@@ -761,6 +844,21 @@ fn size_flags(s: &SizeReport, flags: &mut Vec<Flag>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flag_values_parse() {
+        assert_eq!(parse_mac("02:00:00:00:00:0a"), Ok([2, 0, 0, 0, 0, 10]));
+        assert!(parse_mac("02:00:00:00:00").is_err() && parse_mac("2:0:0:0:0:1").is_err());
+        assert_eq!(parse_pct("0.5%"), Ok(0.5));
+        assert!(parse_pct("101").is_err() && parse_pct("x").is_err());
+        assert_eq!(parse_fps("100"), Ok(100.0));
+        assert!(parse_fps("0.5").is_err());
+        assert_eq!(frame_sizes(&SizeList::Rfc2544, true).0[..2], [84, 128]);
+        assert_eq!(
+            frame_sizes(&SizeList::Sizes(vec![64]), true),
+            (vec![64], false)
+        );
+    }
     use crate::procedure::rfc2544::throughput::ThroughputRun;
     use crate::result::exit_code;
 

@@ -2,8 +2,8 @@
 //! `linerate-core` right here so no string parsing happens past `main`.
 
 use clap::{Args, Parser, Subcommand};
-pub(crate) use linerate_core::calc::SizeList;
-use linerate_core::linerate::{check_mps, Encap, PcieLink};
+use linerate_core::calc::SizeList;
+use linerate_core::linerate::{parse_mps, Encap, PcieLink};
 use linerate_core::units::BitRate;
 
 /// linerate: how fast is a link, a stack or a box really, how close is that to
@@ -51,6 +51,7 @@ pub(crate) enum Command {
     /// % of max possible for --link. JSON: schema linerate.throughput version 1.
     Throughput(crate::throughput::ThroughputArgs),
     /// Testbeds from network namespaces: up, down, list, sweep, exec.
+    #[command(subcommand)]
     Testbed(crate::testbed::TestbedArgs),
     /// An interface's driver, speed, offloads, rings, coalescing, timestamping, PCIe link,
     /// NUMA node and IRQs, with the ceilings that follow and warnings for settings that cap
@@ -75,55 +76,43 @@ pub(crate) struct CalcArgs {
         default_value = "100M,1G,10G"
     )]
     pub(crate) link: Vec<BitRate>,
-
     /// Ethernet frame lengths, header to FCS (e.g. 64,1518), or `rfc2544` for
     /// 64,128,256,512,1024,1280,1518. The default when nothing else is given.
     #[arg(long, value_name = "BYTES[,…]|rfc2544", group = "carried")]
     pub(crate) frame: Option<SizeList>,
-
     /// Payload sizes above the innermost header of --encap (e.g. 18,1472 with udp4).
     #[arg(long, value_name = "BYTES[,…]", group = "carried")]
     pub(crate) payload: Option<SizeList>,
-
     /// MTUs (L2 payload, as `ip link` sets it): the largest payload of --encap
     /// that fits, and what it yields.
     #[arg(long, value_name = "BYTES[,…]", group = "carried")]
     pub(crate) mtu: Option<SizeList>,
-
     /// What wraps the payload: eth, vlan, qinq, ipv4, ipv6, udp4, udp6, tcp4,
     /// tcp6, or a tag plus an IP layer such as vlan+udp4.
     #[arg(long, value_name = "ENCAP", default_value = "eth")]
     pub(crate) encap: Encap,
-
     /// TCP option bytes in every segment (default 12: timestamps, as Linux sends).
     #[arg(long, value_name = "BYTES")]
     pub(crate) tcp_options: Option<u32>,
-
     /// IPv4 option bytes (or IPv6 extension header bytes).
     #[arg(long, value_name = "BYTES")]
     pub(crate) ip_options: Option<u32>,
-
     /// Also show how long N back-to-back frames take on the wire.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) frames: Option<u64>,
-
     /// A PCIe bus to set beside the link: pcie<GEN>x<LANES>, generations 1-6,
     /// widths 1-16 (e.g. pcie3x4).
     #[arg(long, value_name = "SPEC")]
     pub(crate) bus: Option<PcieLink>,
-
     /// PCIe Max_Payload_Size in bytes (128, 256, 512; up to 4096) [default: 256].
     #[arg(long, value_name = "BYTES", requires = "bus", value_parser = parse_mps)]
     pub(crate) mps: Option<u32>,
-
     /// Allow frames above the 1518-byte IEEE maximum (up to 16384).
     #[arg(long)]
     pub(crate) jumbo: bool,
-
     /// One JSON document (schema linerate.calc, version 1).
     #[arg(long, conflicts_with = "csv")]
     pub(crate) json: bool,
-
     /// CSV with a header line.
     #[arg(long)]
     pub(crate) csv: bool,
@@ -132,14 +121,6 @@ pub(crate) struct CalcArgs {
 /// Flags of `linerate demo`.
 #[derive(Debug, Args)]
 pub(crate) struct DemoArgs {}
-
-fn parse_mps(s: &str) -> Result<u32, String> {
-    let n: u32 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a number of bytes"))?;
-    check_mps(n).map_err(|e| e.to_string())
-}
 
 #[cfg(test)]
 mod tests {

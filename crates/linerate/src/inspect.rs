@@ -3,7 +3,8 @@
 //! `linerate_bed::inspect`; text: `linerate_report::inspect`).
 
 use clap::Args;
-use linerate_core::inspect::{assess, InterfaceList, LIST_SCHEMA, LIST_VERSION, SCHEMA, VERSION};
+use linerate_bed::Bed;
+use linerate_core::inspect::{assess, LIST_SCHEMA, LIST_VERSION, SCHEMA, VERSION};
 use linerate_core::result::{Envelope, Flag};
 
 use crate::output::{print, print_json};
@@ -32,53 +33,33 @@ pub(crate) struct InspectArgs {
 
 /// Runs `linerate inspect`.
 pub(crate) fn run(args: &InspectArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
-    if let Some(name) = &args.bed {
-        let bed = linerate_bed::Bed::open(name)?;
-        let (Some(ns), Some(iface)) = (bed.netns(&args.host), bed.iface(&args.host)) else {
-            return Err(anyhow::anyhow!("bed {} has no host '{}'", bed.name(), args.host).into());
-        };
-        let args = InspectArgs {
-            iface: Some(args.iface.clone().unwrap_or_else(|| iface.to_string())),
-            netns: Some(ns.to_string()),
-            bed: None,
-            host: args.host.clone(),
-            json: args.json,
-        };
-        return run(&args, ctx);
-    }
-    if let Some(ns) = &args.netns {
-        if ns.is_empty() || ns.contains('/') || !linerate_bed::guard::netns_exists(ns) {
-            return Err(
-                anyhow::anyhow!("no network namespace '{ns}' (ip netns list shows them)").into(),
-            );
-        }
-    }
+    let bed = args.bed.as_deref().map(Bed::open).transpose()?;
+    let netns = match &bed {
+        Some(b) => Some(b.live_netns(&args.host)?),
+        None => args.netns.as_deref(),
+    };
+    let iface = (args.iface.as_deref()).or(bed.as_ref().and_then(|b| b.iface(&args.host)));
     let t0 = linerate_io::host::unix_now_ns();
-    let Some(iface) = &args.iface else {
-        let list = InterfaceList {
-            netns: args.netns.clone(),
-            interfaces: linerate_bed::inspect::list(args.netns.as_deref())?,
-        };
-        if args.json {
+    let Some(iface) = iface else {
+        let list = linerate_bed::inspect::list(netns)?;
+        return if args.json {
+            let host = linerate_io::host::facts();
             print_json(
                 &Envelope::new(LIST_SCHEMA, LIST_VERSION, list)
                     .started(t0)
-                    .on(linerate_io::host::facts()),
-            )?;
+                    .on(host),
+            )
         } else {
-            print(&linerate_report::inspect::list(&list, ctx.width))?;
+            print(&linerate_report::inspect::list(&list, ctx.width))
         }
-        return Ok(Vec::new());
+        .map(|()| Vec::new());
     };
-    let r = linerate_bed::inspect::inspect(iface, args.netns.as_deref())?;
+    let r = linerate_bed::inspect::inspect(iface, netns)?;
     let flags = assess(&r);
     if args.json {
-        print_json(
-            &Envelope::new(SCHEMA, VERSION, r)
-                .started(t0)
-                .on(linerate_io::host::facts())
-                .flagged(flags.clone()),
-        )?;
+        let host = linerate_io::host::facts();
+        let doc = Envelope::new(SCHEMA, VERSION, r).started(t0).on(host);
+        print_json(&doc.flagged(flags.clone()))?;
     } else {
         print(&linerate_report::inspect::report(&r, &flags, ctx.width))?;
     }

@@ -4,7 +4,6 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::anyhow;
 use clap::Args;
 use linerate_core::units::parse_duration;
 use linerate_core::wire::control::DEFAULT_PORT;
@@ -18,27 +17,22 @@ pub(crate) struct ServerArgs {
     /// Address to listen on [default: all addresses, IPv6 and IPv4].
     #[arg(long, value_name = "ADDR")]
     pub(crate) bind: Option<IpAddr>,
-
     /// Port to listen on (control and TCP data connections).
     #[arg(long, default_value_t = DEFAULT_PORT)]
     pub(crate) port: u16,
-
     /// Serve one session, then exit.
     #[arg(long)]
     pub(crate) once: bool,
-
     /// Most clients served at once; more are refused with a message.
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub(crate) max_clients: u16,
-
     /// Longest test time a client may ask for.
-    #[arg(long, value_name = "S", default_value = "300", value_parser = |s: &str| parse_duration(s).map_err(|e| e.to_string()))]
+    #[arg(long, value_name = "S", default_value = "300", value_parser = parse_duration)]
     pub(crate) max_duration: Duration,
 }
 
 /// Runs `linerate server` until killed (or after one session with --once).
-pub(crate) fn run(args: &ServerArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
-    let _ = ctx.width;
+pub(crate) fn run(args: &ServerArgs, _: &crate::Ctx) -> Result<(), Failure> {
     let log = Arc::new(|s: &str| eprintln!("linerate server: {s}"));
     let mk = |ip: IpAddr| ServerConfig {
         bind: SocketAddr::new(ip, args.port),
@@ -51,7 +45,6 @@ pub(crate) fn run(args: &ServerArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
         Some(ip) => Server::bind(mk(ip)),
         None => Server::bind(mk(IpAddr::V6(Ipv6Addr::UNSPECIFIED)))
             .or_else(|_| Server::bind(mk(IpAddr::from([0u8; 4])))),
-    }
-    .map_err(|e| Failure::Usage(anyhow!(e)))?;
-    server.run().map_err(|e| Failure::Usage(anyhow!(e)))
+    }?;
+    Ok(server.run()?)
 }

@@ -1,34 +1,26 @@
-//! `linerate testbed up|down|list|sweep|exec`: beds from network namespaces
-//! (crate `linerate-bed`).
+//! `linerate testbed up|down|list|sweep|exec`: flags -> `linerate_bed` (plans,
+//! beds, the stored list, sweeps) -> `linerate_report::testbed`.
 
+use std::os::unix::process::ExitStatusExt as _;
 use std::path::Path;
 
-use anyhow::{anyhow, Context as _};
+use anyhow::Context as _;
 use clap::{Args, Subcommand};
-use linerate_bed::plan::{render_argv, HostFacts, Plan};
-use linerate_bed::state::{self, BedRecord};
-use linerate_bed::{guard, sweep, Bed, BedError, BedSpec, Offloads, TcpMem, Topology};
+use linerate_bed::plan::{HostFacts, Plan};
+use linerate_bed::{guard, state, sweep, Bed, BedError, BedSpec, Offloads, TcpMem, Topology};
 use linerate_core::result::Envelope;
-use linerate_core::testbed::{
-    BedStatus, ListedBed, TestbedDown, TestbedList, TestbedPlan, TestbedSweep, DOWN_SCHEMA,
-    LIST_SCHEMA, PLAN_SCHEMA, SWEEP_SCHEMA, VERSION,
-};
+use linerate_core::testbed::{DOWN_SCHEMA, LIST_SCHEMA, PLAN_SCHEMA, SWEEP_SCHEMA, VERSION};
 use linerate_core::units::BitRate;
 use linerate_report::table::Width;
+use linerate_report::testbed as report;
+use serde::Serialize;
 
 use crate::output::{print, print_json};
 use crate::Failure;
 
-/// Flags of `linerate testbed`.
-#[derive(Debug, Args)]
-pub(crate) struct TestbedArgs {
-    #[command(subcommand)]
-    pub(crate) action: Action,
-}
-
 /// What to do with beds.
 #[derive(Debug, Subcommand)]
-pub(crate) enum Action {
+pub(crate) enum TestbedArgs {
     /// Builds a bed: namespaces lr-NAME-a, lr-NAME-b (and lr-NAME-dut), veth links,
     /// addresses in 198.18.0.0/15 and 2001:2::/48, the settings given (each read back).
     ///
@@ -38,14 +30,39 @@ pub(crate) enum Action {
     /// what was built.
     Up(UpArgs),
     /// Removes a bed: its namespaces (and everything in them) and its state file.
-    Down(NameArgs),
+    Down {
+        /// The bed's name (without "lr-").
+        name: String,
+        /// One JSON document.
+        #[arg(long)]
+        json: bool,
+    },
     /// Lists the beds stored in /run/linerate/beds.
-    List(ListArgs),
+    List {
+        /// One JSON document.
+        #[arg(long)]
+        json: bool,
+    },
     /// Removes every leftover named lr-… (namespaces, root-namespace links, stale
     /// bed files), or only those of beds whose name starts with --prefix.
-    Sweep(SweepArgs),
+    Sweep {
+        /// Only beds whose name starts with this (objects named lr-PREFIX…).
+        #[arg(long, value_name = "P")]
+        prefix: Option<String>,
+        /// One JSON document.
+        #[arg(long)]
+        json: bool,
+    },
     /// Runs a command inside one host's namespace: `testbed exec NAME a -- ip addr`.
-    Exec(ExecArgs),
+    Exec {
+        /// The bed's name.
+        name: String,
+        /// a, b or dut.
+        host: String,
+        /// The command and its arguments (after `--`).
+        #[arg(last = true, required = true, value_name = "CMD")]
+        cmd: Vec<String>,
+    },
 }
 
 /// Flags of `linerate testbed up`.
@@ -90,233 +107,72 @@ pub(crate) struct UpArgs {
     pub(crate) json: bool,
 }
 
-/// A bed's name.
-#[derive(Debug, Args)]
-pub(crate) struct NameArgs {
-    /// The bed's name (without "lr-").
-    pub(crate) name: String,
-    /// One JSON document.
-    #[arg(long)]
-    pub(crate) json: bool,
-}
-
-/// Flags of `linerate testbed list`.
-#[derive(Debug, Args)]
-pub(crate) struct ListArgs {
-    /// One JSON document.
-    #[arg(long)]
-    pub(crate) json: bool,
-}
-
-/// Flags of `linerate testbed sweep`.
-#[derive(Debug, Args)]
-pub(crate) struct SweepArgs {
-    /// Only beds whose name starts with this (objects named lr-PREFIX…).
-    #[arg(long, value_name = "P")]
-    pub(crate) prefix: Option<String>,
-    /// One JSON document.
-    #[arg(long)]
-    pub(crate) json: bool,
-}
-
-/// Flags of `linerate testbed exec`.
-#[derive(Debug, Args)]
-pub(crate) struct ExecArgs {
-    /// The bed's name.
-    pub(crate) name: String,
-    /// a, b or dut.
-    pub(crate) host: String,
-    /// The command and its arguments (after `--`).
-    #[arg(last = true, required = true, value_name = "CMD")]
-    pub(crate) command: Vec<String>,
-}
-
 /// Runs `linerate testbed …`.
 pub(crate) fn run(args: &TestbedArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
-    let w = ctx.width;
-    match &args.action {
-        Action::Up(a) => up(a, w),
-        Action::Down(a) => down(a),
-        Action::List(a) => list(a, w),
-        Action::Sweep(a) => sweep_cmd(a),
-        Action::Exec(a) => exec(a),
+    let (t0, w) = (linerate_io::host::unix_now_ns(), ctx.width);
+    match args {
+        TestbedArgs::Up(a) => up(a, t0, w),
+        TestbedArgs::Down { name, json } => {
+            let d = Bed::open(name)?.remove()?;
+            emit(*json, DOWN_SCHEMA, t0, &d, report::down(&d))
+        }
+        TestbedArgs::List { json } => {
+            let l = state::listing(Path::new(state::STATE_DIR));
+            let text = report::list(&state::summaries(&l), &l.errors, w);
+            emit(*json, LIST_SCHEMA, t0, &l, text)
+        }
+        TestbedArgs::Sweep { prefix, json } => {
+            let s = linerate_core::testbed::TestbedSweep::from(sweep::sweep(prefix.as_deref())?);
+            emit(*json, SWEEP_SCHEMA, t0, &s, report::sweep(&s))?;
+            Ok(sweep::complete(&s)?)
+        }
+        TestbedArgs::Exec { name, host, cmd } => {
+            let bed = Bed::open(name)?;
+            let ns = bed.live_netns(host)?;
+            let status = std::process::Command::new("ip")
+                .args(["netns", "exec", ns])
+                .args(cmd)
+                .status()
+                .with_context(|| format!("running ip netns exec {ns} {}", cmd.join(" ")))?;
+            // The command's own exit status is ours (128 + signal if it was killed).
+            let code = status.code();
+            std::process::exit(code.unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+        }
     }
 }
 
-/// A testbed document in the envelope.
-fn envelope<T>(schema: &str, t0: u64, body: T) -> Envelope<T> {
-    Envelope::new(schema, VERSION, body)
-        .started(t0)
-        .on(linerate_io::host::facts())
+/// A document: in the envelope with `--json`, else `text` for people.
+fn emit<T: Serialize>(json: bool, s: &str, t0: u64, doc: &T, text: String) -> Result<(), Failure> {
+    if json {
+        let host = linerate_io::host::facts();
+        print_json(&Envelope::new(s, VERSION, doc).started(t0).on(host))
+    } else {
+        print(&text)
+    }
 }
 
-fn spec_of(a: &UpArgs) -> Result<BedSpec, Failure> {
+fn up(a: &UpArgs, t0: u64, width: Width) -> Result<(), Failure> {
     let mut spec = BedSpec::new(a.name.clone(), a.topo);
-    spec.link = a.link;
-    spec.loss_pct = a.loss;
-    spec.mtu = a.mtu;
+    (spec.link, spec.loss_pct, spec.mtu, spec.rps) = (a.link, a.loss, a.mtu, a.rps);
+    (spec.tcp_rmem, spec.tcp_wmem) = (a.tcp_rmem, a.tcp_wmem);
     spec.offloads = a.offload.clone().unwrap_or_default();
-    spec.rps = a.rps;
-    spec.tcp_rmem = a.tcp_rmem;
-    spec.tcp_wmem = a.tcp_wmem;
     spec.validate()?;
-    Ok(spec)
-}
-
-fn up(a: &UpArgs, width: Width) -> Result<(), Failure> {
-    let t0 = linerate_io::host::unix_now_ns();
-    let spec = spec_of(a)?;
     if a.dry_run {
         let plan = Plan::build(&spec, HostFacts::detect());
-        if a.json {
-            return print_json(&envelope(
-                PLAN_SCHEMA,
-                t0,
-                TestbedPlan {
-                    dry_run: true,
-                    spec: spec.clone(),
-                    commands: plan.up.iter().map(ToString::to_string).collect(),
-                    readbacks: plan
-                        .up
-                        .iter()
-                        .filter_map(|s| s.readback())
-                        .map(|r| render_argv(&r.argv))
-                        .collect(),
-                    down_commands: plan.down.iter().map(ToString::to_string).collect(),
-                    notes: plan.notes.clone(),
-                },
-            ));
-        }
-        let mut out = format!(
-            "# linerate testbed up {} --topo {} (dry run: nothing is created)\n",
-            spec.name, spec.topology
-        );
-        out.push_str(&plan.render(true));
-        out.push_str("# down:\n");
-        for s in &plan.down {
-            out.push_str(&format!("#   {s}\n"));
-        }
-        for n in &plan.notes {
-            out.push_str(&format!("# note: {n}\n"));
-        }
-        return print(&out);
+        let (doc, topo) = (plan.document(&spec), spec.topology.as_str());
+        let text = report::dry_run(&spec.name, topo, &plan.render(true), &doc, width);
+        return emit(a.json, PLAN_SCHEMA, t0, &doc, text);
     }
     guard::install_signal_teardown().context("installing the signal guard")?;
-    let bed = match Bed::up(&spec) {
-        Ok(bed) => bed,
+    let record = match Bed::up(&spec) {
+        Ok(bed) => bed.keep(),
         // The bed was rolled back; end as the signal asked (130, 143).
         Err(BedError::Interrupted) => std::process::exit(guard::signal_exit_code().unwrap_or(130)),
         Err(e) => return Err(e.into()),
     };
-    let record = bed.keep();
-    if a.json {
+    match a.json {
         // The stored description itself (schema linerate.bed).
-        print_json(&record)
-    } else {
-        print(&linerate_report::testbed::describe(
-            &record.summary(),
-            width,
-        ))
+        true => print_json(&record),
+        false => print(&report::describe(&record.summary(), width)),
     }
-}
-
-fn down(a: &NameArgs) -> Result<(), Failure> {
-    let t0 = linerate_io::host::unix_now_ns();
-    let bed = Bed::open(&a.name)?;
-    let name = bed.name().to_string();
-    let namespaces = bed.layout().namespaces();
-    bed.down()?;
-    let d = TestbedDown {
-        removed: name,
-        namespaces,
-    };
-    if a.json {
-        print_json(&envelope(DOWN_SCHEMA, t0, d))
-    } else {
-        print(&linerate_report::testbed::down(&d))
-    }
-}
-
-/// Whether every namespace of a stored bed exists.
-fn status(r: &BedRecord) -> BedStatus {
-    let ns = r.layout.namespaces();
-    let present = ns.iter().filter(|n| guard::netns_exists(n)).count();
-    BedStatus::of(r.complete, present, ns.len())
-}
-
-fn list(a: &ListArgs, width: Width) -> Result<(), Failure> {
-    let t0 = linerate_io::host::unix_now_ns();
-    let mut l = TestbedList {
-        beds: Vec::new(),
-        errors: Vec::new(),
-    };
-    for r in state::list(Path::new(state::STATE_DIR)) {
-        match r {
-            Ok(record) => l.beds.push(ListedBed {
-                name: record.name.clone(),
-                status: status(&record),
-                bed: record,
-            }),
-            Err(e) => l.errors.push(linerate_core::error::chain(&e)),
-        }
-    }
-    if a.json {
-        return print_json(&envelope(LIST_SCHEMA, t0, l));
-    }
-    let beds: Vec<_> = l.beds.iter().map(|b| (b.bed.summary(), b.status)).collect();
-    print(&linerate_report::testbed::list(&beds, &l.errors, width))
-}
-
-fn sweep_cmd(a: &SweepArgs) -> Result<(), Failure> {
-    let t0 = linerate_io::host::unix_now_ns();
-    let r = sweep::sweep(a.prefix.as_deref())?;
-    let report = TestbedSweep {
-        netns: r.netns,
-        links: r.links,
-        files: r.files.iter().map(|f| f.display().to_string()).collect(),
-        errors: r.errors,
-    };
-    if a.json {
-        print_json(&envelope(SWEEP_SCHEMA, t0, &report))?;
-    } else {
-        print(&linerate_report::testbed::sweep(&report))?;
-    }
-    if report.errors.is_empty() {
-        Ok(())
-    } else {
-        Err(Failure::Usage(anyhow!(
-            "sweep incomplete: {}",
-            report.errors.join("; ")
-        )))
-    }
-}
-
-fn exec(a: &ExecArgs) -> Result<(), Failure> {
-    let bed = Bed::open(&a.name)?;
-    let ns = bed.netns(&a.host).ok_or_else(|| {
-        let hosts: Vec<&str> = bed.layout().hosts.iter().map(|h| h.role.as_str()).collect();
-        anyhow!(
-            "bed {} has no host '{}' (hosts: {})",
-            bed.name(),
-            a.host,
-            hosts.join(", ")
-        )
-    })?;
-    if !guard::netns_exists(ns) {
-        return Err(anyhow!("namespace {ns} of bed {} is gone", bed.name()).into());
-    }
-    let status = std::process::Command::new("ip")
-        .args(["netns", "exec", ns])
-        .args(&a.command)
-        .status()
-        .with_context(|| format!("running ip netns exec {ns} {}", a.command.join(" ")))?;
-    // The command's own exit status is ours (128 + signal if it was killed).
-    let code = status.code().unwrap_or_else(|| {
-        use std::os::unix::process::ExitStatusExt as _;
-        128 + status.signal().unwrap_or(0)
-    });
-    if code != 0 {
-        std::process::exit(code);
-    }
-    Ok(())
 }

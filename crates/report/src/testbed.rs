@@ -1,7 +1,7 @@
 //! `linerate testbed`: a bed, the list of beds and a sweep, as people read
 //! them (data: `linerate_core::testbed`).
 
-use linerate_core::testbed::{BedStatus, BedSummary, TestbedDown, TestbedSweep};
+use linerate_core::testbed::{BedStatus, BedSummary, TestbedDown, TestbedPlan, TestbedSweep};
 
 use crate::table::{paragraph, Align, Table, Width};
 
@@ -130,6 +130,23 @@ pub fn sweep(s: &TestbedSweep) -> String {
     }
     if out.is_empty() {
         out.push_str("nothing to sweep\n");
+    }
+    out
+}
+
+/// `testbed up --dry-run`: a title, the commands with their read-backs
+/// (`steps`, as the bed's plan writes them), the teardown and the notes,
+/// wrapped within `width`.
+pub fn dry_run<S>(name: &str, topology: &str, steps: &str, p: &TestbedPlan<S>, w: Width) -> String {
+    let mut out =
+        format!("# linerate testbed up {name} --topo {topology} (dry run: nothing is created)\n");
+    out.push_str(steps);
+    out.push_str("# down:\n");
+    for s in &p.down_commands {
+        out.push_str(&format!("#   {s}\n"));
+    }
+    for n in &p.notes {
+        out.push_str(&paragraph("# note: ", "#       ", n, w));
     }
     out
 }
