@@ -19,6 +19,8 @@ pub const PLAN_SCHEMA: &str = "linerate.testbed.plan";
 pub const DOWN_SCHEMA: &str = "linerate.testbed.down";
 /// `testbed list --json`.
 pub const LIST_SCHEMA: &str = "linerate.testbed.list";
+/// `testbed up --json` (the bed built, its stored description inside).
+pub const UP_SCHEMA: &str = "linerate.testbed.up";
 /// `testbed sweep --json`.
 pub const SWEEP_SCHEMA: &str = "linerate.testbed.sweep";
 /// Version of the four (2: one schema name each; 1 was `linerate.testbed`).
@@ -39,6 +41,15 @@ pub struct TestbedPlan<S> {
     pub down_commands: Vec<String>,
     /// Fidelity notes.
     pub notes: Vec<String>,
+}
+
+/// The bed `testbed up` built: its stored description (`linerate.bed`, as
+/// `/run/linerate/beds/NAME.json` holds it). Version 1 printed that
+/// description alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TestbedUp<R> {
+    /// The bed's description.
+    pub bed: R,
 }
 
 /// What `testbed down` removed.

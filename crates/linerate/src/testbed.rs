@@ -9,7 +9,9 @@ use clap::{Args, Subcommand};
 use linerate_bed::plan::{HostFacts, Plan};
 use linerate_bed::{guard, state, sweep, Bed, BedError, BedSpec, Offloads, TcpMem, Topology};
 use linerate_core::result::Envelope;
-use linerate_core::testbed::{DOWN_SCHEMA, LIST_SCHEMA, PLAN_SCHEMA, SWEEP_SCHEMA, VERSION};
+use linerate_core::testbed::{
+    TestbedUp, DOWN_SCHEMA, LIST_SCHEMA, PLAN_SCHEMA, SWEEP_SCHEMA, UP_SCHEMA, VERSION,
+};
 use linerate_core::units::BitRate;
 use linerate_report::table::Width;
 use linerate_report::testbed as report;
@@ -170,9 +172,6 @@ fn up(a: &UpArgs, t0: u64, width: Width) -> Result<(), Failure> {
         Err(BedError::Interrupted) => std::process::exit(guard::signal_exit_code().unwrap_or(130)),
         Err(e) => return Err(e.into()),
     };
-    match a.json {
-        // The stored description itself (schema linerate.bed).
-        true => print_json(&record),
-        false => print(&report::describe(&record.summary(), width)),
-    }
+    let text = report::describe(&record.summary(), width);
+    emit(a.json, UP_SCHEMA, t0, &TestbedUp { bed: record }, text)
 }

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use linerate_core::result::Envelope;
 use linerate_core::testbed::{
-    BedStatus, TestbedDown, TestbedList, TestbedPlan, TestbedSweep, DOWN_SCHEMA, LIST_SCHEMA,
-    PLAN_SCHEMA, SWEEP_SCHEMA,
+    BedStatus, TestbedDown, TestbedList, TestbedPlan, TestbedSweep, TestbedUp, DOWN_SCHEMA,
+    LIST_SCHEMA, PLAN_SCHEMA, SWEEP_SCHEMA, UP_SCHEMA,
 };
 
 fn linerate(args: &[&str]) -> Output {
@@ -392,6 +392,7 @@ fn testbed_schemas_are_published() {
     common::published::<Envelope<List>>(LIST_SCHEMA);
     common::published::<Envelope<TestbedSweep>>(SWEEP_SCHEMA);
     common::published::<linerate_bed::state::BedRecord>(linerate_bed::state::SCHEMA);
+    common::published::<Envelope<TestbedUp<linerate_bed::state::BedRecord>>>(UP_SCHEMA);
 }
 
 #[test]
@@ -453,9 +454,12 @@ fn list_down_and_sweep_json_validate_and_round_trip() {
     let v = json_of(&[
         "testbed", "up", &n, "--topo", "pair", "--link", "1G", "--mtu", "9000", "--json",
     ]);
-    common::validate(linerate_bed::state::SCHEMA, &v);
-    let r: linerate_bed::state::BedRecord = serde_json::from_value(v.clone()).unwrap();
-    assert_eq!(serde_json::to_value(&r).unwrap(), v);
+    let e: Envelope<TestbedUp<linerate_bed::state::BedRecord>> = round_trip(UP_SCHEMA, &v);
+    assert_eq!(e.result.bed.name, n);
+    common::validate(
+        linerate_bed::state::SCHEMA,
+        &serde_json::to_value(&e.result.bed).unwrap(),
+    );
     let o = linerate(&["testbed", "list"]);
     let out = text(&o.stdout);
     assert!(out.lines().all(|l| l.chars().count() <= 100), "{out}");
