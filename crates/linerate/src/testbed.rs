@@ -103,7 +103,7 @@ pub(crate) struct UpArgs {
     /// Print the commands (and their read-backs) instead of running them.
     #[arg(long)]
     pub(crate) dry_run: bool,
-    /// One JSON document: the bed's description (schema linerate.bed version 1), or with
+    /// One JSON document: the bed built (schema linerate.testbed.up, its description inside), or with
     /// --dry-run the plan (schema linerate.testbed.plan version 2).
     #[arg(long)]
     pub(crate) json: bool,
