@@ -131,15 +131,4 @@ mod tests {
     fn flag_definitions_are_consistent() {
         Cli::command().debug_assert();
     }
-
-    #[test]
-    fn size_lists() {
-        assert_eq!("rfc2544".parse::<SizeList>().unwrap().sizes().len(), 7);
-        assert_eq!(
-            "64,1518".parse::<SizeList>().unwrap(),
-            SizeList::Sizes(vec![64, 1518])
-        );
-        assert!("64,big".parse::<SizeList>().is_err());
-        assert!("4G".parse::<SizeList>().is_err());
-    }
 }
