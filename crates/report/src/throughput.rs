@@ -3,12 +3,13 @@
 
 use std::fmt::Write as _;
 
+use crate::column::Scale;
 use linerate_core::result::{exit_code, Envelope};
 use linerate_core::throughput::model::{
     Direction, DirectionFigures, FlowDir, FlowFigures, FlowReport, FlowRole, LineMax, NoLineMax,
     Protocol, Scenarios, SideReport, ThroughputResult, Verification,
 };
-use linerate_core::units::{format_bits_per_s, group_thousands, sig4, BitRate, ByteCount};
+use linerate_core::units::{group_thousands, sig4, BitRate, ByteCount};
 
 use crate::table::{paragraph, Align, Table, Width};
 
@@ -189,6 +190,7 @@ fn intervals(r: &ThroughputResult, width: Width) -> String {
             ("throughput", Align::Right),
             (unit_rate(r), Align::Right),
         ]);
+        let scale = Scale::si(d.rows.iter().map(|iv| iv.bits_per_s));
         for iv in &d.rows {
             t.row(vec![
                 format!(
@@ -197,7 +199,7 @@ fn intervals(r: &ThroughputResult, width: Width) -> String {
                     iv.end_ns as f64 / 1e9
                 ),
                 group_thousands(iv.bytes),
-                format_bits_per_s(iv.bits_per_s),
+                scale.bits_per_s(iv.bits_per_s),
                 group_thousands(iv.packets_per_s as u64),
             ]);
         }
@@ -244,6 +246,7 @@ fn flows_table(r: &ThroughputResult, width: Width) -> String {
     .optional(&[
         "dup", "reord", "path", "CPU ns/B", "time (s)", "bytes", "% of max", cpu_pkt,
     ]);
+    let scale = Scale::si(r.figures.flows.iter().map(|g| g.bits_per_s));
     for (side, f) in all_flows(r) {
         let fig: Option<&FlowFigures> = r
             .figures
@@ -277,7 +280,7 @@ fn flows_table(r: &ThroughputResult, width: Width) -> String {
             f.path.clone(),
             group_thousands(f.bytes),
             format!("{:.3}", f.elapsed_ns as f64 / 1e9),
-            fig.map_or_else(|| "–".into(), |g| format_bits_per_s(g.bits_per_s)),
+            fig.map_or_else(|| "–".into(), |g| scale.bits_per_s(g.bits_per_s)),
             fig.map_or_else(|| "–".into(), |g| group_thousands(g.packets_per_s as u64)),
             pct_cell(fig.and_then(|g| g.pct_of_max)),
             lost,
