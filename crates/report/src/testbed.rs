@@ -140,7 +140,9 @@ pub fn sweep(s: &TestbedSweep) -> String {
 pub fn dry_run<S>(name: &str, topology: &str, steps: &str, p: &TestbedPlan<S>, w: Width) -> String {
     let mut out =
         format!("# linerate testbed up {name} --topo {topology} (dry run: nothing is created)\n");
-    out.push_str(steps);
+    for line in steps.lines() {
+        out.push_str(&shell_line(line, w));
+    }
     out.push_str("# down:\n");
     for s in &p.down_commands {
         out.push_str(&format!("#   {s}\n"));
@@ -149,4 +151,90 @@ pub fn dry_run<S>(name: &str, topology: &str, steps: &str, p: &TestbedPlan<S>, w
         out.push_str(&paragraph("# note: ", "#       ", n, w));
     }
     out
+}
+
+/// A command line within `w`: broken at spaces outside quotes with a
+/// trailing ` \` and the rest indented, so it still runs when pasted into a
+/// shell (a quoted argument longer than the width stays whole). Comment lines
+/// are left as they are.
+fn shell_line(line: &str, w: Width) -> String {
+    let Some(limit) = w
+        .limit()
+        .filter(|&l| line.chars().count() > l && !line.starts_with('#'))
+    else {
+        return format!("{line}\n");
+    };
+    // Words, keeping quoted parts inside their word.
+    let mut words: Vec<String> = Vec::new();
+    let (mut cur, mut quote) = (String::new(), None::<char>);
+    for c in line.chars() {
+        match (c, quote) {
+            (' ', None) => {
+                if !cur.is_empty() {
+                    words.push(std::mem::take(&mut cur));
+                }
+            }
+            ('\'' | '"', None) => {
+                quote = Some(c);
+                cur.push(c);
+            }
+            (c, Some(q)) if c == q => {
+                quote = None;
+                cur.push(c);
+            }
+            _ => cur.push(c),
+        }
+    }
+    if !cur.is_empty() {
+        words.push(cur);
+    }
+    let mut out = String::new();
+    let mut row = String::new();
+    for word in words {
+        let len = row.chars().count();
+        if len > 4 && len + 1 + word.chars().count() + 2 > limit {
+            out.push_str(&row);
+            out.push_str(" \\\n");
+            row = "    ".to_string();
+        } else if !row.is_empty() {
+            row.push(' ');
+        }
+        row.push_str(&word);
+    }
+    out.push_str(&row);
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_commands_break_outside_quotes() {
+        let cmd = format!(
+            "nft 'add rule {}' {}",
+            "x ".repeat(30).trim(),
+            "arg ".repeat(30)
+        );
+        let out = shell_line(&cmd, Width::Columns(40));
+        assert!(out.lines().count() > 2, "{out}");
+        // The quoted argument is never split, every broken line ends in " \".
+        assert!(
+            out.contains(&format!("'add rule {}'", "x ".repeat(30).trim())),
+            "{out}"
+        );
+        let lines: Vec<&str> = out.lines().collect();
+        for l in &lines[..lines.len() - 1] {
+            assert!(l.ends_with(" \\"), "{out}");
+        }
+        // Pasted back together, the words are the same.
+        let joined = out.replace(" \\\n    ", " ");
+        assert_eq!(joined.trim_end(), cmd.trim_end());
+        assert_eq!(
+            shell_line("# a comment", Width::Columns(5)),
+            "# a comment\n"
+        );
+        assert_eq!(shell_line(&cmd, Width::Unlimited), format!("{cmd}\n"));
+    }
 }
