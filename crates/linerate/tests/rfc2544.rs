@@ -448,7 +448,21 @@ fn xdp_live_frames_reach_the_receiver_and_are_refused_on_a_shaped_bed() {
     let err = String::from_utf8_lossy(&vanished.stderr).into_owned();
     assert_ne!(vanished.status.code(), Some(0), "{err}");
     assert!(err.contains("needs NAPI"), "{err}");
-    let j = json_of(&o);
+    // Exit 0, or 1 only when the test equipment itself fell short on a
+    // loaded host (generator- or receiver-limited: invalid flags, as they
+    // must be), never for anything else.
+    let code = if o.status.code() == Some(1) { 1 } else { 0 };
+    let j = json_with(&o, code);
+    if code == 1 {
+        for f in j["flags"].as_array().unwrap() {
+            if f["severity"] == "invalid" {
+                assert!(
+                    f["code"] == "generator_limited" || f["code"] == "receiver_limited",
+                    "{f}"
+                );
+            }
+        }
+    }
     assert_eq!(j["generator"], "xdp_live_frames", "{j}");
     let notes = j["generator_notes"].to_string();
     assert!(notes.contains("GRO turned on"), "{notes}");
