@@ -413,6 +413,16 @@ impl Equipment {
         }
     }
 
+    /// The equipment that fell short (`None`: neither).
+    fn of(generator: bool, receiver: bool) -> Option<Self> {
+        match (generator, receiver) {
+            (false, false) => None,
+            (true, false) => Some(Self::Generator),
+            (false, true) => Some(Self::Receiver),
+            (true, true) => Some(Self::GeneratorAndReceiver),
+        }
+    }
+
     fn generator(self) -> bool {
         matches!(self, Self::Generator | Self::GeneratorAndReceiver)
     }
@@ -437,12 +447,7 @@ pub fn equipment(steps: &[TraceStep]) -> Option<Equipment> {
     let invalid = || steps.iter().filter(|s| is_invalid(s));
     let receiver = invalid().any(|s| s.receiver_drops > 0);
     let generator = invalid().any(|s| s.receiver_drops == 0);
-    match (generator, receiver) {
-        (false, false) => None,
-        (true, false) => Some(Equipment::Generator),
-        (false, true) => Some(Equipment::Receiver),
-        (true, true) => Some(Equipment::GeneratorAndReceiver),
-    }
+    Equipment::of(generator, receiver)
 }
 
 /// The trial log of one test.
@@ -470,6 +475,31 @@ impl TestTrace {
             invalid_by: equipment(&steps),
             steps,
         }
+    }
+
+    /// The equipment behind the trials that set a limit: each
+    /// [`Verdict::GeneratorLimit`] trial with the retries just before it
+    /// (`None`: no trial did). Unlike [`TestTrace::invalid_by`], a retry
+    /// that was then valid does not count: the receiver dropping frames
+    /// once at one rate does not make a generator limit at another rate
+    /// receiver-limited.
+    pub fn limited_by(&self) -> Option<Equipment> {
+        // (generator, receiver) of the limits so far, and of the pending
+        // retries.
+        let (mut limit, mut pending) = ((false, false), (false, false));
+        for s in &self.steps {
+            let by = (s.receiver_drops == 0, s.receiver_drops > 0);
+            match s.verdict {
+                Verdict::InvalidRetry => pending = (pending.0 || by.0, pending.1 || by.1),
+                Verdict::GeneratorLimit => {
+                    limit.0 |= pending.0 || by.0;
+                    limit.1 |= pending.1 || by.1;
+                    pending = (false, false);
+                }
+                Verdict::Pass | Verdict::Loss => pending = (false, false),
+            }
+        }
+        Equipment::of(limit.0, limit.1)
     }
 }
 
@@ -793,8 +823,8 @@ fn size_flags(s: &SizeReport, flags: &mut Vec<Flag>) {
                 )
             }
         };
-        let by = t.invalid_by.unwrap_or(Equipment::Generator);
         if limited {
+            let by = t.limited_by().unwrap_or(Equipment::Generator);
             let evidence = |f: Flag| {
                 f.with("frame_bytes", b)
                     .with("test", t.test.label())
@@ -825,7 +855,7 @@ fn size_flags(s: &SizeReport, flags: &mut Vec<Flag>) {
                         "{} {} trial(s) of {b}-byte frames were invalid ({}) and repeated; not counted as device loss",
                         t.invalid_trials,
                         t.test.label(),
-                        match by {
+                        match t.invalid_by.unwrap_or(Equipment::Generator) {
                             Equipment::Generator => "the generator fell short of the asked rate",
                             Equipment::Receiver => "the receiver dropped frames",
                             Equipment::GeneratorAndReceiver =>
@@ -967,6 +997,26 @@ mod tests {
             ],
         ));
         assert_eq!(codes(&both), ["generator_limited", "receiver_limited"]);
+        // The receiver dropped frames once at another rate, retried and
+        // passed: the limit is the generator's alone.
+        let other_rate = assess(&result(
+            Limit::Generator,
+            vec![
+                step(Verdict::InvalidRetry, 7),
+                step(Verdict::Pass, 0),
+                step(Verdict::InvalidRetry, 0),
+                step(Verdict::GeneratorLimit, 0),
+            ],
+        ));
+        assert_eq!(codes(&other_rate), ["generator_limited"]);
+        assert_eq!(other_rate[0].evidence["invalid_trials"], 3);
+        // A generator ceiling below line rate with no limiting trial is the
+        // generator's, whatever retries passed before.
+        let ceiling = assess(&result(
+            Limit::Generator,
+            vec![step(Verdict::InvalidRetry, 7), step(Verdict::Pass, 0)],
+        ));
+        assert_eq!(codes(&ceiling), ["generator_limited"]);
 
         // Retried and then valid: a warning, the result stands.
         let retried = assess(&result(

@@ -29,7 +29,7 @@ fn us(ns: u64) -> String {
 }
 
 /// What bounds a throughput, from the result's limit and the equipment
-/// behind its invalid trials.
+/// behind the trials that set it.
 fn limit_note(s: &SizeReport, l: Option<Limit>) -> String {
     match l {
         Some(Limit::LineRate) => "passes at line rate".into(),
@@ -44,7 +44,7 @@ fn limit_note(s: &SizeReport, l: Option<Limit>) -> String {
 
 fn equipment_label(s: &SizeReport, test: TestKind) -> &'static str {
     s.trace_of(test)
-        .and_then(|t| t.invalid_by)
+        .and_then(|t| t.limited_by())
         .map_or("GENERATOR-LIMITED", |e| e.limited_label())
 }
 
