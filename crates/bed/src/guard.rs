@@ -133,10 +133,13 @@ pub fn install_signal_teardown() -> std::io::Result<()> {
             let sig = linerate_io::signal::wait_for_termination_signal().unwrap_or(0);
             SIGNAL.store(sig, Ordering::SeqCst);
             TERMINATING.store(true, Ordering::SeqCst);
+            // Under the lock `run_step` holds: a change in flight (e.g.
+            // `ethtool -K gro on`) finishes before its restore runs, and
+            // none starts after it.
+            let reg = lock();
             for e in crate::iface::restore_all() {
                 eprintln!("linerate: signal {sig}: interface setting not restored: {e}");
             }
-            let reg = lock();
             for r in reg.iter() {
                 let errors = teardown_unlocked(r);
                 if errors.is_empty() {
