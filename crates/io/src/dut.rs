@@ -351,10 +351,11 @@ impl Harness {
         // carries the same sequence number, so the tally's "duplicates" are
         // the call's other frames: they count as received, and real
         // duplicates cannot be told apart.
+        let c = counter.counts();
         let (received, duplicates) = if rep.identical_frames > 1 {
-            (counter.received + counter.duplicates, 0)
+            (c.received_unique + c.duplicates, 0)
         } else {
-            (counter.received, counter.duplicates)
+            (c.received_unique, c.duplicates)
         };
         Ok((
             TrialOutcome {
@@ -362,7 +363,7 @@ impl Harness {
                 received_frames: received,
                 offered_fps: rep.offered_fps,
                 duplicates,
-                reordered: counter.reordered,
+                reordered: c.reordered,
                 receiver_drops,
                 latency: Some(counter.latency),
             },

@@ -41,6 +41,20 @@ pub struct SeqCounts {
     pub late: u64,
 }
 
+/// What one arrival was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// A new number at or above the highest so far.
+    InOrder,
+    /// A new number below the highest (within the window).
+    Reordered,
+    /// More than the window below the highest: counted as new and
+    /// reordered (a duplicate cannot be told).
+    Late,
+    /// Seen before.
+    Duplicate,
+}
+
 /// The tracker of one flow.
 #[derive(Debug, Clone)]
 pub struct SeqTracker {
@@ -96,13 +110,14 @@ impl SeqTracker {
         }
     }
 
-    /// Accounts for one arrival.
-    pub fn record(&mut self, seq: u64) {
+    /// Accounts for one arrival and says what it was.
+    pub fn record(&mut self, seq: u64) -> Arrival {
         match self.highest {
             None => {
                 self.highest = Some(seq);
                 self.mark(seq);
                 self.received_unique += 1;
+                Arrival::InOrder
             }
             Some(h) if seq > h => {
                 if seq - h >= WINDOW {
@@ -116,21 +131,30 @@ impl SeqTracker {
                 self.mark(seq);
                 self.highest = Some(seq);
                 self.received_unique += 1;
+                Arrival::InOrder
             }
             Some(h) if h - seq >= WINDOW => {
                 self.late += 1;
                 self.reordered += 1;
                 self.received_unique += 1;
+                Arrival::Late
             }
             Some(_) => {
                 if self.mark(seq) {
                     self.duplicates += 1;
+                    Arrival::Duplicate
                 } else {
                     self.reordered += 1;
                     self.received_unique += 1;
+                    Arrival::Reordered
                 }
             }
         }
+    }
+
+    /// The highest number seen.
+    pub fn highest(&self) -> Option<u64> {
+        self.highest
     }
 
     /// The counts, given the number of packets the sender reported (if known).

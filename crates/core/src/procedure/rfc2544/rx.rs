@@ -22,28 +22,19 @@
 use std::collections::BTreeMap;
 
 use crate::stats::histogram::Histogram;
-use crate::stats::sequence::SeqTracker;
+use crate::stats::sequence::{Arrival, SeqCounts, SeqTracker};
 
 /// Counters of one stream.
 #[derive(Debug, Clone, Default)]
 pub struct StreamCounter {
+    /// Received, duplicates, reordered and late frames (one definition:
+    /// [`SeqTracker`]'s).
     seq: SeqTracker,
     limit: u64,
-    /// Distinct frames received.
-    pub received: u64,
-    /// Frames received again.
-    pub duplicates: u64,
-    /// New frames that arrived after a higher-numbered one.
-    pub reordered: u64,
-    /// Frames more than the window behind the highest (counted as received
-    /// and reordered; a duplicate among them cannot be told).
-    pub late: u64,
     /// Frames whose sequence number is beyond the expected length.
     pub out_of_range: u64,
     /// Frames whose receive time was before their transmit time.
     pub negative_latency: u64,
-    /// Highest sequence number seen.
-    pub highest: Option<u32>,
     /// One-way latency, ns.
     pub latency: Histogram,
 }
@@ -63,23 +54,29 @@ impl StreamCounter {
             self.out_of_range += 1;
             return;
         }
-        self.seq.record(u64::from(seq));
-        let c = self.seq.counts(None);
-        let duplicate = c.duplicates > self.duplicates;
-        self.received = c.received_unique;
-        self.duplicates = c.duplicates;
-        self.reordered = c.reordered;
-        self.late = c.late;
-        if duplicate {
+        if self.seq.record(u64::from(seq)) == Arrival::Duplicate {
             return;
         }
-        self.highest = Some(self.highest.map_or(seq, |h| h.max(seq)));
         if let Some(rx) = rx_ns {
             match rx.checked_sub(tx_ns) {
                 Some(d) => self.latency.record(d),
                 None => self.negative_latency += 1,
             }
         }
+    }
+}
+
+impl StreamCounter {
+    /// The sequence counts: distinct frames received, duplicates, new frames
+    /// that arrived after a higher-numbered one, and late ones (more than the
+    /// window behind the highest: counted as received and reordered).
+    pub fn counts(&self) -> SeqCounts {
+        self.seq.counts(None)
+    }
+
+    /// Highest sequence number seen.
+    pub fn highest(&self) -> Option<u32> {
+        self.seq.highest().and_then(|h| u32::try_from(h).ok())
     }
 }
 
@@ -139,11 +136,12 @@ mod tests {
         }
         t.record(2, 0, 0, None);
         let s = t.close(1).unwrap();
-        assert_eq!(s.received, 5); // 0 1 3 2 9
-        assert_eq!(s.duplicates, 1); // 3 again
-        assert_eq!(s.reordered, 1); // 2 after 3
+        let c = s.counts();
+        assert_eq!(c.received_unique, 5); // 0 1 3 2 9
+        assert_eq!(c.duplicates, 1); // 3 again
+        assert_eq!(c.reordered, 1); // 2 after 3
         assert_eq!(s.out_of_range, 1); // 12
-        assert_eq!(s.highest, Some(9));
+        assert_eq!(s.highest(), Some(9));
         assert_eq!(s.latency.count(), 5);
         assert_eq!(s.latency.min(), Some(50));
         assert_eq!(t.other_frames, 1);
@@ -155,7 +153,11 @@ mod tests {
         let mut s = StreamCounter::new(2);
         s.record(0, 100, Some(50));
         assert_eq!(
-            (s.negative_latency, s.latency.count(), s.received),
+            (
+                s.negative_latency,
+                s.latency.count(),
+                s.counts().received_unique
+            ),
             (1, 0, 1)
         );
     }
@@ -172,16 +174,18 @@ mod tests {
             t.record(u64::from(q));
         }
         let c = t.counts(None);
-        assert_eq!((s.received, s.duplicates, s.reordered), (8, 2, 4));
+        let sc = s.counts();
+        assert_eq!((sc.received_unique, sc.duplicates, sc.reordered), (8, 2, 4));
         assert_eq!(
             (c.received_unique, c.duplicates, c.reordered),
-            (s.received, s.duplicates, s.reordered)
+            (sc.received_unique, sc.duplicates, sc.reordered)
         );
         // A frame more than the window behind: received, reordered, late.
         let mut s = StreamCounter::new(2 * WINDOW);
         s.record((WINDOW + 10) as u32, 0, Some(5));
         s.record(1, 0, Some(5));
-        assert_eq!((s.received, s.reordered, s.late), (2, 1, 1));
+        let sc = s.counts();
+        assert_eq!((sc.received_unique, sc.reordered, sc.late), (2, 1, 1));
         assert_eq!(s.latency.count(), 2);
     }
 }
