@@ -49,19 +49,6 @@ pub enum EchoIoError {
     Netns(#[from] crate::netns::NetnsError),
 }
 
-/// An error with its causes, `: `-joined (for the control protocol, which
-/// carries one string).
-pub(crate) fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
-
 pub(crate) fn sock_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> EchoIoError {
     let what = what.into();
     move |source| EchoIoError::Socket { what, source }
