@@ -23,7 +23,7 @@ pub use linerate_core::latency::{ReflectorMode, ReflectorRecord, ReflectorReport
 use linerate_core::procedure::pingpong::{Counts, Schedule};
 use linerate_core::wire::echo::ReflectorStamps;
 
-pub use driver::{hardware_stamps, run, TIMESTAMP_SOURCE};
+pub use driver::{hardware_stamps, run, APP_TIMESTAMP_SOURCE, TIMESTAMP_SOURCE};
 pub use icmp::run_icmp_client;
 pub use remote::{run_remote, serve, RemoteRun};
 pub use session::{run_client, run_client_in, run_with_local_reflector, summarize, Placement};
