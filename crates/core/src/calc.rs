@@ -105,6 +105,25 @@ pub struct Request {
     pub mps: Option<u32>,
 }
 
+impl Request {
+    /// `carried` on `links`, everything else at its default: plain Ethernet,
+    /// the encapsulation's own options, no jumbo frames, no frame count, no
+    /// bus.
+    pub fn new(links: Vec<BitRate>, carried: Carried) -> Self {
+        Self {
+            links,
+            carried,
+            encap: Encap::ETHERNET,
+            tcp_options: None,
+            ip_options: None,
+            jumbo: false,
+            frames: None,
+            bus: None,
+            mps: None,
+        }
+    }
+}
+
 /// Why a request cannot be modelled. Messages say what is wrong, never which
 /// flag to change (the binary adds that).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -387,15 +406,8 @@ mod tests {
 
     fn request(carried: Carried) -> Request {
         Request {
-            links: vec![BitRate::from_mbps(100)],
-            carried,
-            encap: Encap::ETHERNET,
-            tcp_options: None,
-            ip_options: None,
-            jumbo: false,
             frames: Some(50),
-            bus: None,
-            mps: None,
+            ..Request::new(vec![BitRate::from_mbps(100)], carried)
         }
     }
 

@@ -5,9 +5,9 @@
 
 use std::net::Ipv4Addr;
 
-use crate::calc::CalcResult;
+use crate::calc::{self, CalcError, CalcResult, Carried};
 use crate::latency::{EchoProtocol, Peer, Request};
-use crate::linerate::{Encap, ModelError, Row, RFC2544_FRAME_SIZES};
+use crate::linerate::{Encap, Row};
 use crate::throughput::model::ThroughputParams;
 use crate::units::BitRate;
 
@@ -36,27 +36,21 @@ pub struct Model {
 }
 
 /// Part 1 computed.
-pub fn model() -> Result<Model, ModelError> {
-    let mut rows = Vec::new();
-    for link in [
+pub fn model() -> Result<Model, CalcError> {
+    let links = vec![
         BitRate::from_mbps(100),
         BitRate::from_gbps(1),
         BitRate::from_gbps(10),
-    ] {
-        for size in RFC2544_FRAME_SIZES {
-            rows.push(Row::new(
-                link,
-                Encap::ETHERNET.frame_of_length(size, false)?,
-            )?);
-        }
-    }
+    ];
+    // `linerate calc --link 100M,1G,10G`: the RFC 2544 frames by default.
+    let calc = calc::Config::new(&calc::Request::new(links, Carried::default()))?.run();
     let seed000 = Row::new(
         BitRate::from_mbps(100),
         Encap::ETHERNET.frame_of_length(1518, false)?,
     )?;
     let payload = f64::from(seed000.frame.payload_bytes) * SEED000_FRAMES as f64;
     Ok(Model {
-        calc: CalcResult::new(&rows, None, None),
+        calc,
         seed000_share: seed000.share_of_payload_rate(payload / SEED000_SECONDS),
         seed000,
     })

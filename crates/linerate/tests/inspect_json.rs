@@ -5,25 +5,10 @@
 
 mod common;
 
-use std::process::Command;
-
 use linerate_core::inspect::{
     InterfaceList, InterfaceReport, LIST_SCHEMA, LIST_VERSION, SCHEMA, VERSION,
 };
 use linerate_core::result::Envelope;
-
-fn json(args: &[&str]) -> serde_json::Value {
-    let o = Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap()
-}
 
 #[test]
 fn inspect_schemas_are_published() {
@@ -33,25 +18,21 @@ fn inspect_schemas_are_published() {
 
 #[test]
 fn inspect_lo_validates_and_round_trips() {
-    let v = json(&["inspect", "lo", "--json"]);
-    common::validate(SCHEMA, &v);
-    let e: Envelope<InterfaceReport> = serde_json::from_value(v.clone()).unwrap();
-    assert_eq!((e.schema.as_str(), e.version), (SCHEMA, VERSION));
+    let v = common::json_of(&["inspect", "lo", "--json"]);
+    let e = common::round_trip::<InterfaceReport>(SCHEMA, &v);
+    assert_eq!(e.version, VERSION);
     assert_eq!(e.result.name, "lo");
     let codes: Vec<&str> = e.flags.iter().map(|f| f.code.as_str()).collect();
     assert!(codes.contains(&"virtual_device"), "{codes:?}");
     assert!(e.started_at.is_some() && e.host.is_some());
-    assert_eq!(serde_json::to_value(&e).unwrap(), v);
 }
 
 #[test]
 fn inspect_list_validates_and_round_trips() {
-    let v = json(&["inspect", "--json"]);
-    common::validate(LIST_SCHEMA, &v);
-    let e: Envelope<InterfaceList> = serde_json::from_value(v.clone()).unwrap();
-    assert_eq!((e.schema.as_str(), e.version), (LIST_SCHEMA, LIST_VERSION));
+    let v = common::json_of(&["inspect", "--json"]);
+    let e = common::round_trip::<InterfaceList>(LIST_SCHEMA, &v);
+    assert_eq!(e.version, LIST_VERSION);
     assert!(e.result.interfaces.iter().any(|i| i.name == "lo"));
-    assert_eq!(serde_json::to_value(&e).unwrap(), v);
 }
 
 #[test]

@@ -248,15 +248,8 @@ mod tests {
 
     fn calc(links: Vec<BitRate>, sizes: Vec<u32>) -> CalcResult {
         Config::new(&Request {
-            links,
-            carried: Carried::Frames(SizeList::Sizes(sizes)),
-            encap: Encap::ETHERNET,
-            tcp_options: None,
-            ip_options: None,
-            jumbo: false,
             frames: Some(50),
-            bus: None,
-            mps: None,
+            ..Request::new(links, Carried::Frames(SizeList::Sizes(sizes)))
         })
         .unwrap()
         .run()

@@ -94,8 +94,9 @@ fn assess_run(run: &LatencyRun, kernel_stamps: bool, reflector: bool, flags: &mu
             .with("sent_requests", run.counts.sent),
         ));
     }
-    // Stamps are owed only by the dissected (stamped) exchanges.
-    let n = run.stamped_exchanges().max(1);
+    // Stamps are owed only by the dissected (stamped) exchanges: the
+    // denominator of every stamp flag, quoted as it is (0 when none was).
+    let n = run.stamped_exchanges();
     if kernel_stamps && run.stamp_every > 1 && n < MIN_STAMPED {
         flags.push(flag(
             Flag::warning(
@@ -329,5 +330,17 @@ mod tests {
                 codes::NEGATIVE_INTERVALS
             ]
         );
+    }
+
+    /// A run with no stamped exchange quotes 0 of them (not 1): the
+    /// denominator printed is the one counted.
+    #[test]
+    fn no_stamped_exchange_is_quoted_as_zero() {
+        let mut r = run(100);
+        r.stages.clear();
+        let f = assess(&report(vec![r], Responder::Reflector));
+        assert_eq!(codes_of(&f), [codes::FEW_STAMPED_EXCHANGES]);
+        assert_eq!(f[0].evidence["stamped_exchanges"], 0);
+        assert!(f[0].message.contains("only 0 stamped exchanges"), "{f:?}");
     }
 }

@@ -21,6 +21,10 @@ use crate::stamps;
 pub const TIMESTAMP_SOURCE: &str =
     "software (SO_TIMESTAMPING: RX_SOFTWARE, TX_SCHED, TX_SOFTWARE; TX_ACK on TCP)";
 
+/// Where they come from when the kernel was asked for none.
+pub const APP_TIMESTAMP_SOURCE: &str =
+    "application only (clock_gettime around send and receive; no kernel stamps)";
+
 /// Runs every configuration of `cfg`, one row each, and returns the result
 /// in its envelope, flagged ([`assess`]). Progress: a step per
 /// configuration, `done` at the end.
@@ -66,7 +70,12 @@ pub fn run(
         protocol: cfg.protocol,
         responder: cfg.responder,
         clock: stamps::CLOCK_NAME.into(),
-        timestamp_source: TIMESTAMP_SOURCE.into(),
+        timestamp_source: if cfg.kernel_stamps {
+            TIMESTAMP_SOURCE
+        } else {
+            APP_TIMESTAMP_SOURCE
+        }
+        .into(),
         hardware_timestamps: hardware,
         same_clock,
         kernel_stamps: cfg.kernel_stamps,
@@ -206,5 +215,22 @@ mod tests {
             .all(|f| f.code == linerate_core::latency::codes::FEW_STAMPED_EXCHANGES));
         assert_eq!(env.flags.len(), 2);
         assert_eq!(env.exit_code(), 0);
+        assert_eq!(r.timestamp_source, TIMESTAMP_SOURCE);
+    }
+
+    /// Without kernel stamps the document says the stamps are the
+    /// application's, not SO_TIMESTAMPING's.
+    #[test]
+    fn without_kernel_stamps_the_source_is_the_application() {
+        let mut req = Request::new(
+            Peer::InProcess(IpAddr::from([127, 0, 0, 1])),
+            EchoProtocol::Udp,
+        );
+        req.count = Some(20);
+        req.kernel_stamps = false;
+        let cfg = Config::new(&req).unwrap();
+        let env = run(&cfg, &mut linerate_core::progress::Silent).unwrap();
+        assert!(!env.result.kernel_stamps);
+        assert_eq!(env.result.timestamp_source, APP_TIMESTAMP_SOURCE);
     }
 }

@@ -23,7 +23,7 @@ pub use linerate_core::latency::{ReflectorMode, ReflectorRecord, ReflectorReport
 use linerate_core::procedure::pingpong::{Counts, Schedule};
 use linerate_core::wire::echo::ReflectorStamps;
 
-pub use driver::{hardware_stamps, run, TIMESTAMP_SOURCE};
+pub use driver::{hardware_stamps, run, APP_TIMESTAMP_SOURCE, TIMESTAMP_SOURCE};
 pub use icmp::run_icmp_client;
 pub use remote::{run_remote, serve, RemoteRun};
 pub use session::{run_client, run_client_in, run_with_local_reflector, summarize, Placement};
@@ -47,19 +47,6 @@ pub enum EchoIoError {
     /// A thread could not enter its network namespace.
     #[error(transparent)]
     Netns(#[from] crate::netns::NetnsError),
-}
-
-/// An error with its causes, `: `-joined (for the control protocol, which
-/// carries one string).
-pub(crate) fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 pub(crate) fn sock_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> EchoIoError {

@@ -21,10 +21,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use linerate_core::error::chain;
 use linerate_core::latency::{LatencyParams, ReflectorReport};
 use linerate_core::wire::control::{Message, SessionKind, MAX_RECORDS_PER_FRAME};
 
-use super::{chain, ClientConfig, ClientRun, EchoIoError, Reflector, ReflectorConfig};
+use super::{ClientConfig, ClientRun, EchoIoError, Reflector, ReflectorConfig};
 use crate::stamps;
 use crate::throughput::control::{Control, CtrlError};
 use crate::throughput::net;

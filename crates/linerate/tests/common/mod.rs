@@ -62,3 +62,38 @@ pub(crate) fn fixture(file: &str) -> serde_json::Value {
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).expect("fixture is JSON")
 }
+
+/// The JSON document `linerate <args>` prints; the command must succeed.
+pub(crate) fn json_of(args: &[&str]) -> serde_json::Value {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(args)
+        .output()
+        .expect("the linerate binary runs");
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("the output is JSON")
+}
+
+/// `doc` validates against the committed schema of `schema`, reads back into
+/// `Envelope<T>` under that schema name, and writes the same JSON again.
+pub(crate) fn round_trip<T>(
+    schema: &str,
+    doc: &serde_json::Value,
+) -> linerate_core::result::Envelope<T>
+where
+    T: serde::Serialize + serde::de::DeserializeOwned,
+{
+    validate(schema, doc);
+    let e: linerate_core::result::Envelope<T> =
+        serde_json::from_value(doc.clone()).expect("the document reads back");
+    assert_eq!(e.schema, schema);
+    assert_eq!(
+        &serde_json::to_value(&e).expect("serialises"),
+        doc,
+        "{schema}"
+    );
+    e
+}
