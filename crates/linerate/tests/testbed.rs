@@ -370,22 +370,7 @@ type List = TestbedList<linerate_bed::state::BedRecord>;
 
 /// `doc` validates against `schema` and reads back into `T`, which writes
 /// the same JSON again.
-fn round_trip<T>(schema: &str, doc: &serde_json::Value) -> Envelope<T>
-where
-    T: serde::Serialize + serde::de::DeserializeOwned,
-{
-    common::validate(schema, doc);
-    let e: Envelope<T> = serde_json::from_value(doc.clone()).unwrap();
-    assert_eq!(e.schema, schema);
-    assert_eq!(&serde_json::to_value(&e).unwrap(), doc, "{schema}");
-    e
-}
-
-fn json_of(args: &[&str]) -> serde_json::Value {
-    let o = linerate(args);
-    assert!(o.status.success(), "{args:?}: {}", text(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
+use common::{json_of, round_trip};
 
 #[test]
 fn testbed_schemas_are_published() {
