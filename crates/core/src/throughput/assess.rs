@@ -459,17 +459,23 @@ fn flow_flags(r: &ThroughputResult, side: &SideReport, f: &FlowReport) -> Vec<Fl
     let mut flags = Vec::new();
     if let Some(z) = f.zerocopy {
         if z.copied_sends > 0 {
-            flags.push(
-                Flag::info(
+            let msg = format!(
+                "flow {}: zero-copy requested, but the kernel copied {} of {} completed sends (SO_EE_CODE_ZEROCOPY_COPIED; local delivery over loopback or veth always copies)",
+                f.flow, z.copied_sends, z.completed_sends
+            );
+            // Most sends copied: the figures are not those of zero-copy sends.
+            let flag = if z.copied_sends.saturating_mul(2) > z.completed_sends {
+                Flag::warning(
                     "zerocopy_copied",
-                    format!(
-                        "flow {}: zero-copy requested, but the kernel copied {} of {} completed sends (SO_EE_CODE_ZEROCOPY_COPIED; local delivery over loopback or veth always copies)",
-                        f.flow, z.copied_sends, z.completed_sends
-                    ),
+                    format!("{msg}: these figures are of copying sends, not of zero-copy"),
                 )
-                .with("flow", f.flow)
-                .with("copied_sends", z.copied_sends)
-                .with("completed_sends", z.completed_sends),
+            } else {
+                Flag::info("zerocopy_copied", msg)
+            };
+            flags.push(
+                flag.with("flow", f.flow)
+                    .with("copied_sends", z.copied_sends)
+                    .with("completed_sends", z.completed_sends),
             );
         } else if z.completed_sends > 0 {
             flags.push(
@@ -927,6 +933,39 @@ mod tests {
         let f = one(&flags, "cpu_bound");
         assert_eq!(f.severity, Severity::Invalid, "{f:?}");
         assert!(f.message.contains("server side, receiver"), "{}", f.message);
+    }
+
+    #[test]
+    fn zero_copy_that_copied_is_said_with_its_weight() {
+        let zc = |completed, copied| {
+            let mut tx = flow(0, FlowRole::Sender, 1_000_000, 1_000_000_000, 0);
+            tx.zerocopy = Some(crate::throughput::model::ZeroCopyReport {
+                zerocopy_sends: 1000,
+                completed_sends: completed,
+                copied_sends: copied,
+            });
+            let m = Measured {
+                client: side(End::Client, vec![tx]),
+                server: Some(side(End::Server, vec![])),
+                steal_share: None,
+            };
+            assess(&result(&Setting::default(), udp(None), m))
+        };
+        // Over veth or loopback every send is copied: not zero-copy figures.
+        let f = one(&zc(1000, 1000), "zerocopy_copied");
+        assert_eq!(f.severity, Severity::Warning);
+        assert!(f.message.contains("not of zero-copy"), "{}", f.message);
+        assert_eq!(f.evidence["copied_sends"], 1000);
+        // A few copies among zero-copy sends: a fact.
+        assert_eq!(
+            one(&zc(1000, 3), "zerocopy_copied").severity,
+            Severity::Info
+        );
+        let flags = zc(1000, 0);
+        assert_eq!(one(&flags, "zerocopy").severity, Severity::Info);
+        // Completions that never came.
+        let f = one(&zc(900, 0), "zerocopy_completions_missing");
+        assert_eq!(f.evidence["missing_completions"], 100);
     }
 
     #[test]
