@@ -28,7 +28,6 @@ pub fn throughput(name: &str, ipv6: bool, port: Option<u16>) -> Result<BedTarget
         return Err(BedError::Invalid("it lacks host a or b".into()));
     };
     Ok(BedTarget {
-        name: name.to_string(),
         client_netns: a.to_string(),
         server_netns: b.to_string(),
         server_ip,

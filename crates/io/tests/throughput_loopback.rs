@@ -636,3 +636,28 @@ fn socket_options_apply_and_mss_reads_back() {
     let err = client::run(addr, &p, None).unwrap_err().to_string();
     assert!(err.contains("TCP_CONGESTION=nosuchcc"), "{err}");
 }
+
+/// The whole driver (`run::loopback`, what `linerate demo` and the binary
+/// call): the path the client's packets took is read in its thread (lo and
+/// its MTU), the figures derived and the flags raised.
+#[test]
+fn the_driver_names_the_path_and_assesses_the_run() {
+    let mut p = params(Protocol::Udp, Direction::Forward, 1);
+    p.duration_ns = 200_000_000;
+    let doc = linerate_io::throughput::run::loopback(p).unwrap();
+    let r = &doc.result;
+    assert_eq!(r.path.interface.as_deref(), Some("lo"), "{:?}", r.path);
+    let mtu = std::fs::read_to_string("/sys/class/net/lo/mtu").unwrap();
+    assert_eq!(r.path.mtu_bytes, Some(mtu.trim().parse().unwrap()));
+    // No link on loopback: no maximum, and the figures are there all the same.
+    assert!(r.line_max.is_none());
+    assert!(r
+        .figures
+        .direction(FlowDir::Forward, FlowRole::Receiver)
+        .is_some());
+    assert!(
+        !doc.flags.iter().any(|f| f.code == "incomplete"),
+        "{:?}",
+        doc.flags
+    );
+}

@@ -202,6 +202,42 @@ fn the_schemas_are_published() {
 }
 
 #[test]
+fn version_1_notes_are_raised_again_as_flags() {
+    // Each concern a v1 document noted is a flag when its result is
+    // assessed again, and a complete v1 run is not flagged incomplete.
+    for (file, codes) in [
+        (
+            "linerate.throughput.json",
+            &[
+                "egress_packets",
+                "tcp_retransmits",
+                "tcp_verified",
+                "cpu_bound",
+                "socket_drops",
+            ][..],
+        ),
+        (
+            "linerate.throughput.udp.json",
+            &["egress_packets", "above_line_rate", "cpu_bound"][..],
+        ),
+        ("linerate.throughput.bed.json", &["egress_packets"][..]),
+    ] {
+        let v = common::fixture(file);
+        assert_eq!(v["complete"], true, "{file}");
+        let doc: Envelope<ThroughputResult> = serde_json::from_value(v).unwrap();
+        let mut r = doc.result;
+        r.figures = linerate_core::throughput::assess::figures(&r);
+        let flags = linerate_core::throughput::assess::assess(&r);
+        let got: Vec<&str> = flags.iter().map(|f| f.code.as_str()).collect();
+        for code in codes {
+            assert!(got.contains(code), "{file}: {code} not in {got:?}");
+        }
+        assert!(!got.contains(&"incomplete"), "{file}: {got:?}");
+        assert!(!got.contains(&"server_figures_missing"), "{file}: {got:?}");
+    }
+}
+
+#[test]
 fn version_1_documents_still_read() {
     for file in [
         "linerate.throughput.json",

@@ -459,17 +459,23 @@ fn flow_flags(r: &ThroughputResult, side: &SideReport, f: &FlowReport) -> Vec<Fl
     let mut flags = Vec::new();
     if let Some(z) = f.zerocopy {
         if z.copied_sends > 0 {
-            flags.push(
-                Flag::info(
+            let msg = format!(
+                "flow {}: zero-copy requested, but the kernel copied {} of {} completed sends (SO_EE_CODE_ZEROCOPY_COPIED; local delivery over loopback or veth always copies)",
+                f.flow, z.copied_sends, z.completed_sends
+            );
+            // Most sends copied: the figures are not those of zero-copy sends.
+            let flag = if z.copied_sends.saturating_mul(2) > z.completed_sends {
+                Flag::warning(
                     "zerocopy_copied",
-                    format!(
-                        "flow {}: zero-copy requested, but the kernel copied {} of {} completed sends (SO_EE_CODE_ZEROCOPY_COPIED; local delivery over loopback or veth always copies)",
-                        f.flow, z.copied_sends, z.completed_sends
-                    ),
+                    format!("{msg}: these figures are of copying sends, not of zero-copy"),
                 )
-                .with("flow", f.flow)
-                .with("copied_sends", z.copied_sends)
-                .with("completed_sends", z.completed_sends),
+            } else {
+                Flag::info("zerocopy_copied", msg)
+            };
+            flags.push(
+                flag.with("flow", f.flow)
+                    .with("copied_sends", z.copied_sends)
+                    .with("completed_sends", z.completed_sends),
             );
         } else if z.completed_sends > 0 {
             flags.push(
@@ -554,8 +560,24 @@ fn flow_flags(r: &ThroughputResult, side: &SideReport, f: &FlowReport) -> Vec<Fl
     flags
 }
 
-/// A paced sender that fell behind: the host's fault only when the asked
-/// rate was within the link's maximum and the sender was CPU-bound.
+/// The share of the line-rate maximum, percent, that sets whether a
+/// CPU-bound thread of `f` set its direction's rate: what its own role
+/// measured (a sender's what it sent, a receiver's what it got), else the
+/// other role's figure.
+fn direction_pct(r: &ThroughputResult, f: &FlowReport) -> Option<f64> {
+    let other = match f.role {
+        FlowRole::Sender => FlowRole::Receiver,
+        FlowRole::Receiver => FlowRole::Sender,
+    };
+    [f.role, other]
+        .into_iter()
+        .find_map(|role| r.figures.direction(f.direction, role))
+        .and_then(|d| d.pct_of_max)
+}
+
+/// A paced sender that fell behind: the host's fault when its thread was
+/// CPU-bound below the link's maximum; the link's when the asked rate was
+/// above that maximum and the sender reached it (or was not CPU-bound).
 fn pacing_flag(
     r: &ThroughputResult,
     side: &SideReport,
@@ -567,14 +589,24 @@ fn pacing_flag(
     let busy = busy_share(f) * 100.0;
     let line = r.line_max.as_ref().map(|m| m.payload_bytes_per_s * 8.0);
     let per_dir = r.params.rate_bits_per_s.map(|b| b as f64);
+    let pct = direction_pct(r, f);
+    let at_line = pct.is_some_and(|p| p >= AT_LINE_RATE_PCT);
     let evidence = |flag: Flag| {
-        flag.with("flow", f.flow)
+        let flag = flag
+            .with("flow", f.flow)
             .with("asked_bits_per_s", asked)
             .with("achieved_bits_per_s", achieved)
-            .with("sender_busy_pct", busy)
+            .with("sender_busy_pct", busy);
+        match pct {
+            Some(p) => flag.with("pct_of_max", p),
+            None => flag,
+        }
     };
     match (line, per_dir) {
-        (Some(line), Some(dir)) if dir > line * AT_LINE_RATE_PCT / 100.0 => evidence(
+        (Some(line), Some(dir))
+            if dir > line * AT_LINE_RATE_PCT / 100.0 && (at_line || !cpu_bound(f)) =>
+        {
+            evidence(
             Flag::warning(
                 "path_limited_rate",
                 format!(
@@ -585,8 +617,10 @@ fn pacing_flag(
                     format_bits_per_s(line),
                 ),
             )
-            .with("line_max_bits_per_s", line),
-        ),
+            .with("line_max_bits_per_s", line)
+            .with("asked_per_direction_bits_per_s", dir),
+            )
+        }
         _ if cpu_bound(f) => evidence(Flag::invalid(
             "rate_not_reached",
             format!(
@@ -654,11 +688,7 @@ pub fn cpu_flags(r: &ThroughputResult) -> Vec<Flag> {
                 end_name(side.end),
                 role_name(f.role)
             );
-            let pct = r
-                .figures
-                .direction(f.direction, FlowRole::Receiver)
-                .or_else(|| r.figures.direction(f.direction, FlowRole::Sender))
-                .and_then(|d| d.pct_of_max);
+            let pct = direction_pct(r, f);
             let flag = if f.pacing.is_some() {
                 Flag::info(
                     "cpu_bound",
@@ -835,6 +865,107 @@ mod tests {
             assert!(!flags.iter().any(|f| f.code == "rate_not_reached"));
             assert_eq!(crate::result::exit_code(&flags), 0, "{:?}", codes(&flags));
         }
+    }
+
+    #[test]
+    fn a_busy_sender_far_below_the_link_is_the_hosts_fault_whatever_it_asked() {
+        // --rate 150M on a 100 Mbit/s bed, but the sender's thread was
+        // CPU-bound at 30 M: the link never limited it.
+        let m = Measured {
+            client: side(End::Client, vec![paced(30e6, 150e6, 990_000_000)]),
+            server: Some(side(
+                End::Server,
+                vec![flow(0, FlowRole::Receiver, 3_750_000, 1_000_000_000, 0)],
+            )),
+            steal_share: None,
+        };
+        let flags = assess(&result(&bed(100), udp(Some(150_000_000)), m.clone()));
+        let f = one(&flags, "rate_not_reached");
+        assert_eq!(f.severity, Severity::Invalid);
+        assert!(f.evidence.contains_key("pct_of_max"), "{f:?}");
+        assert!(!flags.iter().any(|f| f.code == "path_limited_rate"));
+        // Not CPU-bound: the path's doing, as before.
+        let mut idle = m;
+        idle.client.flows[0].cpu_sys_ns = 100_000_000;
+        let flags = assess(&result(&bed(100), udp(Some(150_000_000)), idle));
+        assert_eq!(one(&flags, "path_limited_rate").severity, Severity::Warning);
+    }
+
+    #[test]
+    fn a_busy_sender_that_filled_the_link_is_not_blamed_for_losses_after_it() {
+        // The sender's thread was CPU-bound sending at 100.2 % of the line;
+        // 60 % arrived (lost on the path, its receiver idle): the sender's
+        // CPU did not set what it sent.
+        let max = LineMax::new(
+            BitRate::from_mbps(100),
+            encap(&udp(None), false),
+            1472,
+            None,
+        )
+        .unwrap();
+        let sent = (max.payload_bytes_per_s * 1.002) as u64;
+        let m = Measured {
+            client: side(
+                End::Client,
+                vec![flow(
+                    0,
+                    FlowRole::Sender,
+                    sent,
+                    1_000_000_000,
+                    1_000_000_000,
+                )],
+            ),
+            server: Some(side(
+                End::Server,
+                vec![flow(0, FlowRole::Receiver, sent * 6 / 10, 1_000_000_000, 0)],
+            )),
+            steal_share: None,
+        };
+        let flags = assess(&result(&bed(100), udp(None), m.clone()));
+        let f = one(&flags, "cpu_bound");
+        assert_eq!(f.severity, Severity::Info, "{f:?}");
+        assert_eq!(crate::result::exit_code(&flags), 0);
+        // A busy receiver that got 60 % set what arrived: invalid.
+        let mut busy_rx = m;
+        busy_rx.client.flows[0].cpu_sys_ns = 0;
+        busy_rx.server.as_mut().unwrap().flows[0].cpu_sys_ns = 1_000_000_000;
+        let flags = assess(&result(&bed(100), udp(None), busy_rx));
+        let f = one(&flags, "cpu_bound");
+        assert_eq!(f.severity, Severity::Invalid, "{f:?}");
+        assert!(f.message.contains("server side, receiver"), "{}", f.message);
+    }
+
+    #[test]
+    fn zero_copy_that_copied_is_said_with_its_weight() {
+        let zc = |completed, copied| {
+            let mut tx = flow(0, FlowRole::Sender, 1_000_000, 1_000_000_000, 0);
+            tx.zerocopy = Some(crate::throughput::model::ZeroCopyReport {
+                zerocopy_sends: 1000,
+                completed_sends: completed,
+                copied_sends: copied,
+            });
+            let m = Measured {
+                client: side(End::Client, vec![tx]),
+                server: Some(side(End::Server, vec![])),
+                steal_share: None,
+            };
+            assess(&result(&Setting::default(), udp(None), m))
+        };
+        // Over veth or loopback every send is copied: not zero-copy figures.
+        let f = one(&zc(1000, 1000), "zerocopy_copied");
+        assert_eq!(f.severity, Severity::Warning);
+        assert!(f.message.contains("not of zero-copy"), "{}", f.message);
+        assert_eq!(f.evidence["copied_sends"], 1000);
+        // A few copies among zero-copy sends: a fact.
+        assert_eq!(
+            one(&zc(1000, 3), "zerocopy_copied").severity,
+            Severity::Info
+        );
+        let flags = zc(1000, 0);
+        assert_eq!(one(&flags, "zerocopy").severity, Severity::Info);
+        // Completions that never came.
+        let f = one(&zc(900, 0), "zerocopy_completions_missing");
+        assert_eq!(f.evidence["missing_completions"], 100);
     }
 
     #[test]

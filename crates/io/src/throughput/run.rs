@@ -4,7 +4,7 @@
 //! built, its figures derived and its flags raised by
 //! `linerate_core::throughput::assess`, in the common envelope.
 
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 
@@ -110,17 +110,7 @@ pub fn run(
 
 /// The interface toward `addr` and its MTU, in the calling thread's namespace.
 fn path_to(addr: SocketAddr) -> PathSeen {
-    let any: IpAddr = if addr.is_ipv4() {
-        [0u8; 4].into()
-    } else {
-        [0u16; 8].into()
-    };
-    let s = UdpSocket::bind(SocketAddr::new(any, 0)).ok()?;
-    s.connect(addr).ok()?;
-    let ip = s.local_addr().ok()?.ip();
-    let name = crate::sys::ifaddrs::interface_with_addr(ip)
-        .ok()
-        .flatten()?;
+    let name = crate::stamps::egress_interface(addr.ip())?;
     let mtu = crate::sys::packet::mtu(&name).ok();
     Some((name, mtu))
 }
