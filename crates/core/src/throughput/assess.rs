@@ -891,18 +891,23 @@ mod tests {
         assert_eq!(one(&flags, "path_limited_rate").severity, Severity::Warning);
     }
 
-    #[test]
-    fn a_busy_sender_that_filled_the_link_is_not_blamed_for_losses_after_it() {
-        // The sender's thread was CPU-bound sending at 100.2 % of the line;
-        // 60 % arrived (lost on the path, its receiver idle): the sender's
-        // CPU did not set what it sent.
-        let max = LineMax::new(
+    /// The model's maximum for 1472-byte UDP datagrams on 100 Mbit/s.
+    fn udp_line_100m() -> LineMax {
+        LineMax::new(
             BitRate::from_mbps(100),
             encap(&udp(None), false),
             1472,
             None,
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn a_busy_sender_that_filled_the_link_is_not_blamed_for_losses_after_it() {
+        // The sender's thread was CPU-bound sending at 100.2 % of the line;
+        // 60 % arrived (lost on the path, its receiver idle): the sender's
+        // CPU did not set what it sent.
+        let max = udp_line_100m();
         let sent = (max.payload_bytes_per_s * 1.002) as u64;
         let m = Measured {
             client: side(
@@ -990,13 +995,7 @@ mod tests {
     #[test]
     fn cpu_bound_at_line_rate_is_not_blamed_on_the_cpu() {
         // A receiver at 100.2 % of a 100 Mbit/s line, its sender 100 % busy.
-        let max = LineMax::new(
-            BitRate::from_mbps(100),
-            encap(&udp(None), false),
-            1472,
-            None,
-        )
-        .unwrap();
+        let max = udp_line_100m();
         let got = (max.payload_bytes_per_s * 1.002) as u64;
         let mk = |got: u64| Measured {
             client: side(
