@@ -269,6 +269,59 @@ fn rfc2544(r: &Rfc2544Result) -> Vec<Figure> {
     out
 }
 
+/// Schema name of a comparison document (`linerate compare --json`).
+pub const SCHEMA: &str = "linerate.compare";
+/// Its version.
+pub const VERSION: u32 = 1;
+
+/// One of the compared results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Compared {
+    /// Its id in the history.
+    pub id: i64,
+    /// Its schema.
+    pub schema: String,
+    /// When it started (RFC 3339 UTC).
+    pub started_at: Option<String>,
+    /// Its tag.
+    pub tag: Option<String>,
+}
+
+/// Several results compared (JSON: schema [`SCHEMA`], version [`VERSION`],
+/// in the common envelope).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Comparison {
+    /// The results, the baseline first.
+    pub results: Vec<Compared>,
+    /// Every figure across them.
+    pub figures: Vec<Row>,
+    /// `--fail-on-regression`: the largest regression beyond the spread
+    /// that passes, percent.
+    pub fail_on_regression_pct: Option<f64>,
+    /// The figures whose regression beyond the spread exceeds it.
+    pub failing: Vec<String>,
+}
+
+impl Comparison {
+    /// `results` with their `figures`, checked against `fail_pct`.
+    pub fn new(results: Vec<Compared>, figures: Vec<Row>, fail_pct: Option<f64>) -> Self {
+        let failing = match fail_pct {
+            Some(limit) => figures
+                .iter()
+                .filter(|r| r.worst_regression_pct().is_some_and(|p| p > limit))
+                .map(|r| r.key.clone())
+                .collect(),
+            None => Vec::new(),
+        };
+        Self {
+            results,
+            figures,
+            fail_on_regression_pct: fail_pct,
+            failing,
+        }
+    }
+}
+
 /// What a change amounts to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -458,6 +511,37 @@ mod tests {
             j(fig(0.0, None, Lower), fig(1.0, None, Lower)).change_pct,
             None
         );
+    }
+
+    #[test]
+    fn failing_figures_are_regressions_beyond_the_spread_over_the_limit() {
+        let row = |b: Figure, c: Figure| Row {
+            key: format!("{}", c.value),
+            unit: Unit::PerS,
+            better: Better::Higher,
+            changes: vec![None, Some(judge(&b, &c))],
+            values: vec![Some(b), Some(c)],
+        };
+        let rows = vec![
+            // 20 % worse, beyond the spread: fails a 5 % limit.
+            row(
+                fig(100.0, Some((99.0, 101.0)), Better::Higher),
+                fig(80.0, None, Better::Higher),
+            ),
+            // 3 % worse: under the limit.
+            row(
+                fig(100.0, None, Better::Higher),
+                fig(97.0, None, Better::Higher),
+            ),
+            // 8 % worse but inside the spread: not a regression.
+            row(
+                fig(100.0, Some((90.0, 110.0)), Better::Higher),
+                fig(92.0, None, Better::Higher),
+            ),
+        ];
+        let c = Comparison::new(Vec::new(), rows.clone(), Some(5.0));
+        assert_eq!(c.failing, ["80"]);
+        assert!(Comparison::new(Vec::new(), rows, None).failing.is_empty());
     }
 
     #[test]

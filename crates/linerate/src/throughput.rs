@@ -16,7 +16,6 @@ use linerate_core::wire::control::DEFAULT_PORT;
 use linerate_io::resolve::{resolve, ResolveError};
 use linerate_io::throughput::run::RunError;
 
-use crate::output::{print, print_json};
 use crate::Failure;
 
 /// Flags of `linerate throughput`.
@@ -234,28 +233,19 @@ impl ThroughputArgs {
 pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
     let cfg = args.config()?;
     let interrupt = linerate_io::signal::interrupt_flag();
-    let mut progress = crate::progress::RateLine::default();
+    let mut progress = ctx.progress(crate::progress::StepLines::Replace);
     let mut runs = linerate_io::throughput::run::run(&cfg, &mut progress, &interrupt)?;
     let render = |r| linerate_report::throughput::render(r, ctx.width);
     if cfg.runs.len() == 1 {
         let doc = runs.pop().ok_or(RunError::NoResult)?;
-        match args.json {
-            true => print_json(&doc)?,
-            false => print(&render(&doc))?,
-        }
+        ctx.output(&doc, args.json, || render(&doc))?;
         return Ok(doc.flags);
     }
     let doc = Scenarios::document(runs, linerate_io::host::facts());
-    if args.json {
-        print_json(&doc)?;
-        return Ok(doc.flags);
-    }
-    for r in &doc.result.runs {
-        print(&(render(r) + "\n"))?;
-    }
-    print(&linerate_report::throughput::render_scenarios(
-        &doc, ctx.width,
-    ))?;
+    ctx.output(&doc, args.json, || {
+        let each = doc.result.runs.iter().map(|r| render(r) + "\n");
+        each.collect::<String>() + &linerate_report::throughput::render_scenarios(&doc, ctx.width)
+    })?;
     Ok(doc.flags)
 }
 
@@ -269,7 +259,9 @@ mod tests {
             param: "recv_nap_us",
             reason: "TCP receivers are woken per block (recv_lowat_bytes)".into(),
         };
-        let Failure::Usage(e) = param_usage(&e);
+        let Failure::Usage(e) = param_usage(&e) else {
+            panic!("a usage error")
+        };
         assert_eq!(
             e.to_string(),
             "--recv-nap: TCP receivers are woken per block (--recv-lowat)"
