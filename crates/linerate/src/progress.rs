@@ -25,7 +25,8 @@ const LINE_EVERY: Duration = Duration::from_secs(5);
 /// What a command's steps are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum StepLines {
-    /// A log worth keeping (rfc2544's trials): every step printed as a line.
+    /// A log worth keeping (rfc2544's trials): every step printed as a
+    /// line (and the last one shown on the live line).
     Keep,
     /// Where the run is (latency's "configuration 2/3"): shown on the live
     /// line, replaced by the next.
@@ -57,9 +58,11 @@ enum View {
 
 impl View {
     fn start(label: &str, of: Option<Duration>) -> Self {
-        let of_text = of.map_or_else(String::new, |d| format!(" of {:.0} s", d.as_secs_f64()));
+        let of_s = of.map(|d| d.as_secs_f64());
         if std::io::stderr().is_terminal() {
             let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+            // indicatif writes the elapsed time as `3s`.
+            let of_text = of_s.map_or_else(String::new, |s| format!(" of {s:.0}s"));
             let template = format!("{{spinner}} {label}: {{elapsed}}{of_text} {{msg}}");
             if let Ok(style) = ProgressStyle::with_template(&template) {
                 bar.set_style(style);
@@ -67,6 +70,7 @@ impl View {
             bar.enable_steady_tick(Duration::from_millis(500));
             return Self::Bar(bar);
         }
+        let of_text = of_s.map_or_else(String::new, |s| format!(" of {s:.0} s"));
         let message = Arc::new(Mutex::new(String::new()));
         let (stop, stopped) = mpsc::channel();
         let (label, shown) = (label.to_string(), Arc::clone(&message));
@@ -173,10 +177,10 @@ impl Progress for Live {
         }
         let keep = self.steps == StepLines::Keep;
         let view = self.view();
-        match keep {
-            true => view.line(line),
-            false => view.message(line.to_string()),
+        if keep {
+            view.line(line);
         }
+        view.message(line.to_string());
     }
 
     fn totals(&mut self, t: f64, tx: u64, rx: u64) {

@@ -458,3 +458,39 @@ fn compare_schema_is_published() {
         "linerate.compare",
     );
 }
+
+/// On a bed the record names it and its settings (privileged: skips loudly
+/// without root, fails under LINERATE_REQUIRE_PRIV=1).
+#[test]
+fn a_result_on_a_bed_is_saved_with_the_bed_and_its_settings() {
+    use linerate_bed::{Bed, BedSpec, Topology};
+    if !linerate_bed::privileges::require(
+        "a_result_on_a_bed_is_saved_with_the_bed_and_its_settings",
+    ) {
+        return;
+    }
+    let dir = scratch("bed");
+    let db = dir.join("h.sqlite");
+    let name = format!("h{}", std::process::id());
+    let mut spec = BedSpec::new(name.clone(), Topology::Pair);
+    spec.link = Some("100M".parse().unwrap());
+    let bed = Bed::up(&spec).expect("bed up");
+    let o = linerate(
+        &db,
+        &["latency", "--bed", &name, "--count", "100", "--json"],
+    );
+    drop(bed);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(ids(&db, &["--bed", &name]).len(), 1);
+    let show = linerate(&db, &["history", "show", "1", "--json"]);
+    let rec: Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert_eq!(rec["bed"], name.as_str());
+    let settings = rec["bed_settings"].as_array().unwrap();
+    assert!(
+        settings
+            .iter()
+            .any(|s| s.as_str().unwrap().starts_with("link 100")),
+        "{rec}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
