@@ -173,7 +173,7 @@ fn throughput(r: &ThroughputResult, prefix: &str) -> Vec<Figure> {
         };
         let role = match d.role {
             FlowRole::Sender => "sent",
-            FlowRole::Receiver => "received",
+            FlowRole::Receiver => "recv",
         };
         let end = match d.end {
             End::Client => "client",

@@ -95,11 +95,14 @@ fn text(d: &Value, key: &str) -> Option<String> {
     d.get(key).and_then(Value::as_str).map(str::to_string)
 }
 
-/// `#12 2026-11-23 10:00`.
+/// `result 12, started 2026-11-23 10:00:05, tag nightly`.
 fn label(r: &Compared) -> String {
-    let when = r.started_at.as_deref().and_then(|s| s.get(..16));
-    match when {
-        Some(w) => format!("#{} {}", r.id, w.replace('T', " ")),
-        None => format!("#{}", r.id),
+    let mut l = format!("result {}", r.id);
+    if let Some(w) = r.started_at.as_deref().and_then(|s| s.get(..19)) {
+        l += &format!(", started {}", w.replace('T', " "));
     }
+    if let Some(t) = &r.tag {
+        l += &format!(", tag {t}");
+    }
+    l
 }

@@ -39,8 +39,8 @@ fn cell(f: &Figure) -> String {
     }
 }
 
-/// What a change amounts to, in words; improvements and regressions found
-/// without any spread say so.
+/// What a change amounts to, in words; an improvement or regression found
+/// without any spread is marked `*` (see [`NO_SPREAD`]).
 pub fn verdict(c: &Change) -> String {
     let word = match c.verdict {
         Verdict::Improvement => "improvement",
@@ -50,10 +50,14 @@ pub fn verdict(c: &Change) -> String {
     };
     let moved = matches!(c.verdict, Verdict::Improvement | Verdict::Regression);
     match (moved, c.spread_known) {
-        (true, false) => format!("{word} (no spread known)"),
+        (true, false) => format!("{word}*"),
         _ => word.to_string(),
     }
 }
+
+/// The note under a table with verdicts marked `*`.
+pub const NO_SPREAD: &str =
+    "* no spread known (the figure was not repeated): the change may be noise";
 
 /// The change in percent, signed (`+3.2 %`); `–` when the baseline is 0.
 fn change(c: &Change) -> String {
@@ -61,19 +65,26 @@ fn change(c: &Change) -> String {
         .map_or_else(|| "–".into(), |p| format!("{p:+.1} %"))
 }
 
-/// The comparison table: one row per figure, a value column per result
-/// (titled by `labels`), and for each result after the first its change
-/// against the first and the verdict.
+/// The comparison: a legend of the results (`labels`, the baseline
+/// first), then one row per figure with a value column per result and, for
+/// each result after the first, its change against the first and the
+/// verdict.
 pub fn render(labels: &[String], rows: &[Row], width: Width) -> String {
-    let mut cols = vec![("figure".to_string(), Align::Left)];
+    let mut out =
+        String::from("Each result against the first; [min – max] is the spread of repeats.\n");
     for (i, l) in labels.iter().enumerate() {
-        cols.push((l.clone(), Align::Right));
-        if i > 0 {
-            cols.push((format!("change {}", i + 1), Align::Right));
-            cols.push((format!("verdict {}", i + 1), Align::Left));
+        out += &format!("  ({}) {l}\n", i + 1);
+    }
+    let mut cols = vec![("figure".to_string(), Align::Left)];
+    for i in 1..=labels.len() {
+        cols.push((format!("({i})"), Align::Right));
+        if i > 1 {
+            cols.push((format!("change ({i})"), Align::Right));
+            cols.push(("verdict".to_string(), Align::Left));
         }
     }
     let mut t = Table::new(cols);
+    let mut unknown = false;
     for r in rows {
         let mut cells = vec![r.key.clone()];
         for (i, v) in r.values.iter().enumerate() {
@@ -81,14 +92,17 @@ pub fn render(labels: &[String], rows: &[Row], width: Width) -> String {
             if i > 0 {
                 let c = r.changes.get(i).copied().flatten();
                 cells.push(c.as_ref().map_or_else(String::new, change));
-                cells.push(c.as_ref().map_or_else(|| "not in both".into(), verdict));
+                let v = c.as_ref().map_or_else(|| "not in both".into(), verdict);
+                unknown |= v.ends_with('*');
+                cells.push(v);
             }
         }
         t.row(cells);
     }
-    let mut out =
-        String::from("Each result against the first; [min – max] is the spread of repeats.\n");
     out += &t.fit(2, width);
+    if unknown {
+        out += &format!("  {NO_SPREAD}\n");
+    }
     out
 }
 
@@ -125,6 +139,7 @@ mod tests {
             values: vec![Some(a), Some(b)],
         };
         let text = render(&["#1".into(), "#2".into()], &[row], Width::default());
+        assert!(text.contains("(1) #1\n") && text.contains("(2)"), "{text}");
         assert!(text.contains("148.0 k/s [147.0 k/s – 149.0 k/s]"), "{text}");
         assert!(text.contains("-18.9 %"), "{text}");
         assert!(
@@ -136,6 +151,6 @@ mod tests {
             verdict: Verdict::Improvement,
             spread_known: false,
         };
-        assert_eq!(verdict(&none), "improvement (no spread known)");
+        assert_eq!(verdict(&none), "improvement*");
     }
 }
