@@ -10,6 +10,9 @@
 //! ([`SCHEMA_VERSION`]); a database written by a newer linerate is refused,
 //! never rewritten.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 mod env;
 mod migrate;
 mod store;

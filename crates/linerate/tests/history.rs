@@ -494,3 +494,23 @@ fn a_result_on_a_bed_is_saved_with_the_bed_and_its_settings() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn a_database_locked_past_the_busy_timeout_costs_one_warning_line() {
+    let dir = scratch("locked");
+    let db = dir.join("h.sqlite");
+    drop(Store::open(&db).unwrap());
+    let holder = rusqlite::Connection::open(&db).unwrap();
+    holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let o = linerate(&db, &[&LATENCY[..], &["--json"]].concat());
+    holder.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["schema"], "linerate.latency");
+    let err = stderr(&o);
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("not saved")).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(warnings[0].contains("locked"), "{err}");
+    assert!(ids(&db, &[]).is_empty());
+    let _ = std::fs::remove_dir_all(dir);
+}
