@@ -2,9 +2,10 @@
 //! their unit and which direction is better ([`figures`]), and the change of
 //! each between results, judged against the runs' spread ([`compare`]).
 //!
-//! A figure's spread is the min–max of its repeats (RFC 2544's repeated
-//! throughput and back-to-back searches, its latency trials; a result with
-//! `--repeat` gives it for every figure). A change is *beyond the spread*
+//! A figure's spread is the min–max of its repeats: RFC 2544's repeated
+//! throughput and back-to-back searches and its latency trials carry it in
+//! the result; a result measured several times over gives it for every
+//! figure through [`with_repeats`] (the figures of each repeat). A change is *beyond the spread*
 //! when the ranges of the two results do not overlap (with one spread known:
 //! when the other value lies outside it). Without any spread the change is
 //! still shown, marked "no spread known": it may be noise.
@@ -160,6 +161,22 @@ pub fn figures(doc: &Value) -> Result<Vec<Figure>, CompareError> {
         }
         other => Err(CompareError::NotComparable(other.to_string())),
     }
+}
+
+/// The figures of a result measured several times: `quoted` (the figures of
+/// the result as quoted, e.g. the median repeat) with each figure's spread
+/// set to the min–max of the same figure over `repeats` (the figures of
+/// every repeat). A figure found in fewer than two repeats keeps the spread
+/// it had.
+pub fn with_repeats(quoted: Vec<Figure>, repeats: &[Vec<Figure>]) -> Vec<Figure> {
+    quoted
+        .into_iter()
+        .map(|f| {
+            let same = repeats.iter().flatten().filter(|r| r.key == f.key);
+            let spread = Spread::of(same.map(|r| r.value)).or(f.spread);
+            f.spread(spread)
+        })
+        .collect()
 }
 
 /// Per direction, end and role: bit/s and packets/s (higher better) and the
@@ -542,6 +559,34 @@ mod tests {
         let c = Comparison::new(Vec::new(), rows.clone(), Some(5.0));
         assert_eq!(c.failing, ["80"]);
         assert!(Comparison::new(Vec::new(), rows, None).failing.is_empty());
+    }
+
+    #[test]
+    fn repeats_give_every_figure_its_spread() {
+        let f = |key: &str, v: f64| Figure::new(key.into(), Unit::Ns, Better::Lower, v);
+        let quoted = vec![f("RTT p50", 10.0), f("RTT p99", 30.0)];
+        let repeats = vec![
+            vec![f("RTT p50", 9.0), f("RTT p99", 28.0)],
+            vec![f("RTT p50", 10.0), f("RTT p99", 35.0)],
+            vec![f("RTT p50", 12.0)],
+        ];
+        let out = with_repeats(quoted, &repeats);
+        assert_eq!(
+            out[0].spread,
+            Some(Spread {
+                min: 9.0,
+                max: 12.0
+            })
+        );
+        assert_eq!(
+            out[1].spread,
+            Some(Spread {
+                min: 28.0,
+                max: 35.0
+            })
+        );
+        assert_eq!(out[0].value, 10.0, "the quoted value stays");
+        assert_eq!(with_repeats(vec![f("x", 1.0)], &[])[0].spread, None);
     }
 
     #[test]
