@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension as _};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::env::{BedFacts, Columns, Load};
@@ -80,8 +81,9 @@ pub struct Entry<'a> {
     pub load: Option<&'a Load>,
 }
 
-/// A stored result without its document (a line of `history list`).
-#[derive(Debug, Clone, PartialEq)]
+/// A stored result without its document (a line of `history list`; JSON:
+/// `linerate history list --json` is an array of these).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     /// Its id.
     pub id: i64,
@@ -99,10 +101,12 @@ pub struct Summary {
     pub exit_code: Option<i64>,
 }
 
-/// A stored result with its environment and document.
-#[derive(Debug, Clone, PartialEq)]
+/// A stored result with its environment and document (JSON: `linerate
+/// history show ID --json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Record {
     /// What `history list` shows.
+    #[serde(flatten)]
     pub summary: Summary,
     /// The document's version.
     pub version: i64,
@@ -122,8 +126,11 @@ pub struct Record {
     pub steal_pct: Option<f64>,
     /// CPU pressure (PSI "some") during the test, percent.
     pub cpu_pressure_pct: Option<f64>,
-    /// The document exactly as stored.
-    pub document: String,
+    /// The document, parsed (Null if the stored text is not JSON).
+    pub document: Value,
+    /// The document exactly as stored (what `history export` prints).
+    #[serde(skip)]
+    pub text: String,
 }
 
 /// Which results to list. Dates compare as RFC 3339 UTC text, so a prefix
@@ -281,6 +288,7 @@ impl Store {
         );
         let found = self.conn.query_row(&sql, [id], |r| {
             let settings: Option<String> = r.get(13)?;
+            let text: String = r.get(16)?;
             Ok(Record {
                 summary: summary(r)?,
                 version: r.get(7)?,
@@ -294,7 +302,8 @@ impl Store {
                     .unwrap_or_default(),
                 steal_pct: r.get(14)?,
                 cpu_pressure_pct: r.get(15)?,
-                document: r.get(16)?,
+                document: serde_json::from_str(&text).unwrap_or(Value::Null),
+                text,
             })
         });
         found
@@ -306,8 +315,10 @@ impl Store {
     /// The stored document of result `id`, parsed (what `linerate report`
     /// and `compare` read).
     pub fn get(&self, id: i64) -> Result<Value, HistoryError> {
-        let text = self.record(id)?.document;
-        serde_json::from_str(&text).map_err(|_| HistoryError::NotADocument)
+        match self.record(id)?.document {
+            Value::Null => Err(HistoryError::NotADocument),
+            doc => Ok(doc),
+        }
     }
 
     /// Removes result `id`.

@@ -53,7 +53,8 @@ fn a_saved_document_reads_back_exactly_with_its_environment() {
         })
         .unwrap();
     let r = s.record(id).unwrap();
-    assert_eq!(r.document, DOC);
+    assert_eq!(r.text, DOC);
+    assert_eq!(r.document["host"]["cpus"], 2);
     assert_eq!(r.summary.command, "latency");
     assert_eq!(r.summary.tag.as_deref(), Some("nightly"));
     assert_eq!(r.summary.bed.as_deref(), Some("lab"));

@@ -285,8 +285,7 @@ pub(crate) fn run(args: &HistoryArgs, ctx: &Ctx) -> Result<(), Failure> {
         Action::List => {
             let rows = store.list(&args.filter(ctx.results.tag.as_deref()))?;
             if args.json {
-                let all: Vec<Value> = rows.iter().map(summary_json).collect();
-                return print_json(&all);
+                return print_json(&rows);
             }
             let lines: Vec<linerate_report::history::Line> = rows
                 .into_iter()
@@ -304,11 +303,11 @@ pub(crate) fn run(args: &HistoryArgs, ctx: &Ctx) -> Result<(), Failure> {
         Action::Show { id } => {
             let r = store.record(*id)?;
             match args.json {
-                true => print_json(&record_json(&r)),
+                true => print_json(&r),
                 false => print(&show(&r, ctx.width)),
             }
         }
-        Action::Export { id } => print(&store.record(*id)?.document),
+        Action::Export { id } => print(&store.record(*id)?.text),
         Action::Rm { id } => {
             store.remove(*id)?;
             match args.json {
@@ -317,38 +316,6 @@ pub(crate) fn run(args: &HistoryArgs, ctx: &Ctx) -> Result<(), Failure> {
             }
         }
     }
-}
-
-fn summary_json(s: &linerate_history::Summary) -> Value {
-    json!({
-        "id": s.id,
-        "command": s.command,
-        "schema": s.schema,
-        "started_at": s.started_at,
-        "tag": s.tag,
-        "bed": s.bed,
-        "exit_code": s.exit_code,
-    })
-}
-
-fn record_json(r: &Record) -> Value {
-    let mut v = summary_json(&r.summary);
-    let document: Value = serde_json::from_str(&r.document).unwrap_or(Value::Null);
-    if let Some(o) = v.as_object_mut() {
-        o.extend([
-            ("version".into(), json!(r.version)),
-            ("saved_at".into(), json!(r.saved_at)),
-            ("linerate_version".into(), json!(r.linerate_version)),
-            ("kernel".into(), json!(r.kernel)),
-            ("cpu_model".into(), json!(r.cpu_model)),
-            ("cpus".into(), json!(r.cpus)),
-            ("bed_settings".into(), json!(r.bed_settings)),
-            ("steal_pct".into(), json!(r.steal_pct)),
-            ("cpu_pressure_pct".into(), json!(r.cpu_pressure_pct)),
-            ("document".into(), document),
-        ]);
-    }
-    v
 }
 
 /// A result's environment, then the result as its command renders it.
@@ -371,8 +338,7 @@ fn show(r: &Record, width: Width) -> String {
         ("CPU pressure", pct(r.cpu_pressure_pct)),
     ]);
     out.push('\n');
-    let doc: Value = serde_json::from_str(&r.document).unwrap_or(Value::Null);
-    out += &render(&doc, width).unwrap_or_else(|| {
+    out += &render(&r.document, width).unwrap_or_else(|| {
         format!(
             "(no table for this document: `linerate history export {}` prints it)\n",
             s.id

@@ -86,8 +86,16 @@ fn a_real_latency_run_is_saved_exactly_as_printed_with_its_tag() {
         stdout(&o),
         "export prints the stored document exactly"
     );
+    let list: Value =
+        serde_json::from_slice(&linerate(&db, &["history", "--json"]).stdout).unwrap();
+    common::validate("linerate.history.list", &list);
     let show = linerate(&db, &["history", "show", &id, "--json"]);
     let rec: Value = serde_json::from_slice(&show.stdout).unwrap();
+    common::validate("linerate.history.show", &rec);
+    assert_eq!(
+        rec["document"],
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    );
     assert_eq!(rec["tag"], "loop");
     assert_eq!(rec["command"], "latency");
     assert!(
@@ -450,6 +458,12 @@ fn store_one(db: &Path, text: &str) -> String {
         .save(&entry(text))
         .unwrap()
         .to_string()
+}
+
+#[test]
+fn history_schemas_are_published() {
+    common::published::<Vec<linerate_history::Summary>>("linerate.history.list");
+    common::published::<linerate_history::Record>("linerate.history.show");
 }
 
 #[test]
