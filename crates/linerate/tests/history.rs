@@ -493,9 +493,48 @@ fn a_result_on_a_bed_is_saved_with_the_bed_and_its_settings() {
         &db,
         &["latency", "--bed", &name, "--count", "100", "--json"],
     );
+    // RFC 2544 streams its steps and is saved too.
+    let rfc = linerate(
+        &db,
+        &[
+            "rfc2544",
+            "--bed",
+            &name,
+            "--frames",
+            "1518",
+            "--tests",
+            "throughput",
+            "--trial",
+            "500ms",
+            "--drain",
+            "200ms",
+            "--ceiling-time",
+            "300ms",
+            "--resolution",
+            "10",
+            "--json-stream",
+        ],
+    );
     drop(bed);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(ids(&db, &["--bed", &name]).len(), 1);
+    assert!(rfc.status.code() != Some(2), "{}", stderr(&rfc));
+    let events: Vec<Value> = stdout(&rfc)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let names: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        (names.first(), names.last()),
+        (Some(&"start"), Some(&"end")),
+        "{names:?}"
+    );
+    assert!(names.contains(&"step"), "{names:?}");
+    assert_eq!(events.last().unwrap()["data"]["schema"], "linerate.rfc2544");
+    assert_eq!(ids(&db, &["--bed", &name]).len(), 2);
+    assert_eq!(ids(&db, &["--bed", &name, "--command", "rfc2544"]).len(), 1);
     let show = linerate(&db, &["history", "show", "1", "--json"]);
     let rec: Value = serde_json::from_slice(&show.stdout).unwrap();
     assert_eq!(rec["bed"], name.as_str());
