@@ -127,6 +127,10 @@ pub enum CompareError {
     /// Fewer than two results.
     #[error("comparing needs at least two results")]
     TooFew,
+    /// The results carry none of the comparable figures (a throughput
+    /// document of version 1 has no derived figures).
+    #[error("the results have no comparable figures")]
+    NoFigures,
 }
 
 /// The comparable figures of a result document, by its `schema`.
@@ -440,6 +444,9 @@ pub fn compare(docs: &[Value]) -> Result<Vec<Row>, CompareError> {
         return Err(CompareError::Mixed(first, other));
     }
     let all: Vec<Vec<Figure>> = docs.iter().map(figures).collect::<Result<_, _>>()?;
+    if all.iter().all(Vec::is_empty) {
+        return Err(CompareError::NoFigures);
+    }
     let mut keys: Vec<&Figure> = Vec::new();
     for f in all.iter().flatten() {
         if !keys.iter().any(|k| k.key == f.key) {

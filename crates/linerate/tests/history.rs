@@ -567,3 +567,35 @@ fn a_database_locked_past_the_busy_timeout_costs_one_warning_line() {
     assert!(ids(&db, &[]).is_empty());
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn compare_latency_rows_by_their_settings_without_spread() {
+    let dir = scratch("compare-latency");
+    let db = dir.join("h.sqlite");
+    let base = common::fixture("linerate.latency.sweep.json");
+    let mut slower = base.clone();
+    slower["runs"][1]["rtt_unstamped"]["p50_ns"] = json!(40_000);
+    let a = store_one(&db, &serde_json::to_string_pretty(&base).unwrap());
+    let b = store_one(&db, &serde_json::to_string_pretty(&slower).unwrap());
+    let o = linerate(&db, &["compare", &a, &b, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let row = |key: &str| {
+        let rows = doc["figures"].as_array().unwrap();
+        let r = rows.iter().find(|r| r["key"] == key);
+        r.unwrap_or_else(|| panic!("{key}: {doc}"))["changes"][1].clone()
+    };
+    assert_eq!(
+        row("reflector-mode=blocking RTT p50")["verdict"],
+        "unchanged"
+    );
+    let busy = row("reflector-mode=busy RTT p50");
+    assert_eq!(busy["verdict"], "regression");
+    assert_eq!(busy["spread_known"], false);
+    let text = stdout(&linerate(&db, &["compare", &a, &b]));
+    assert!(
+        text.contains("regression*") && text.contains("no spread known"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
