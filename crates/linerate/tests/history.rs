@@ -599,3 +599,57 @@ fn compare_latency_rows_by_their_settings_without_spread() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn bad_history_flags_are_usage_errors() {
+    let dir = scratch("usage");
+    let db = dir.join("h.sqlite");
+    for (args, says) in [
+        (&["history", "--since", "yesterday"][..], "time ago"),
+        (&["compare", "1"][..], "two results"),
+        (&["compare"][..], "--last N"),
+        (&["compare", "--last", "1"][..], "--last"),
+        (
+            &["compare", "1", "2", "--fail-on-regression", "x"][..],
+            "percentage",
+        ),
+        (&["history", "export", "99"][..], "no result with id 99"),
+    ] {
+        let o = linerate(&db, args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn off_a_terminal_a_run_past_ten_seconds_prints_progress_lines() {
+    let dir = scratch("progress");
+    let db = dir.join("h.sqlite");
+    let args = [
+        "latency",
+        "127.0.0.1",
+        "--in-process",
+        "--time",
+        "11",
+        "--interval",
+        "10ms",
+    ];
+    let o = linerate(&db, &[&args[..], &["--no-save", "--json"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("linerate latency: "))
+        .collect();
+    assert!(!lines.is_empty(), "{err}");
+    assert!(lines[0].contains(" of 11 s"), "{err}");
+    // A short run prints none.
+    let short = linerate(&db, &[&LATENCY[..], &["--no-save", "--json"]].concat());
+    assert!(
+        !stderr(&short).contains("linerate latency: "),
+        "{}",
+        stderr(&short)
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
