@@ -34,6 +34,7 @@ pub(crate) struct Cli {
     /// One JSON object per line on stdout while the command runs, iperf3's
     /// convention ({"event": …, "data": …}): start, interval, step, and end
     /// with the whole result (throughput, latency, rfc2544; server: log).
+    /// Instead of the usual output: the end event carries what --json prints.
     #[arg(long, global = true)]
     pub(crate) json_stream: bool,
 
