@@ -3,8 +3,10 @@
 //! it in the history (`linerate-history`) with its environment; and
 //! `linerate history list|show|export|rm`.
 
+use std::cell::Cell;
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::time::Duration;
 
 use anyhow::anyhow;
@@ -65,6 +67,8 @@ pub(crate) struct Results {
     save: bool,
     tag: Option<String>,
     stream: bool,
+    /// The `--json-stream`'s `end` event is out.
+    ended: Rc<Cell<bool>>,
     measuring: Option<Measuring>,
     load: LoadSample,
 }
@@ -85,6 +89,7 @@ impl Results {
             save: !cli.no_save,
             tag: cli.tag.clone(),
             stream: cli.json_stream,
+            ended: Rc::default(),
             measuring,
             load: LoadSample::now(),
         })
@@ -138,7 +143,8 @@ impl Ctx {
         };
         let stream = r.stream.then(|| {
             let bed = bed.map(|b| json!({ "name": b.name, "settings": b.settings }));
-            Stream::start(command, interval, json!({ "bed": bed }))
+            let ended = Rc::clone(&r.ended);
+            Stream::start(command, interval, json!({ "bed": bed }), ended)
         });
         Live::new(&format!("linerate {command}"), of, steps, stream)
     }
@@ -160,6 +166,7 @@ impl Ctx {
                 "end",
                 serde_json::to_value(doc).map_err(anyhow::Error::from)?,
             );
+            self.results.ended.set(true);
         } else if json {
             print(&text)?;
         } else {

@@ -4,9 +4,13 @@
 //! bytes over each reporting interval, from the driver's live totals;
 //! CLOCK_MONOTONIC seconds since the transfer started) and `step` (a
 //! procedure's finished step) while it runs, and `end` with the whole result
-//! document. `linerate server` writes a `log` event per session event.
+//! document; a run that ends without a result ends its stream with `error`
+//! (the reason is on stderr). `linerate server` writes a `log` event per
+//! session event.
 
+use std::cell::Cell;
 use std::io::Write as _;
+use std::rc::Rc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -26,12 +30,20 @@ pub(crate) struct Stream {
     interval_s: f64,
     /// The last interval's end: (seconds, sent bytes, received bytes).
     last: (f64, u64, u64),
+    /// Set once the `end` event is out; unset when this is dropped, the
+    /// stream ends with `error`.
+    ended: Rc<Cell<bool>>,
 }
 
 impl Stream {
     /// Starts the stream of `command` (its `start` event); intervals are
-    /// `interval` long.
-    pub(crate) fn start(command: &str, interval: Duration, data: Value) -> Self {
+    /// `interval` long; `ended` is set by whoever writes the `end` event.
+    pub(crate) fn start(
+        command: &str,
+        interval: Duration,
+        data: Value,
+        ended: Rc<Cell<bool>>,
+    ) -> Self {
         let mut start = json!({
             "command": command,
             "linerate_version": linerate_core::result::LINERATE_VERSION,
@@ -44,6 +56,7 @@ impl Stream {
         Self {
             interval_s: interval.as_secs_f64().max(1e-3),
             last: (0.0, 0, 0),
+            ended,
         }
     }
 
@@ -78,5 +91,14 @@ impl Stream {
     /// A transfer is over: the next one's totals start from zero.
     pub(crate) fn done(&mut self) {
         self.last = (0.0, 0, 0);
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if !self.ended.get() {
+            let message = "the run ended without a result (the reason is on stderr)";
+            emit("error", json!({ "message": message }));
+        }
     }
 }

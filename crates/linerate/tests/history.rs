@@ -246,6 +246,30 @@ fn latency_json_stream_has_start_step_and_end() {
         .collect();
     assert_eq!(names, ["start", "step", "end"]);
     assert!(!db.exists(), "--no-save writes nothing");
+    // A run without a result ends its stream with an error event.
+    let refused = linerate(
+        &db,
+        &[
+            "throughput",
+            "127.0.0.1",
+            "--port",
+            "9",
+            "--time",
+            "1",
+            "--json-stream",
+        ],
+    );
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let names: Vec<String> = stdout(&refused)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["event"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(names, ["start", "error"]);
     // Not on a command that does not run long.
     let calc = linerate(&db, &["calc", "--json-stream"]);
     assert_eq!(calc.status.code(), Some(2));
