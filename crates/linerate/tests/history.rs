@@ -33,6 +33,36 @@ fn linerate(db: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// The `--json-stream` lines of `o`, each parsed (a line that is not JSON
+/// fails the test).
+fn events(o: &Output) -> Vec<Value> {
+    let lines = stdout(o);
+    let each = lines.lines();
+    each.map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// Their event names.
+fn event_names(events: &[Value]) -> Vec<String> {
+    let each = events.iter().map(|e| e["event"].as_str().unwrap());
+    each.map(str::to_string).collect()
+}
+
+/// The events of `o`, which start with `start`, end with `end` and have a
+/// `middle` event.
+fn framed(o: &Output, middle: &str) -> Vec<Value> {
+    let events = events(o);
+    let names = event_names(&events);
+    assert_eq!(
+        names.first().map(String::as_str),
+        Some("start"),
+        "{names:?}"
+    );
+    assert_eq!(names.last().map(String::as_str), Some("end"), "{names:?}");
+    assert!(names.iter().any(|n| n == middle), "{names:?}");
+    events
+}
+
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -185,17 +215,7 @@ fn a_real_throughput_run_streams_json_lines_and_is_saved() {
     let o = linerate(&db, &args);
     let _ = server.wait();
     assert!(o.status.success(), "{}", stderr(&o));
-    let events: Vec<Value> = stdout(&o)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect();
-    let names: Vec<&str> = events
-        .iter()
-        .map(|e| e["event"].as_str().unwrap())
-        .collect();
-    assert_eq!(names.first(), Some(&"start"), "{names:?}");
-    assert_eq!(names.last(), Some(&"end"), "{names:?}");
-    assert!(names.contains(&"interval"), "{names:?}");
+    let events = framed(&o, "interval");
     assert_eq!(events[0]["data"]["command"], "throughput");
     let interval = events.iter().find(|e| e["event"] == "interval").unwrap();
     assert!(
@@ -235,15 +255,7 @@ fn latency_json_stream_has_start_step_and_end() {
         &[&LATENCY[..], &["--json-stream", "--no-save"]].concat(),
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    let names: Vec<String> = stdout(&o)
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).unwrap()["event"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
-        .collect();
+    let names = event_names(&events(&o));
     assert_eq!(names, ["start", "step", "end"]);
     assert!(!db.exists(), "--no-save writes nothing");
     // A run without a result ends its stream with an error event.
@@ -260,15 +272,7 @@ fn latency_json_stream_has_start_step_and_end() {
         ],
     );
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
-    let names: Vec<String> = stdout(&refused)
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).unwrap()["event"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
-        .collect();
+    let names = event_names(&events(&refused));
     assert_eq!(names, ["start", "error"]);
     // Not on a command that does not run long.
     let calc = linerate(&db, &["calc", "--json-stream"]);
@@ -542,20 +546,7 @@ fn a_result_on_a_bed_is_saved_with_the_bed_and_its_settings() {
     drop(bed);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(rfc.status.code() != Some(2), "{}", stderr(&rfc));
-    let events: Vec<Value> = stdout(&rfc)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect();
-    let names: Vec<&str> = events
-        .iter()
-        .map(|e| e["event"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        (names.first(), names.last()),
-        (Some(&"start"), Some(&"end")),
-        "{names:?}"
-    );
-    assert!(names.contains(&"step"), "{names:?}");
+    let events = framed(&rfc, "step");
     assert_eq!(events.last().unwrap()["data"]["schema"], "linerate.rfc2544");
     assert_eq!(ids(&db, &["--bed", &name]).len(), 2);
     assert_eq!(ids(&db, &["--bed", &name, "--command", "rfc2544"]).len(), 1);
