@@ -17,7 +17,9 @@
 #![warn(missing_docs)]
 
 pub mod calc;
+pub mod ceilings;
 pub mod demo;
+pub mod energy;
 pub mod error;
 pub mod inspect;
 pub mod latency;
