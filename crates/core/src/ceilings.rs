@@ -190,8 +190,8 @@ impl Config {
             copy_blocks,
             checksum_frames,
             packet_frames,
-            bytes_per_repeat: if req.quick { 8 * MIB } else { 64 * MIB },
-            packets_per_repeat: if req.quick { 10_000 } else { 100_000 },
+            bytes_per_repeat: if req.quick { 2 * MIB } else { 64 * MIB },
+            packets_per_repeat: if req.quick { 4096 } else { 100_000 },
         })
     }
 
@@ -340,6 +340,15 @@ pub fn verdict(frame_bytes: u32, frames_per_s: f64) -> (Option<String>, Option<S
         }
     }
     (enough, None)
+}
+
+/// The UDP payload of an IPv4 datagram in an Ethernet frame of
+/// `frame_bytes` (64 → 18, 1518 → 1472): what a socket path's operation
+/// sends.
+pub fn udp_payload_bytes(frame_bytes: u32) -> u32 {
+    Encap::UDP4
+        .frame_of_length(frame_bytes, true)
+        .map_or(0, |f| f.payload_bytes)
 }
 
 impl Ceiling {
@@ -565,7 +574,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!((quick.repeats, quick.parts.len()), (3, 4));
-        assert_eq!(quick.ops_per_repeat(64), (8 << 20) / 64);
+        assert_eq!(quick.ops_per_repeat(64), (2 << 20) / 64);
         assert_eq!(quick.ops_per_repeat(64 << 20), 1);
         assert_eq!(quick.cold_arena_bytes(Some(32 << 20)), 256 << 20);
         assert_eq!(quick.cold_arena_bytes(None), 256 << 20);
@@ -588,6 +597,7 @@ mod tests {
         }
         assert_eq!("copy".parse::<Part>(), Ok(Part::Copy));
         assert!("memcpy".parse::<Part>().is_err());
+        assert_eq!((udp_payload_bytes(64), udp_payload_bytes(1518)), (18, 1472));
     }
 
     #[test]

@@ -59,6 +59,11 @@ pub(crate) enum Command {
     Inspect(crate::inspect::InspectArgs),
     /// RFC 2544 device-under-test suite with raw frames: throughput, latency, frame loss, back-to-back.
     Rfc2544(crate::rfc2544::Rfc2544Args),
+    /// Host ceilings: copy, Internet checksum and per-packet send/receive costs, each
+    /// against the line rates it sustains.
+    ///
+    /// JSON: schema linerate.ceilings version 1 (docs/schema/ceilings.schema.json).
+    Ceilings(crate::ceilings::CeilingsArgs),
 }
 
 /// Flags of `linerate calc`.

@@ -6,6 +6,7 @@
 //! 2 usage or setup error.
 
 mod calc;
+mod ceilings;
 mod demo;
 mod flags;
 mod inspect;
@@ -66,9 +67,8 @@ impl IntoFlags for Vec<Flag> {
 }
 
 /// Commands the specification lists that are not built yet.
-const NOT_BUILT: [(&str, &str); 6] = [
+const NOT_BUILT: [(&str, &str); 5] = [
     ("journey", "the packet journey through the kernel"),
-    ("ceilings", "host ceilings (copy, checksum, syscalls)"),
     ("scenario", "experiments as files and the seed replays"),
     ("report", "HTML reports and plots"),
     ("history", "the results history"),
@@ -106,6 +106,7 @@ fn main() -> ExitCode {
         Command::Testbed(args) => finish(testbed::run(&args, &ctx)),
         Command::Inspect(args) => finish(inspect::run(&args, &ctx)),
         Command::Rfc2544(args) => finish(rfc2544::run(&args, &ctx)),
+        Command::Ceilings(args) => finish(ceilings::run(&args, &ctx)),
     }
 }
 

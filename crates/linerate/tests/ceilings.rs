@@ -1,0 +1,128 @@
+//! `linerate ceilings`: the published schema, the real `--quick --json`
+//! document validated and read back, the table naming its methods and CPU
+//! features, and usage errors.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::process::Command;
+
+use linerate_core::ceilings::{CeilingsResult, Part, SCHEMA, VERSION};
+use linerate_core::result::Envelope;
+
+fn linerate(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(args)
+        .output()
+        .expect("the linerate binary runs")
+}
+
+#[test]
+fn ceilings_schema_is_published() {
+    common::published::<Envelope<CeilingsResult>>(SCHEMA);
+}
+
+#[test]
+fn quick_run_validates_and_round_trips() {
+    let v = common::json_of(&["ceilings", "--quick", "--json"]);
+    let e = common::round_trip::<CeilingsResult>(SCHEMA, &v);
+    assert_eq!(e.version, VERSION);
+    let r = &e.result;
+    assert!(r.quick && r.repeats == 3);
+    assert!(r.clock.contains("CLOCK_MONOTONIC"), "{}", r.clock);
+    // Every part ran, every check passed, and every figure has its repeats.
+    for part in Part::ALL {
+        assert!(r.ceilings.iter().any(|c| c.part == part), "{part}");
+    }
+    assert!(
+        !r.checks.is_empty() && r.checks.iter().all(|c| c.passed),
+        "{:?}",
+        r.checks
+    );
+    for c in &r.ceilings {
+        assert_eq!(c.repeat_ns.len(), 3, "{c:?}");
+        assert!(c.ns_per_op.min <= c.ns_per_op.median && c.ns_per_op.median <= c.ns_per_op.max);
+        assert!(c.frames_per_s > 0.0, "{c:?}");
+    }
+    let methods = |part: Part| -> Vec<&str> {
+        let mut m: Vec<&str> = (r.ceilings.iter())
+            .filter(|c| c.part == part)
+            .map(|c| c.method.as_str())
+            .collect();
+        m.dedup();
+        m
+    };
+    assert!(methods(Part::Checksum).contains(&"scalar"));
+    assert_eq!(methods(Part::Send), ["send", "sendmmsg", "UDP GSO"]);
+    assert_eq!(methods(Part::Receive), ["recv", "recvmmsg", "UDP GRO"]);
+    if cfg!(target_arch = "x86_64") {
+        assert!(r.machine.cpu_features.iter().any(|f| f == "sse2"));
+        assert!(methods(Part::Copy).contains(&"rep movsb"));
+        assert!(methods(Part::Checksum).contains(&"sse2"));
+    }
+    // Energy is said once, either way.
+    let energy: Vec<&str> = (e.flags.iter())
+        .map(|f| f.code.as_str())
+        .filter(|c| c.starts_with("energy"))
+        .collect();
+    assert_eq!(energy.len(), 1, "{energy:?}");
+}
+
+#[test]
+fn table_names_methods_and_cpu_features() {
+    let o = linerate(&[
+        "ceilings",
+        "--quick",
+        "--only",
+        "checksum",
+        "--repeats",
+        "1",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("CLOCK_MONOTONIC"), "{out}");
+    assert!(out.contains("check: checksum:"), "{out}");
+    assert!(
+        out.contains("Internet checksum (") && out.contains("1518-byte frames"),
+        "{out}"
+    );
+    assert!(
+        out.contains("enough for") || out.contains("not for"),
+        "{out}"
+    );
+    assert!(!out.contains("Copy by block size"), "{out}");
+    if cfg!(target_arch = "x86_64") {
+        assert!(out.contains("CPU features sse2"), "{out}");
+        // A row of the vectorised method, beside the scalar one.
+        let row = |m: &str| {
+            out.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{m} ")))
+        };
+        assert!(row("scalar") && row("sse2"), "{out}");
+    }
+    for l in out.lines() {
+        assert!(l.chars().count() <= 100, "{l}");
+    }
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    for (args, what) in [
+        (
+            &["ceilings", "--repeats", "0"][..],
+            "--repeats must be 1 to 100",
+        ),
+        (&["ceilings", "--repeats", "many"][..], "invalid value"),
+        (
+            &["ceilings", "--only", "memcpy"][..],
+            "unknown part 'memcpy'",
+        ),
+    ] {
+        let o = linerate(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+        assert!(err.contains(what), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
