@@ -139,6 +139,65 @@ pub fn flag(energy: &Energy, bytes: u64, packets: u64) -> Flag {
     }
 }
 
+/// What a result moved through the host: bytes and packets, the
+/// denominators of energy per gigabyte and per packet.
+pub trait Moved {
+    /// (bytes, packets); 0 where not counted.
+    fn moved(&self) -> (u64, u64);
+}
+
+/// Each flow once, as the client counted it (payload bytes); packets from
+/// the derived figures where counted or estimated (not in version-1
+/// documents).
+impl Moved for crate::throughput::model::ThroughputResult {
+    fn moved(&self) -> (u64, u64) {
+        use crate::throughput::model::End;
+        let bytes = self.client.flows.iter().map(|f| f.bytes).sum();
+        let client = self
+            .figures
+            .directions
+            .iter()
+            .filter(|d| d.end == End::Client);
+        (bytes, client.filter_map(|d| d.packets).sum())
+    }
+}
+
+/// Every run's.
+impl Moved for crate::throughput::model::Scenarios {
+    fn moved(&self) -> (u64, u64) {
+        (self.runs.iter().map(|r| r.result.moved()))
+            .fold((0, 0), |(b, p), (rb, rp)| (b + rb, p + rp))
+    }
+}
+
+/// Every request sent and every reply received, of the probe size.
+impl Moved for crate::latency::LatencyReport {
+    fn moved(&self) -> (u64, u64) {
+        self.runs.iter().fold((0, 0), |(b, p), r| {
+            let n = r.counts.sent + r.counts.received;
+            (b + n * r.size_bytes, p + n)
+        })
+    }
+}
+
+/// Every frame the generator sent, in every trial (frame bytes).
+impl Moved for crate::rfc2544::Rfc2544Result {
+    fn moved(&self) -> (u64, u64) {
+        self.sizes.iter().fold((0, 0), |(b, p), s| {
+            let sent: u64 = (s.trace.iter().flat_map(|t| &t.steps))
+                .map(|step| step.sent_frames)
+                .sum();
+            (b + sent * u64::from(s.frame_bytes), p + sent)
+        })
+    }
+}
+
+/// [`flag`] for what `result` moved.
+pub fn flag_for(energy: &Energy, result: &impl Moved) -> Flag {
+    let (bytes, packets) = result.moved();
+    flag(energy, bytes, packets)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

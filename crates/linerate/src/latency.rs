@@ -5,6 +5,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Context as _};
 use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::Args;
+use linerate_core::energy::flag_for;
 use linerate_core::latency::{
     Config, ConfigError, EchoProtocol, Parameter, Peer, ReflectorMode, Request, Setup,
 };
@@ -204,12 +205,14 @@ pub(crate) fn run(args: &LatencyArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
     let cfg = config(args)?;
     let of = cfg.schedule.until.time();
     let mut progress = crate::progress::TickerProgress::new("linerate latency", of);
-    let doc = linerate_io::echo::run(&cfg, &mut progress).map_err(|e| {
+    let meter = linerate_io::energy::Meter::start();
+    let mut doc = linerate_io::echo::run(&cfg, &mut progress).map_err(|e| {
         anyhow::Error::new(e).context(match cfg.setup {
             Setup::Server => "latency session with linerate server",
             _ => "latency run",
         })
     })?;
+    doc.flags.push(flag_for(&meter.read(), &doc.result));
     if args.json {
         print_json(&doc)?;
     } else {

@@ -126,3 +126,43 @@ fn usage_errors_exit_2() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+/// Energy per gigabyte and per packet divide by what each measuring
+/// command's result moved: read from real documents of each.
+#[test]
+fn energy_denominators_of_the_measuring_commands() {
+    use linerate_core::energy::{flag_for, Energy, Moved};
+    let read = |file: &str| common::fixture(file);
+    let rfc: Envelope<linerate_core::rfc2544::Rfc2544Result> =
+        serde_json::from_value(read("linerate.rfc2544.json")).unwrap();
+    let lat: Envelope<linerate_core::latency::LatencyReport> =
+        serde_json::from_value(read("linerate.latency.json")).unwrap();
+    let tput: Envelope<linerate_core::throughput::model::ThroughputResult> =
+        serde_json::from_value(read("linerate.throughput.udp.json")).unwrap();
+    let (rb, rp) = rfc.result.moved();
+    let first = &rfc.result.sizes[0];
+    let sent0: u64 = first
+        .trace
+        .iter()
+        .flat_map(|t| &t.steps)
+        .map(|s| s.sent_frames)
+        .sum();
+    assert!(sent0 > 0 && rp >= sent0 && rb >= rp * 64, "{rb} {rp}");
+    let (lb, lp) = lat.result.moved();
+    let c = &lat.result.runs[0].counts;
+    assert!(lp >= c.sent + c.received && lb >= lp * 16, "{lb} {lp}");
+    // A version-1 throughput document has no derived packet figures.
+    let (tb, tp) = tput.result.moved();
+    assert!(tb > 400_000_000 && tp == 0, "{tb} {tp}");
+    let measured = Energy::Measured {
+        joules: 2.0,
+        seconds: 1.0,
+        source: "fixture".into(),
+    };
+    let f = flag_for(&measured, &tput.result);
+    let per_gb = f.evidence["energy_j_per_gb"].as_f64().unwrap();
+    assert!(
+        (per_gb - 2.0 / (tb as f64 / 1e9)).abs() < 1e-9 * per_gb,
+        "{per_gb}"
+    );
+}
