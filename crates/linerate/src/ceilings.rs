@@ -1,10 +1,13 @@
 //! `linerate ceilings`: flags -> [`Config`] -> `linerate_io::ceilings::run`
 //! -> `linerate_report::ceilings`, with the run's energy flag.
 
+use anyhow::Context as _;
 use clap::Args;
+use linerate_bed::{Bed, BedSpec, Feature, Topology};
 use linerate_core::ceilings::{self as core, Config, Part, Request, SCHEMA, VERSION};
 use linerate_core::progress::Progress;
 use linerate_core::result::{Envelope, Flag};
+use linerate_io::ceilings::RawTarget;
 
 use crate::output::{print, print_json};
 use crate::progress::TickerProgress;
@@ -42,16 +45,64 @@ impl CeilingsArgs {
     }
 }
 
+/// A temporary veth pair for the raw-frame send paths (removed again on
+/// drop, panic and SIGINT/SIGTERM), or why there is none.
+fn veth_pair(cfg: &Config) -> (Option<Bed>, Result<RawTarget, String>) {
+    if !cfg.runs(Part::Send) {
+        return (None, Err("send not asked".into()));
+    }
+    if let Err(why) = linerate_bed::privileges::check() {
+        return (
+            None,
+            Err(format!("the raw-frame paths need a veth pair: {why}")),
+        );
+    }
+    if let Err(e) = linerate_bed::guard::install_signal_teardown() {
+        return (
+            None,
+            Err(format!("no veth pair: installing the signal guard: {e}")),
+        );
+    }
+    let mut spec = BedSpec::new(format!("ceil{}", std::process::id()), Topology::Pair);
+    // GRO gives the peer veth NAPI, without which it refuses XDP-redirected
+    // frames (XDP live frames).
+    spec.offloads.0.insert(Feature::Gro, true);
+    match Bed::up(&spec) {
+        Ok(bed) => {
+            let target = bed.iface("a").map(|iface| RawTarget {
+                netns: bed.netns("a").map(str::to_string),
+                iface: iface.to_string(),
+            });
+            let target = target.ok_or_else(|| "the veth pair has no host a".to_string());
+            (Some(bed), target)
+        }
+        Err(e) => (None, Err(format!("could not build a veth pair: {e}"))),
+    }
+}
+
 /// Measures, and returns the document (flags included: the assessment's
-/// and the energy flag).
+/// and the energy flag). With `raw`, the raw-frame send paths run on a
+/// temporary veth pair when this process may build one.
 pub(crate) fn measure(
     cfg: &Config,
+    raw: bool,
     progress: &mut dyn Progress,
 ) -> Result<Envelope<core::CeilingsResult>, Failure> {
     let t0 = linerate_io::host::unix_now_ns();
+    let (bed, target) = match raw {
+        true => veth_pair(cfg),
+        false => (
+            None,
+            Err("`linerate ceilings` as root times the raw-frame paths on a veth pair".into()),
+        ),
+    };
     let meter = linerate_io::energy::Meter::start();
-    let result = linerate_io::ceilings::run(cfg, progress)?;
+    let result = linerate_io::ceilings::run(cfg, target.as_ref().map_err(String::as_str), progress);
     progress.done();
+    if let Some(bed) = bed {
+        bed.down().context("removing the veth pair")?;
+    }
+    let result = result?;
     let mut flags = core::assess(&result);
     flags.push(linerate_core::energy::flag(&meter.read(), 0, 0));
     Ok(Envelope::new(SCHEMA, VERSION, result)
@@ -64,7 +115,7 @@ pub(crate) fn measure(
 pub(crate) fn run(args: &CeilingsArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
     let cfg = Config::new(&args.request())?;
     let mut progress = TickerProgress::new("linerate ceilings", None);
-    let doc = measure(&cfg, &mut progress)?;
+    let doc = measure(&cfg, true, &mut progress)?;
     if args.json {
         print_json(&doc)?;
     } else {

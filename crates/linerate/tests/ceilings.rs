@@ -53,7 +53,32 @@ fn quick_run_validates_and_round_trips() {
         m
     };
     assert!(methods(Part::Checksum).contains(&"scalar"));
-    assert_eq!(methods(Part::Send), ["send", "sendmmsg", "UDP GSO"]);
+    assert_eq!(methods(Part::Send)[..3], ["send", "sendmmsg", "UDP GSO"]);
+    // The raw-frame send paths: timed on a temporary veth pair as root,
+    // else each skipped with its reason; the pair is gone afterwards.
+    for m in [
+        "AF_PACKET sendmmsg",
+        "AF_PACKET TX ring",
+        "AF_XDP (copy mode)",
+        "XDP live frames",
+    ] {
+        let timed = methods(Part::Send).contains(&m);
+        let skipped = r.skipped.iter().find(|s| s.method == m);
+        assert!(timed != skipped.is_some(), "{m}: {:?}", r.skipped);
+        if let Some(s) = skipped {
+            assert!(!s.reason.is_empty(), "{m}");
+        }
+    }
+    if linerate_bed::privileges::require("ceilings: raw-frame send paths on a veth pair") {
+        assert!(
+            methods(Part::Send).contains(&"AF_PACKET sendmmsg"),
+            "{:?}",
+            r.skipped
+        );
+        let left = Command::new("ip").args(["netns", "list"]).output().unwrap();
+        let left = String::from_utf8_lossy(&left.stdout);
+        assert!(!left.contains("lr-ceil"), "{left}");
+    }
     assert_eq!(methods(Part::Receive), ["recv", "recvmmsg", "UDP GRO"]);
     if cfg!(target_arch = "x86_64") {
         assert!(r.machine.cpu_features.iter().any(|f| f == "sse2"));

@@ -189,11 +189,22 @@ pub fn render(r: &CeilingsResult, flags: &[Flag], width: Width) -> String {
     }
     if !r.skipped.is_empty() {
         text.push('\n');
+        // One line per reason, naming every benchmark it stopped.
+        let mut reasons: Vec<&str> = Vec::new();
         for s in &r.skipped {
+            if !reasons.contains(&s.reason.as_str()) {
+                reasons.push(&s.reason);
+            }
+        }
+        for reason in reasons {
+            let which: Vec<String> = (r.skipped.iter())
+                .filter(|s| s.reason == reason)
+                .map(|s| format!("{} {}", s.part, s.method))
+                .collect();
             text.push_str(&paragraph(
                 "not measured: ",
                 "  ",
-                &format!("{} {}: {}", s.part, s.method, s.reason),
+                &format!("{}: {reason}", which.join(", ")),
                 width,
             ));
         }

@@ -4,6 +4,7 @@
 //! with CLOCK_MONOTONIC.
 
 mod packets;
+mod raw;
 
 use std::fs;
 use std::hint::black_box;
@@ -20,9 +21,16 @@ use crate::sys::copy::CopyMethod;
 use crate::sys::csum::CsumMethod;
 
 pub use packets::PacketError;
+pub use raw::RawTarget;
 
 /// Runs every part `cfg` asks, reporting each benchmark through `progress`.
-pub fn run(cfg: &Config, progress: &mut dyn Progress) -> Result<CeilingsResult, PacketError> {
+/// The raw-frame send paths send from `raw` (one end of a veth pair), or
+/// are skipped for the reason given.
+pub fn run(
+    cfg: &Config,
+    raw: Result<&RawTarget, &str>,
+    progress: &mut dyn Progress,
+) -> Result<CeilingsResult, PacketError> {
     let machine = machine();
     let mut checks = Vec::new();
     let mut samples = Vec::new();
@@ -71,7 +79,15 @@ pub fn run(cfg: &Config, progress: &mut dyn Progress) -> Result<CeilingsResult, 
     }
     for part in [Part::Send, Part::Receive] {
         if cfg.runs(part) {
-            let (got, skips) = packets::run(cfg, part)?;
+            let (mut got, mut skips) = packets::run(cfg, part)?;
+            if part == Part::Send {
+                let (raw_got, raw_skips) = match raw {
+                    Ok(target) => raw::send(cfg, target),
+                    Err(reason) => raw::skip_all(reason),
+                };
+                got.extend(raw_got);
+                skips.extend(raw_skips);
+            }
             for s in got {
                 note(&s, progress);
                 samples.push(s);
