@@ -62,7 +62,7 @@ pub(crate) enum Command {
     /// Host ceilings: copy, Internet checksum and per-packet send/receive costs, each
     /// against the line rates it sustains.
     ///
-    /// JSON: schema linerate.ceilings version 1 (docs/schema/ceilings.schema.json).
+    /// JSON: schema linerate.ceilings version 1 (docs/schema/linerate.ceilings.schema.json).
     Ceilings(crate::ceilings::CeilingsArgs),
 }
 

@@ -254,3 +254,31 @@ pub fn headlines(r: &CeilingsResult) -> Vec<&Ceiling> {
     .flatten()
     .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_core::ceilings::Sample;
+
+    #[test]
+    fn headline_sentence() {
+        // 1518-byte checksums in 320 ns: 3.125 M frames/s, 38.45 Gbit/s of
+        // 1538 wire bytes each (40G carries 3.25 M of them).
+        let c = Ceiling::from_sample(&Sample {
+            part: Part::Checksum,
+            method: "avx2".into(),
+            cache: None,
+            bytes_per_op: 1518,
+            frame_bytes: None,
+            ops_per_repeat: 1000,
+            repeat_ns: vec![320_000],
+            energy: None,
+        });
+        assert_eq!(
+            sentence(&c),
+            "Internet checksum (avx2), 1518-byte frames: 38.45 Gbit/s — enough for 25G, not for 40G"
+        );
+        assert_eq!(size(64 << 20), "64 MiB");
+        assert_eq!(size(1518), "1518 B");
+    }
+}
