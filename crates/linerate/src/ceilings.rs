@@ -7,7 +7,7 @@ use linerate_bed::{Bed, BedSpec, Feature, Topology};
 use linerate_core::ceilings::{self as core, Config, Part, Request, SCHEMA, VERSION};
 use linerate_core::progress::Progress;
 use linerate_core::result::{Envelope, Flag};
-use linerate_io::ceilings::RawTarget;
+use linerate_io::ceilings::{RawPair, RawTarget};
 
 use crate::output::{print, print_json};
 use crate::progress::TickerProgress;
@@ -45,11 +45,11 @@ impl CeilingsArgs {
     }
 }
 
-/// A temporary veth pair for the raw-frame send paths (removed again on
-/// drop, panic and SIGINT/SIGTERM), or why there is none.
-fn veth_pair(cfg: &Config) -> (Option<Bed>, Result<RawTarget, String>) {
-    if !cfg.runs(Part::Send) {
-        return (None, Err("send not asked".into()));
+/// A temporary veth pair for the raw-frame paths (removed again on drop,
+/// panic and SIGINT/SIGTERM), or why there is none.
+fn veth_pair(cfg: &Config) -> (Option<Bed>, Result<RawPair, String>) {
+    if !cfg.runs(Part::Send) && !cfg.runs(Part::Receive) {
+        return (None, Err("no packet part asked".into()));
     }
     if let Err(why) = linerate_bed::privileges::check() {
         return (
@@ -69,19 +69,24 @@ fn veth_pair(cfg: &Config) -> (Option<Bed>, Result<RawTarget, String>) {
     spec.offloads.0.insert(Feature::Gro, true);
     match Bed::up(&spec) {
         Ok(bed) => {
-            let target = bed.iface("a").map(|iface| RawTarget {
-                netns: bed.netns("a").map(str::to_string),
-                iface: iface.to_string(),
-            });
-            let target = target.ok_or_else(|| "the veth pair has no host a".to_string());
-            (Some(bed), target)
+            let end = |role: &str| {
+                bed.iface(role).map(|iface| RawTarget {
+                    netns: bed.netns(role).map(str::to_string),
+                    iface: iface.to_string(),
+                })
+            };
+            let pair = match (end("a"), end("b")) {
+                (Some(tx), Some(rx)) => Ok(RawPair { tx, rx }),
+                _ => Err("the veth pair lacks host a or b".to_string()),
+            };
+            (Some(bed), pair)
         }
         Err(e) => (None, Err(format!("could not build a veth pair: {e}"))),
     }
 }
 
 /// Measures, and returns the document (flags included: the assessment's
-/// and the energy flag). With `raw`, the raw-frame send paths run on a
+/// and the energy flag). With `raw`, the raw-frame paths run on a
 /// temporary veth pair when this process may build one.
 pub(crate) fn measure(
     cfg: &Config,

@@ -21,14 +21,14 @@ use crate::sys::copy::CopyMethod;
 use crate::sys::csum::CsumMethod;
 
 pub use packets::PacketError;
-pub use raw::RawTarget;
+pub use raw::{RawPair, RawTarget};
 
 /// Runs every part `cfg` asks, reporting each benchmark through `progress`.
-/// The raw-frame send paths send from `raw` (one end of a veth pair), or
-/// are skipped for the reason given.
+/// The raw-frame paths run on `raw` (a veth pair), or are skipped for the
+/// reason given.
 pub fn run(
     cfg: &Config,
-    raw: Result<&RawTarget, &str>,
+    raw: Result<&RawPair, &str>,
     progress: &mut dyn Progress,
 ) -> Result<CeilingsResult, PacketError> {
     let machine = machine();
@@ -80,14 +80,13 @@ pub fn run(
     for part in [Part::Send, Part::Receive] {
         if cfg.runs(part) {
             let (mut got, mut skips) = packets::run(cfg, part)?;
-            if part == Part::Send {
-                let (raw_got, raw_skips) = match raw {
-                    Ok(target) => raw::send(cfg, target),
-                    Err(reason) => raw::skip_all(reason),
-                };
-                got.extend(raw_got);
-                skips.extend(raw_skips);
-            }
+            let (raw_got, raw_skips) = match (raw, part) {
+                (Ok(pair), Part::Send) => raw::send(cfg, &pair.tx),
+                (Ok(pair), _) => raw::receive(cfg, pair),
+                (Err(reason), _) => raw::skip_all(part, reason),
+            };
+            got.extend(raw_got);
+            skips.extend(raw_skips);
             for s in got {
                 note(&s, progress);
                 samples.push(s);
