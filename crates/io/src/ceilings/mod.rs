@@ -204,7 +204,7 @@ fn check_copies(cfg: &Config) -> Check {
         .map(|&b| b as usize)
         .filter(|&b| b <= largest)
         .all(|b| {
-            [(0, 0), (1, 0)].into_iter().all(|(off, pad)| {
+            [(0, 0), (1, 3)].into_iter().all(|(off, pad)| {
                 methods.iter().all(|m| {
                     let mut dst = vec![0u8; b + pad];
                     m.copy(&mut dst[pad..], &src[off..off + b]);
