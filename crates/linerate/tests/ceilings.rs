@@ -195,3 +195,55 @@ fn energy_denominators_of_the_measuring_commands() {
         "{per_gb}"
     );
 }
+
+/// SIGINT while the raw-frame paths run on the temporary veth pair: the
+/// pair is removed and the exit code says which signal ended the run.
+#[test]
+fn sigint_removes_the_veth_pair() {
+    use std::time::{Duration, Instant};
+    if !linerate_bed::privileges::require("ceilings: SIGINT removes the veth pair") {
+        return;
+    }
+    let netns = || {
+        let o = Command::new("ip").args(["netns", "list"]).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["ceilings", "--only", "send", "--repeats", "100"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ns = format!("lr-ceil{}-a", child.id());
+    let start = Instant::now();
+    while !netns().contains(&ns) {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no {ns} after 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    // Bounded wait for the exit.
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("still running 120 s after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(err.contains("removed bed"), "{err}");
+    let left = netns();
+    assert!(!left.contains(&format!("lr-ceil{pid}")), "{left}");
+}
