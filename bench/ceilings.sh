@@ -5,7 +5,7 @@
 # afterwards). Quote the figures only from a
 # quiet host: the `noisy` warning says when repeats disagree.
 #
-# usage: bench/ceilings.sh [REPEATS]   (default 7; the full run takes about a minute)
+# usage: bench/ceilings.sh [REPEATS]   (default 7; the full run takes a few minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPEATS=${1:-7}
