@@ -1,6 +1,6 @@
 //! What `linerate demo` shows, as data: the line-rate model at three link
 //! speeds, seed 000's 'ideal' scenario against its maximum, and the
-//! loopback runs' requests (`linerate-io` runs them, `linerate-report`
+//! loopback runs' and the quick host ceilings' requests (`linerate-io` runs them, `linerate-report`
 //! writes the prose).
 
 use std::net::Ipv4Addr;
@@ -71,6 +71,14 @@ pub fn throughput_params() -> ThroughputParams {
     ThroughputParams {
         duration_ns: THROUGHPUT_SECONDS * 1_000_000_000,
         ..ThroughputParams::default()
+    }
+}
+
+/// Part 4: `linerate ceilings --quick`.
+pub fn ceilings_request() -> crate::ceilings::Request {
+    crate::ceilings::Request {
+        quick: true,
+        ..crate::ceilings::Request::default()
     }
 }
 

@@ -17,8 +17,10 @@
 #![warn(missing_docs)]
 
 pub mod calc;
+pub mod ceilings;
 pub mod compare;
 pub mod demo;
+pub mod energy;
 pub mod error;
 pub mod inspect;
 pub mod latency;

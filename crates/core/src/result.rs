@@ -9,6 +9,11 @@
 //! the JSON as well as the tables. The exit code follows from them alone
 //! ([`exit_code`]): 1 when any flag is [`Severity::Invalid`].
 //!
+//! Energy is reported the same way by every measuring command: one info
+//! flag, `energy` (joules, per gigabyte, per packet, from RAPL) or
+//! `energy_unavailable` ("energy: not available here (no RAPL)"), built by
+//! [`crate::energy::flag`].
+//!
 //! Versioning: a document carries `schema` and `version`. Fields added in a
 //! later version are optional or defaulted when read, so a document written
 //! by an earlier version still reads back into today's type.

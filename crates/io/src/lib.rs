@@ -9,8 +9,10 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod ceilings;
 pub mod dut;
 pub mod echo;
+pub mod energy;
 pub mod host;
 pub mod netns;
 pub mod packet;

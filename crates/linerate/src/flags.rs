@@ -90,6 +90,14 @@ pub(crate) enum Command {
     /// Stored results' figures side by side, each against the first, with
     /// whether the change is beyond the runs' spread.
     Compare(crate::compare::CompareArgs),
+    /// Host ceilings: copy, Internet checksum and per-packet send/receive costs, each
+    /// against the line rates it sustains.
+    ///
+    /// Socket paths on loopback; as root also the raw-frame paths (AF_PACKET, AF_XDP, XDP live
+    /// frames) on a temporary veth pair, removed afterwards. Each figure: median and min–max of
+    /// the repeats (CLOCK_MONOTONIC), with energy per operation where the host has RAPL.
+    /// JSON: schema linerate.ceilings version 1 (docs/schema/linerate.ceilings.schema.json).
+    Ceilings(crate::ceilings::CeilingsArgs),
 }
 
 /// Flags of `linerate calc`.

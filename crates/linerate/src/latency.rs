@@ -5,6 +5,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Context as _};
 use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::Args;
+use linerate_core::energy::flag_for;
 use linerate_core::latency::{
     Config, ConfigError, EchoProtocol, Parameter, Peer, ReflectorMode, Request, Setup,
 };
@@ -202,12 +203,14 @@ fn config(args: &LatencyArgs) -> Result<Config, Failure> {
 pub(crate) fn run(args: &LatencyArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
     let cfg = config(args)?;
     let mut progress = ctx.progress(crate::progress::StepLines::Replace);
-    let doc = linerate_io::echo::run(&cfg, &mut progress).map_err(|e| {
+    let meter = linerate_io::energy::Meter::start();
+    let mut doc = linerate_io::echo::run(&cfg, &mut progress).map_err(|e| {
         anyhow::Error::new(e).context(match cfg.setup {
             Setup::Server => "latency session with linerate server",
             _ => "latency run",
         })
     })?;
+    doc.flags.push(flag_for(&meter.read(), &doc.result));
     ctx.output(&doc, args.json, || {
         linerate_report::latency::render(&doc, ctx.width)
     })?;

@@ -8,6 +8,7 @@ use clap::{Args, ValueEnum};
 use linerate_bed::dut_target;
 use linerate_bed::iface::BedIfaceSettings;
 use linerate_core::calc::SizeList;
+use linerate_core::energy::flag_for;
 use linerate_core::result::Flag;
 use linerate_core::rfc2544::{self as core, parse_fps, parse_mac, parse_pct, Config, Endpoint};
 use linerate_core::rfc2544::{Generator, GeneratorChoice};
@@ -227,7 +228,9 @@ pub(crate) fn run(args: &Rfc2544Args, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
     // restores them on every exit path, termination signals included.
     linerate_bed::guard::install_signal_teardown().context("installing the signal guard")?;
     let mut progress = ctx.progress(crate::progress::StepLines::Keep);
-    let doc = linerate_io::rfc2544::run(&cfg, &mut progress, &mut BedIfaceSettings::new())?;
+    let meter = linerate_io::energy::Meter::start();
+    let mut doc = linerate_io::rfc2544::run(&cfg, &mut progress, &mut BedIfaceSettings::new())?;
+    doc.flags.push(flag_for(&meter.read(), &doc.result));
     if args.json {
         (doc.result.generator_notes.iter()).for_each(|n| eprintln!("note: {n}"));
     }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context as _};
 use clap::Args;
+use linerate_core::energy::flag_for;
 use linerate_core::result::Flag;
 use linerate_core::throughput::config::{Config, ConfigError, Request, Target};
 use linerate_core::throughput::model::{
@@ -234,14 +235,18 @@ pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, 
     let cfg = args.config()?;
     let interrupt = linerate_io::signal::interrupt_flag();
     let mut progress = ctx.progress(crate::progress::StepLines::Replace);
+    let meter = linerate_io::energy::Meter::start();
     let mut runs = linerate_io::throughput::run::run(&cfg, &mut progress, &interrupt)?;
+    let energy = meter.read();
     let render = |r| linerate_report::throughput::render(r, ctx.width);
     if cfg.runs.len() == 1 {
-        let doc = runs.pop().ok_or(RunError::NoResult)?;
+        let mut doc = runs.pop().ok_or(RunError::NoResult)?;
+        doc.flags.push(flag_for(&energy, &doc.result));
         ctx.output(&doc, args.json, || render(&doc))?;
         return Ok(doc.flags);
     }
-    let doc = Scenarios::document(runs, linerate_io::host::facts());
+    let mut doc = Scenarios::document(runs, linerate_io::host::facts());
+    doc.flags.push(flag_for(&energy, &doc.result));
     ctx.output(&doc, args.json, || {
         let each = doc.result.runs.iter().map(|r| render(r) + "\n");
         each.collect::<String>() + &linerate_report::throughput::render_scenarios(&doc, ctx.width)

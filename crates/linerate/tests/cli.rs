@@ -312,6 +312,9 @@ fn demo_runs_without_privileges_or_hardware() {
     let end = out.find("3. TCP throughput").expect("throughput part");
     let part = &out[start..end];
     assert!(part.contains("Median (p50) of each stage"), "{part}");
+    // Part 4: the quick host ceilings, with their verdicts.
+    let ceilings = &out[out.find("4. This host's ceilings").expect("ceilings part")..];
+    assert!(ceilings.contains("Internet checksum ("), "{ceilings}");
     for l in part.lines() {
         assert!(
             l.chars().count() <= 100,

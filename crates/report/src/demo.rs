@@ -1,4 +1,4 @@
-//! `linerate demo`'s prose around the tables of its three parts.
+//! `linerate demo`'s prose around the tables of its four parts.
 
 use linerate_core::demo::{Model, LATENCY_EXCHANGES, THROUGHPUT_SECONDS};
 use linerate_core::units::format_bytes_per_s;
@@ -49,6 +49,21 @@ pub fn throughput_heading() -> String {
     )
 }
 
+/// The heading of part 4 (the ceilings report follows).
+pub fn ceilings_heading(width: Width) -> String {
+    let mut text = String::from("\n");
+    text.push_str(&paragraph(
+        "4. ",
+        "   ",
+        "This host's ceilings, quick version: copy, the Internet checksum and a packet through \
+         each socket path, each against the line rates it sustains (seed 004's memcpy and \
+         checksum costs, measured here)",
+        width,
+    ));
+    text.push('\n');
+    text
+}
+
 /// Where to go next.
 pub fn next(width: Width) -> String {
     let mut text = String::from("\n");
@@ -56,7 +71,8 @@ pub fn next(width: Width) -> String {
         "",
         "",
         "Next: `linerate calc --help` for any link, encapsulation or bus; \
-         `linerate latency --help` to dissect a real responder; `sudo linerate testbed up lab \
+         `linerate latency --help` to dissect a real responder; `linerate ceilings` for every block \
+         and frame size of part 4; `sudo linerate testbed up lab \
          --topo pair --link 100M` and `linerate throughput --bed lab` for a measurement against \
          an emulated 100 Mbit/s link, as % of the maximum possible.",
         width,

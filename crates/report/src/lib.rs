@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod calc;
+pub mod ceilings;
 pub mod column;
 pub mod compare;
 pub mod demo;

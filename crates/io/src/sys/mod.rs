@@ -7,6 +7,8 @@
 pub(crate) mod bpf;
 pub(crate) mod clock;
 pub(crate) mod cmsg;
+pub(crate) mod copy;
+pub(crate) mod csum;
 pub(crate) mod ifaddrs;
 pub(crate) mod netns;
 pub(crate) mod packet;
