@@ -14,6 +14,7 @@ pub mod demo;
 pub mod flags;
 pub mod inspect;
 pub mod latency;
+pub mod plot;
 pub mod rfc2544;
 pub mod table;
 pub mod testbed;
