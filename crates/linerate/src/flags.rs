@@ -59,6 +59,9 @@ pub(crate) enum Command {
     Inspect(crate::inspect::InspectArgs),
     /// RFC 2544 device-under-test suite with raw frames: throughput, latency, frame loss, back-to-back.
     Rfc2544(crate::rfc2544::Rfc2544Args),
+    /// Result documents (`--json` output) rendered again: tables, plots, or one
+    /// self-contained HTML page with tables, plots, flags and environment.
+    Report(crate::report::ReportArgs),
 }
 
 /// Flags of `linerate calc`.
@@ -116,6 +119,8 @@ pub(crate) struct CalcArgs {
     /// CSV with a header line.
     #[arg(long)]
     pub(crate) csv: bool,
+    #[command(flatten)]
+    pub(crate) plot: crate::report::PlotArgs,
 }
 
 /// Flags of `linerate demo`.

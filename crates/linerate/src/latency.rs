@@ -125,6 +125,8 @@ pub(crate) struct LatencyArgs {
     /// One JSON document (schema linerate.latency, version 2).
     #[arg(long)]
     pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) plot: crate::report::PlotArgs,
 }
 
 /// `--reflector-mode`'s values, as core names them.
@@ -210,6 +212,8 @@ pub(crate) fn run(args: &LatencyArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
             _ => "latency run",
         })
     })?;
+    args.plot
+        .write(&linerate_core::plot::of_latency(&doc.result))?;
     if args.json {
         print_json(&doc)?;
     } else {

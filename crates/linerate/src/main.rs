@@ -12,6 +12,7 @@ mod inspect;
 mod latency;
 mod output;
 mod progress;
+mod report;
 mod rfc2544;
 mod server;
 mod testbed;
@@ -66,11 +67,10 @@ impl IntoFlags for Vec<Flag> {
 }
 
 /// Commands the specification lists that are not built yet.
-const NOT_BUILT: [(&str, &str); 6] = [
+const NOT_BUILT: [(&str, &str); 5] = [
     ("journey", "the packet journey through the kernel"),
     ("ceilings", "host ceilings (copy, checksum, syscalls)"),
     ("scenario", "experiments as files and the seed replays"),
-    ("report", "HTML reports and plots"),
     ("history", "the results history"),
     ("compare", "comparing two stored results"),
 ];
@@ -106,6 +106,7 @@ fn main() -> ExitCode {
         Command::Testbed(args) => finish(testbed::run(&args, &ctx)),
         Command::Inspect(args) => finish(inspect::run(&args, &ctx)),
         Command::Rfc2544(args) => finish(rfc2544::run(&args, &ctx)),
+        Command::Report(args) => finish(report::run(&args, &ctx)),
     }
 }
 

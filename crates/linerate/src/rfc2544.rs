@@ -143,6 +143,8 @@ pub(crate) struct Rfc2544Args {
     /// One JSON document (schema linerate.rfc2544, version 2).
     #[arg(long)]
     pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) plot: crate::report::PlotArgs,
 }
 
 impl From<TestKind> for core::TestKind {
@@ -230,6 +232,8 @@ pub(crate) fn run(args: &Rfc2544Args, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
     linerate_bed::guard::install_signal_teardown().context("installing the signal guard")?;
     let mut progress = Steps(|l: &str| eprintln!("{l}"));
     let doc = linerate_io::rfc2544::run(&cfg, &mut progress, &mut BedIfaceSettings::new())?;
+    args.plot
+        .write(&linerate_core::plot::of_rfc2544(&doc.result))?;
     if args.json {
         (doc.result.generator_notes.iter()).for_each(|n| eprintln!("note: {n}"));
         print_json(&doc)?;

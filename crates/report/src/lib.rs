@@ -12,6 +12,7 @@ pub mod calc;
 pub mod column;
 pub mod demo;
 pub mod flags;
+pub mod html;
 pub mod inspect;
 pub mod latency;
 pub mod plot;

@@ -183,6 +183,48 @@ impl Table {
     }
 }
 
+impl Table {
+    /// The same table as an HTML `<table>`: every column, nothing wrapped,
+    /// numbers right-aligned (class `num`), cells escaped.
+    pub fn html(&self) -> String {
+        let mut out = String::from("<table>\n<thead><tr>");
+        let class = |a: Align| match a {
+            Align::Right => " class=\"num\"",
+            Align::Left => "",
+        };
+        for (h, a) in &self.header {
+            let _ = write!(out, "<th{}>{}</th>", class(*a), escape(h));
+        }
+        out.push_str("</tr></thead>\n<tbody>\n");
+        for row in &self.rows {
+            out.push_str("<tr>");
+            for (i, (_, a)) in self.header.iter().enumerate() {
+                let c = row.get(i).map_or("", String::as_str);
+                let _ = write!(out, "<td{}>{}</td>", class(*a), escape(c));
+            }
+            out.push_str("</tr>\n");
+        }
+        out.push_str("</tbody>\n</table>\n");
+        out
+    }
+}
+
+/// `text` with the characters HTML gives a meaning escaped.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Splits `text` into lines of at most `width` characters at spaces (a word
 /// longer than `width` stands alone on its line).
 pub fn wrap_words(text: &str, width: usize) -> Vec<String> {
@@ -250,6 +292,18 @@ mod tests {
         assert!(!narrow.contains("extra"), "{narrow}");
         assert!(narrow.lines().all(|l| l.chars().count() <= 40), "{narrow}");
         assert_eq!(narrow.matches("word").count(), 12, "{narrow}");
+    }
+
+    #[test]
+    fn html_has_every_cell_escaped_and_aligned() {
+        let mut t = Table::new([("name", Align::Left), ("fps", Align::Right)]).optional(&["fps"]);
+        t.row(vec!["<a&b>".into(), "148,809".into()]);
+        let h = t.html();
+        assert!(h.contains("<th class=\"num\">fps</th>"), "{h}");
+        assert!(
+            h.contains("<td>&lt;a&amp;b&gt;</td><td class=\"num\">148,809</td>"),
+            "{h}"
+        );
     }
 
     #[test]
