@@ -62,6 +62,9 @@ pub(crate) enum Command {
     /// Result documents (`--json` output) rendered again: tables, plots, or one
     /// self-contained HTML page with tables, plots, flags and environment.
     Report(crate::report::ReportArgs),
+    /// OpenMetrics exporter: /probe?target=HOST&test=throughput|latency runs a short test
+    /// against a `linerate server` and exposes its figures; /metrics the exporter's own.
+    Exporter(crate::exporter::ExporterArgs),
 }
 
 /// Flags of `linerate calc`.

@@ -7,6 +7,7 @@
 
 mod calc;
 mod demo;
+mod exporter;
 mod flags;
 mod inspect;
 mod latency;
@@ -107,6 +108,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => finish(inspect::run(&args, &ctx)),
         Command::Rfc2544(args) => finish(rfc2544::run(&args, &ctx)),
         Command::Report(args) => finish(report::run(&args, &ctx)),
+        Command::Exporter(args) => finish(exporter::run(&args, &ctx)),
     }
 }
 
