@@ -415,7 +415,7 @@ pub fn throughput_over_time(r: &ThroughputResult) -> Option<XyChart> {
     let (div, unit) = rate_unit(max);
     Some(XyChart {
         title: "Throughput per interval".into(),
-        x_label: format!("time ({}, s from the flow's start)", r.clock),
+        x_label: "time (s from the flow's start, CLOCK_MONOTONIC of the measuring end)".into(),
         y_label: format!("throughput ({unit})"),
         log_x: false,
         series: picked

@@ -192,7 +192,9 @@ fn tick(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use linerate_core::plot::{comparison, waterfall, Mark, Series, XyChart};
+    use linerate_core::plot::{
+        comparison, waterfall, HistogramChart, Mark, Series, StackedBars, XyChart,
+    };
 
     fn xy() -> Chart {
         Chart::Xy(XyChart {
@@ -221,6 +223,20 @@ mod tests {
                 "w",
                 &[("rx".into(), 0, 10), ("app".into(), 10, 5)],
             )),
+            Chart::Histogram(HistogramChart {
+                title: "h".into(),
+                x_label: "RTT (µs)".into(),
+                log_x: true,
+                bins: vec![(10.0, 12.0, 5), (12.0, 15.0, 9)],
+            }),
+            Chart::Stacked(StackedBars {
+                title: "s".into(),
+                y_label: "µs".into(),
+                segments: vec!["client tx".into(), "network".into()],
+                bars: vec![("a".into(), vec![1.0, 2.0]), ("b".into(), vec![1.5, 0.5])],
+                marks: vec![Some(3.2), None],
+                mark_label: "median RTT".into(),
+            }),
         ];
         for c in &charts {
             let svg = String::from_utf8(render(c, Format::Svg).unwrap()).unwrap();
