@@ -114,6 +114,9 @@ fn probes_and_own_metrics_scrape_as_openmetrics() {
     );
     let (srv, exp) = (server.addr, exporter.addr);
 
+    let mut exposed = std::collections::BTreeSet::new();
+    let mut saw = |m: &[Sample]| exposed.extend(m.iter().map(|s| s.name.clone()));
+
     // Latency: the RTT as a histogram whose buckets add up.
     let (status, body) = fetch(
         exp,
@@ -121,6 +124,7 @@ fn probes_and_own_metrics_scrape_as_openmetrics() {
     );
     assert_eq!(status, 200, "{body}");
     let m = parse(&body);
+    saw(&m);
     assert_eq!(get(&m, "linerate_probe_success", &[]), Some(1.0), "{body}");
     let buckets: Vec<(f64, f64)> = m
         .iter()
@@ -168,6 +172,7 @@ fn probes_and_own_metrics_scrape_as_openmetrics() {
     );
     assert_eq!(status, 200, "{body}");
     let m = parse(&body);
+    saw(&m);
     let rx = get(
         &m,
         "linerate_throughput_bits_per_second",
@@ -199,6 +204,7 @@ fn probes_and_own_metrics_scrape_as_openmetrics() {
     let (status, body) = fetch(exp, "/metrics");
     assert_eq!(status, 200);
     let m = parse(&body);
+    saw(&m);
     let probes = |test: &str, outcome: &str| {
         get(
             &m,
@@ -224,6 +230,34 @@ fn probes_and_own_metrics_scrape_as_openmetrics() {
         Some(1.0),
         "{body}"
     );
+
+    // Every metric the Grafana dashboard queries is one the exporter
+    // exposes (these two only when there are flags, or a known link).
+    let conditional = ["linerate_probe_flag", "linerate_throughput_line_rate_ratio"];
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../contrib/grafana/linerate.json"
+    );
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut queried = 0;
+    for panel in dash["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            for (i, _) in expr.match_indices("linerate_") {
+                let name: String = expr[i..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                queried += 1;
+                assert!(
+                    exposed.contains(&name) || conditional.contains(&name.as_str()),
+                    "the dashboard queries {name}, which is not exposed: {exposed:?}"
+                );
+            }
+        }
+    }
+    assert!(queried >= 10, "{queried}");
 }
 
 #[test]
