@@ -246,7 +246,6 @@ impl Rendered {
                 SCHEMAS.join(", ")
             ),
         };
-        // The text renderers print the flags too; the page lists them apart.
         section.text = section.text.trim_end().to_string();
         Ok(Self { section, plots })
     }

@@ -199,6 +199,8 @@ fn probes_and_own_metrics_scrape_as_openmetrics() {
     assert_eq!(http(exp, "POST /probe HTTP/1.1\r\n\r\n").0, 405);
     let huge = format!("GET /?{} HTTP/1.1\r\n\r\n", "a".repeat(20_000));
     assert_eq!(http(exp, &huge).0, 413);
+    // A head that never ends is cut off (after the exporter's 5 s).
+    assert_eq!(http(exp, "GET /metrics HTTP/1.1\r\nHost: slow\r\n").0, 408);
 
     // The exporter's own counters saw all of it.
     let (status, body) = fetch(exp, "/metrics");

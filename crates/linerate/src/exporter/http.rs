@@ -8,7 +8,8 @@ use std::time::Duration;
 
 /// The longest request head read (request line and headers).
 pub(crate) const MAX_HEAD_BYTES: usize = 8 * 1024;
-/// How long a client may take to send its request, and to take the answer.
+/// How long a client may take to send its whole request head, and each
+/// write of the answer.
 pub(crate) const IO_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A parsed request: its path and decoded query parameters.
@@ -84,14 +85,20 @@ fn refuse(status: u16, why: &str) -> Result<Request, Response> {
 /// and [`IO_TIMEOUT`]) and parses it; a malformed, oversized, slow or
 /// non-GET request gives the error answer to send.
 pub(crate) fn read_request(stream: &mut TcpStream) -> Result<Request, Response> {
-    let _ = stream.set_read_timeout(Some(IO_TIMEOUT));
     let _ = stream.set_write_timeout(Some(IO_TIMEOUT));
     let mut head = Vec::with_capacity(1024);
     let mut buf = [0u8; 1024];
+    let deadline = std::time::Instant::now() + IO_TIMEOUT;
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
         if head.len() > MAX_HEAD_BYTES {
             return refuse(413, "request head too large");
         }
+        // One deadline for the whole head: a byte at a time does not extend it.
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return refuse(408, "request not received in time");
+        }
+        let _ = stream.set_read_timeout(Some(left));
         match stream.read(&mut buf) {
             Ok(0) => return refuse(400, "connection closed before the request ended"),
             Ok(n) => head.extend_from_slice(&buf[..n]),
