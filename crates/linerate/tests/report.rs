@@ -390,8 +390,9 @@ fn the_html_page_renders_in_headless_chromium() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let (n, colours) = decode_colours(&std::fs::read(&shot).expect("a screenshot"));
     assert!(n > 64, "screenshot nearly blank: {n} colours");
-    // The first two series colours of every plot (Okabe–Ito blue, vermilion).
-    for c in [[0, 114, 178], [213, 94, 0]] {
+    // The plots' series colours (Okabe–Ito blue, vermilion, green: the
+    // page's own style uses none of them).
+    for c in [[0, 114, 178], [213, 94, 0], [0, 158, 115]] {
         assert!(colours.contains(&c), "plot colour {c:?} not on screen");
     }
     let _ = std::fs::remove_dir_all(&dir);

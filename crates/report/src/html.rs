@@ -41,7 +41,7 @@ const STYLE: &str = "
 :root { color-scheme: light; }
 body { font-family: 'DejaVu Sans', Verdana, sans-serif; margin: 2em auto; max-width: 72em;
   padding: 0 1em; color: #111; line-height: 1.4; }
-h1 { font-size: 1.6em; border-bottom: 2px solid #0072b2; padding-bottom: .2em; }
+h1 { font-size: 1.6em; border-bottom: 2px solid #2c3e50; padding-bottom: .2em; }
 h2 { font-size: 1.3em; margin-top: 2em; border-bottom: 1px solid #ccc; }
 h3 { font-size: 1.05em; }
 pre { font-family: 'DejaVu Sans Mono', Menlo, Consolas, monospace; font-size: .82em;
@@ -53,8 +53,8 @@ th { background: #eef3f8; }
 ul.flags { list-style: none; padding: 0; }
 ul.flags li { margin: .3em 0; padding: .3em .6em; border-left: 4px solid; }
 li.invalid { border-color: #c00; background: #fdecec; }
-li.warning { border-color: #e69f00; background: #fff6e0; }
-li.info { border-color: #0072b2; background: #eaf4fb; }
+li.warning { border-color: #b8860b; background: #fff6e0; }
+li.info { border-color: #4a6d8c; background: #eaf4fb; }
 code { font-size: .9em; }
 figure { margin: 1em 0; }
 figure svg { max-width: 100%; height: auto; border: 1px solid #eee; }
