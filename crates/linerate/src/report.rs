@@ -20,7 +20,7 @@ use linerate_core::rfc2544::Rfc2544Result;
 use linerate_core::throughput::model::{Scenarios, ThroughputResult};
 use linerate_report::html::{page, Section};
 use linerate_report::plot::{render_all, Format};
-use linerate_report::table::Width;
+use linerate_report::table::{Doc, Width};
 
 use crate::output::print;
 use crate::Failure;
@@ -173,11 +173,11 @@ impl Rendered {
             .and_then(serde_json::Value::as_str)
             .ok_or_else(|| anyhow!("{source}: no `schema` field: not a linerate result document"))?
             .to_string();
-        let (mut section, plots) = match schema.as_str() {
+        let (section, plots) = match schema.as_str() {
             linerate_core::calc::SCHEMA => {
                 let doc: Envelope<CalcResult> = typed(v, source)?;
                 let mut s = section_of(&doc, source, "linerate calc: the line-rate model".into());
-                s.text = linerate_report::calc::table(&doc.result, width);
+                s.body = linerate_report::calc::doc(&doc.result);
                 (s, plot::of_calc(&doc.result))
             }
             linerate_core::latency::SCHEMA => {
@@ -189,7 +189,7 @@ impl Rendered {
                 let heading = format!("linerate latency: {}", doc.result.target);
                 let mut s = section_of(&doc, source, heading);
                 s.flags_note = reassessed.then(|| REASSESSED.to_string());
-                s.text = linerate_report::latency::render(&doc, width);
+                s.body = Doc::pre(linerate_report::latency::render(&doc, width));
                 (s, plot::of_latency(&doc.result))
             }
             linerate_core::throughput::model::SCHEMA => {
@@ -198,7 +198,7 @@ impl Rendered {
                 let heading = format!("linerate throughput: {}", doc.result.server);
                 let mut s = section_of(&doc, source, heading);
                 s.flags_note = reassessed.then(|| REASSESSED.to_string());
-                s.text = linerate_report::throughput::render(&doc, width);
+                s.body = Doc::pre(linerate_report::throughput::render(&doc, width));
                 (s, plot::of_throughput(&doc.result))
             }
             linerate_core::throughput::model::SCENARIOS_SCHEMA => {
@@ -219,7 +219,7 @@ impl Rendered {
                     None => "linerate throughput (send paths compared)".into(),
                 };
                 let mut s = section_of(&doc, source, heading);
-                s.text = text;
+                s.body = Doc::pre(text);
                 (s, plots)
             }
             linerate_core::rfc2544::SCHEMA => {
@@ -238,7 +238,7 @@ impl Rendered {
                 );
                 let mut s = section_of(&doc, source, heading);
                 s.flags_note = reassessed.then(|| REASSESSED.to_string());
-                s.text = linerate_report::rfc2544::render(&doc, width);
+                s.body = Doc::pre(linerate_report::rfc2544::render(&doc, width));
                 (s, plot::of_rfc2544(&doc.result))
             }
             other => bail!(
@@ -246,7 +246,6 @@ impl Rendered {
                 SCHEMAS.join(", ")
             ),
         };
-        section.text = section.text.trim_end().to_string();
         Ok(Self { section, plots })
     }
 }
@@ -273,6 +272,12 @@ pub(crate) fn run(args: &ReportArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
     if args.sources.iter().filter(|s| *s == "-").count() > 1 {
         return Err(anyhow!("stdin (`-`) can be read once only").into());
     }
+    // The page is as wide as its reader's window: nothing left out.
+    let width = if args.html.is_some() {
+        Width::Unlimited
+    } else {
+        ctx.width
+    };
     let mut docs = Vec::new();
     for source in &args.sources {
         let name = if source == "-" {
@@ -280,17 +285,12 @@ pub(crate) fn run(args: &ReportArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
         } else {
             source.as_str()
         };
-        let width = if args.html.is_some() {
-            Width::Unlimited
-        } else {
-            ctx.width
-        };
         docs.push(Rendered::from_value(load(source)?, name, width)?);
     }
     let all_plots: Vec<Named> = docs.iter().flat_map(|d| d.plots.clone()).collect();
     args.plot.write(&dedup_names(all_plots))?;
     let Some(html) = &args.html else {
-        let text: Vec<String> = docs.iter().map(|d| d.section.text.clone() + "\n").collect();
+        let text: Vec<String> = docs.iter().map(|d| d.section.body.text(width)).collect();
         return print(&text.join("\n"));
     };
     let mut sections = Vec::new();

@@ -73,6 +73,16 @@ fn escaped(s: &str) -> String {
         .replace('\'', "&#39;")
 }
 
+/// The cells of a text line: runs separated by two or more spaces (a
+/// table's columns), each of which the page must hold, whether in a
+/// `<table>` or a `<pre>`.
+fn cells(line: &str) -> Vec<&str> {
+    line.split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
 /// A real latency document (reflector in this process: no server needed).
 fn real_latency(dir: &Path) -> PathBuf {
     let o = ok(&[
@@ -111,10 +121,10 @@ fn every_fixture_renders_and_the_page_holds_each_table() {
         // The page holds every line of the text report of each document.
         let text = String::from_utf8(ok(&["report", "--wide", src]).stdout).unwrap();
         assert!(text.lines().count() > 3, "{src}: {text}");
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        for cell in text.lines().flat_map(cells) {
             assert!(
-                page.contains(&escaped(line)),
-                "{src}: line not on the page: {line}"
+                page.contains(&escaped(cell)),
+                "{src}: not on the page: {cell}"
             );
         }
         assert!(page.contains(&escaped(src)), "{src} not named");
@@ -126,6 +136,11 @@ fn every_fixture_renders_and_the_page_holds_each_table() {
     for banned in ["<script", "<link", "@import", "url(", "<img", " src="] {
         assert!(!page.contains(banned), "{banned}");
     }
+    // Calc's tables are real tables (the shared table model), the others
+    // the terminal's text.
+    assert!(page.contains("<th class=\"num\">frame B</th>"));
+    assert!(page.contains("<td class=\"num\">148,809</td>"));
+    assert!(page.contains("<pre>"));
     // Calc, rfc2544 and throughput have plots even in version 1.
     assert!(page.matches("<svg").count() >= 4);
     let _ = std::fs::remove_dir_all(&dir);
@@ -365,8 +380,8 @@ fn the_html_page_renders_in_headless_chromium() {
     assert!(page.matches("<svg").count() >= 6);
     for src in &sources {
         let text = String::from_utf8(ok(&["report", "--wide", src]).stdout).unwrap();
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            assert!(dom.contains(&in_dom(line)), "{src}: not in the DOM: {line}");
+        for cell in text.lines().flat_map(cells) {
+            assert!(dom.contains(&in_dom(cell)), "{src}: not in the DOM: {cell}");
         }
     }
     // No console message (errors included) and nothing fetched.

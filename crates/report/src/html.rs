@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use linerate_core::result::{Flag, HostFacts, Severity};
 
-use crate::table::{escape, Align, Table};
+use crate::table::{escape, Align, Doc, Table};
 
 /// One result on the page.
 #[derive(Debug, Clone, Default)]
@@ -31,8 +31,9 @@ pub struct Section {
     /// A note on the flags (e.g. that they were raised again from a
     /// version-1 document), if any.
     pub flags_note: Option<String>,
-    /// The seed-style tables as the terminal shows them.
-    pub text: String,
+    /// The seed-style tables: real HTML tables where the result's renderer
+    /// builds a [`Doc`], else the terminal's text.
+    pub body: Doc,
     /// The plots: title and SVG markup.
     pub plots: Vec<(String, String)>,
 }
@@ -112,7 +113,7 @@ fn section(out: &mut String, n: usize, s: &Section) {
     }
     out.push_str(&flags(&s.flags));
     out.push_str("<h3>Results</h3>\n");
-    let _ = writeln!(out, "<pre>{}</pre>", escape(s.text.trim_end()));
+    out.push_str(&s.body.html());
     if !s.plots.is_empty() {
         out.push_str("<h3>Plots</h3>\n");
     }
@@ -215,7 +216,7 @@ mod tests {
                 Flag::info("fyi", "just so").with("rate_bits_per_s", 5),
                 Flag::invalid("broken", "a & b"),
             ],
-            text: " frame  fps\n 64  1,488,095\n".into(),
+            body: Doc::pre(" frame  fps\n 64  1,488,095\n"),
             plots: vec![("t".into(), "<?xml version=\"1.0\"?>\n<svg></svg>".into())],
             ..Section::default()
         };

@@ -209,6 +209,104 @@ impl Table {
     }
 }
 
+/// One block of a rendered result.
+#[derive(Debug, Clone)]
+pub enum Block {
+    /// A paragraph wrapped to the width: `first` before its first line,
+    /// `rest` before the others.
+    Para {
+        /// Prefix of the first line (`"* "`, `"Bus: "`, or empty).
+        first: String,
+        /// Prefix of the other lines (usually spaces).
+        rest: String,
+        /// The text.
+        text: String,
+    },
+    /// A table, indented by this many spaces in text.
+    Table(Table, usize),
+    /// An empty line.
+    Blank,
+    /// Text already laid out (from a renderer that builds no [`Doc`]).
+    Pre(String),
+}
+
+/// A rendered result as blocks, so the same tables and paragraphs become
+/// terminal text ([`Doc::text`], fitted to a width) or HTML ([`Doc::html`],
+/// real `<table>`s).
+#[derive(Debug, Clone, Default)]
+pub struct Doc {
+    blocks: Vec<Block>,
+}
+
+impl Doc {
+    /// An empty document.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A document of text already laid out.
+    pub fn pre(text: impl Into<String>) -> Self {
+        Self {
+            blocks: vec![Block::Pre(text.into())],
+        }
+    }
+
+    /// Adds a paragraph (see [`paragraph`]).
+    pub fn para(&mut self, first: &str, rest: &str, text: impl Into<String>) {
+        self.blocks.push(Block::Para {
+            first: first.into(),
+            rest: rest.into(),
+            text: text.into(),
+        });
+    }
+
+    /// Adds a table, indented by `indent` spaces in text.
+    pub fn table(&mut self, t: Table, indent: usize) {
+        self.blocks.push(Block::Table(t, indent));
+    }
+
+    /// Adds an empty line.
+    pub fn blank(&mut self) {
+        self.blocks.push(Block::Blank);
+    }
+
+    /// The document as terminal text within `width`.
+    pub fn text(&self, width: Width) -> String {
+        let mut out = String::new();
+        for b in &self.blocks {
+            match b {
+                Block::Para { first, rest, text } => {
+                    out.push_str(&paragraph(first, rest, text, width));
+                }
+                Block::Table(t, indent) => out.push_str(&t.fit(*indent, width)),
+                Block::Blank => out.push('\n'),
+                Block::Pre(s) => out.push_str(s),
+            }
+        }
+        out
+    }
+
+    /// The document as HTML: paragraphs, `<table>`s and `<pre>` blocks.
+    pub fn html(&self) -> String {
+        let mut out = String::new();
+        for b in &self.blocks {
+            match b {
+                Block::Para { first, text, .. } => {
+                    let lead = first.trim();
+                    let sep = if lead.is_empty() { "" } else { " " };
+                    let _ = writeln!(out, "<p>{}{sep}{}</p>", escape(lead), escape(text));
+                }
+                Block::Table(t, _) => out.push_str(&t.html()),
+                Block::Blank => {}
+                Block::Pre(s) => {
+                    let _ = writeln!(out, "<pre>{}</pre>", escape(s.trim_end()));
+                }
+            }
+        }
+        out
+    }
+}
+
 /// `text` with the characters HTML gives a meaning escaped.
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -304,6 +402,28 @@ mod tests {
             h.contains("<td>&lt;a&amp;b&gt;</td><td class=\"num\">148,809</td>"),
             "{h}"
         );
+    }
+
+    #[test]
+    fn a_doc_renders_the_same_blocks_as_text_and_html() {
+        let mut t = Table::new([("frame B", Align::Right)]);
+        t.row(vec!["64".into()]);
+        let mut d = Doc::new();
+        d.para("", "  ", "Line rate at 1 Gbit/s");
+        d.table(t, 2);
+        d.blank();
+        d.para("* ", "  ", "padded");
+        assert_eq!(
+            d.text(Width::default()),
+            "Line rate at 1 Gbit/s\n  frame B\n       64\n\n* padded\n"
+        );
+        let h = d.html();
+        assert!(
+            h.starts_with("<p>Line rate at 1 Gbit/s</p>\n<table>"),
+            "{h}"
+        );
+        assert!(h.contains("<td class=\"num\">64</td>") && h.ends_with("<p>* padded</p>\n"));
+        assert_eq!(Doc::pre("a < b\n").html(), "<pre>a &lt; b</pre>\n");
     }
 
     #[test]
