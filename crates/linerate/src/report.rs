@@ -238,7 +238,7 @@ impl Rendered {
                 );
                 let mut s = section_of(&doc, source, heading);
                 s.flags_note = reassessed.then(|| REASSESSED.to_string());
-                s.body = Doc::pre(linerate_report::rfc2544::render(&doc, width));
+                s.body = linerate_report::rfc2544::blocks(&doc);
                 (s, plot::of_rfc2544(&doc.result))
             }
             other => bail!(
