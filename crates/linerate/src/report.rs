@@ -189,7 +189,7 @@ impl Rendered {
                 let heading = format!("linerate latency: {}", doc.result.target);
                 let mut s = section_of(&doc, source, heading);
                 s.flags_note = reassessed.then(|| REASSESSED.to_string());
-                s.body = Doc::pre(linerate_report::latency::render(&doc, width));
+                s.body = linerate_report::latency::blocks(&doc);
                 (s, plot::of_latency(&doc.result))
             }
             linerate_core::throughput::model::SCHEMA => {
