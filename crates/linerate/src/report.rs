@@ -20,7 +20,7 @@ use linerate_core::rfc2544::Rfc2544Result;
 use linerate_core::throughput::model::{Scenarios, ThroughputResult};
 use linerate_report::html::{page, Section};
 use linerate_report::plot::{render_all, Format};
-use linerate_report::table::{Doc, Width};
+use linerate_report::table::Doc;
 
 use crate::output::print;
 use crate::Failure;
@@ -161,13 +161,10 @@ const REASSESSED: &str =
     "This version-1 document stored no flags: these were raised again from the figures it holds.";
 
 impl Rendered {
-    /// Renders one document, recognised by its `schema` field; `source`
-    /// names it in messages and on the page.
-    pub(crate) fn from_value(
-        v: serde_json::Value,
-        source: &str,
-        width: Width,
-    ) -> anyhow::Result<Self> {
+    /// Renders one document, recognised by its `schema` field, into
+    /// blocks that become text or HTML; `source` names it in messages and
+    /// on the page.
+    pub(crate) fn from_value(v: serde_json::Value, source: &str) -> anyhow::Result<Self> {
         let schema = v
             .get("schema")
             .and_then(serde_json::Value::as_str)
@@ -198,19 +195,19 @@ impl Rendered {
                 let heading = format!("linerate throughput: {}", doc.result.server);
                 let mut s = section_of(&doc, source, heading);
                 s.flags_note = reassessed.then(|| REASSESSED.to_string());
-                s.body = Doc::pre(linerate_report::throughput::render(&doc, width));
+                s.body = linerate_report::throughput::blocks(&doc);
                 (s, plot::of_throughput(&doc.result))
             }
             linerate_core::throughput::model::SCENARIOS_SCHEMA => {
                 let mut doc: Envelope<Scenarios> = typed(v, source)?;
-                let mut text = String::new();
+                let mut body = Doc::new();
                 for run in &mut doc.result.runs {
                     reassess_throughput(run);
-                    text.push_str(&linerate_report::throughput::render(run, width));
-                    text.push('\n');
+                    body.append(linerate_report::throughput::blocks(run));
+                    body.blank();
                 }
                 let plots = throughput_plots(&doc.result.runs);
-                text.push_str(&linerate_report::throughput::render_scenarios(&doc, width));
+                body.append(linerate_report::throughput::scenario_blocks(&doc));
                 let heading = match doc.result.runs.first() {
                     Some(r) => format!(
                         "linerate throughput: {} (send paths compared)",
@@ -219,7 +216,7 @@ impl Rendered {
                     None => "linerate throughput (send paths compared)".into(),
                 };
                 let mut s = section_of(&doc, source, heading);
-                s.body = Doc::pre(text);
+                s.body = body;
                 (s, plots)
             }
             linerate_core::rfc2544::SCHEMA => {
@@ -272,12 +269,6 @@ pub(crate) fn run(args: &ReportArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
     if args.sources.iter().filter(|s| *s == "-").count() > 1 {
         return Err(anyhow!("stdin (`-`) can be read once only").into());
     }
-    // The page is as wide as its reader's window: nothing left out.
-    let width = if args.html.is_some() {
-        Width::Unlimited
-    } else {
-        ctx.width
-    };
     let mut docs = Vec::new();
     for source in &args.sources {
         let name = if source == "-" {
@@ -285,12 +276,15 @@ pub(crate) fn run(args: &ReportArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
         } else {
             source.as_str()
         };
-        docs.push(Rendered::from_value(load(source)?, name, width)?);
+        docs.push(Rendered::from_value(load(source)?, name)?);
     }
     let all_plots: Vec<Named> = docs.iter().flat_map(|d| d.plots.clone()).collect();
     args.plot.write(&dedup_names(all_plots))?;
     let Some(html) = &args.html else {
-        let text: Vec<String> = docs.iter().map(|d| d.section.body.text(width)).collect();
+        let text: Vec<String> = docs
+            .iter()
+            .map(|d| d.section.body.text(ctx.width))
+            .collect();
         return print(&text.join("\n"));
     };
     let mut sections = Vec::new();

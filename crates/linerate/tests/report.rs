@@ -136,11 +136,14 @@ fn every_fixture_renders_and_the_page_holds_each_table() {
     for banned in ["<script", "<link", "@import", "url(", "<img", " src="] {
         assert!(!page.contains(banned), "{banned}");
     }
-    // Calc's tables are real tables (the shared table model), the others
-    // the terminal's text.
+    // Every table is a real table (the shared table model), none the
+    // terminal's text.
     assert!(page.contains("<th class=\"num\">frame B</th>"));
     assert!(page.contains("<td class=\"num\">148,809</td>"));
-    assert!(page.contains("<pre>"));
+    assert!(page.contains("<th>stage (µs)</th>"));
+    assert!(page.contains("<th class=\"num\">% of max possible</th>"));
+    assert!(page.contains("<th>interval (s)</th>"));
+    assert!(!page.contains("<pre>"));
     // Calc, rfc2544 and throughput have plots even in version 1.
     assert!(page.matches("<svg").count() >= 4);
     let _ = std::fs::remove_dir_all(&dir);

@@ -226,6 +226,8 @@ pub enum Block {
     Table(Table, usize),
     /// An empty line.
     Blank,
+    /// One line as it is (not wrapped).
+    Line(String),
     /// Text already laid out (from a renderer that builds no [`Doc`]).
     Pre(String),
 }
@@ -270,6 +272,16 @@ impl Doc {
         self.blocks.push(Block::Blank);
     }
 
+    /// Adds every block of `other`.
+    pub fn append(&mut self, other: Self) {
+        self.blocks.extend(other.blocks);
+    }
+
+    /// Adds one line as it is (not wrapped).
+    pub fn line(&mut self, text: impl Into<String>) {
+        self.blocks.push(Block::Line(text.into()));
+    }
+
     /// The document as terminal text within `width`.
     pub fn text(&self, width: Width) -> String {
         let mut out = String::new();
@@ -280,6 +292,10 @@ impl Doc {
                 }
                 Block::Table(t, indent) => out.push_str(&t.fit(*indent, width)),
                 Block::Blank => out.push('\n'),
+                Block::Line(l) => {
+                    out.push_str(l);
+                    out.push('\n');
+                }
                 Block::Pre(s) => out.push_str(s),
             }
         }
@@ -298,6 +314,9 @@ impl Doc {
                 }
                 Block::Table(t, _) => out.push_str(&t.html()),
                 Block::Blank => {}
+                Block::Line(l) => {
+                    let _ = writeln!(out, "<p>{}</p>", escape(l));
+                }
                 Block::Pre(s) => {
                     let _ = writeln!(out, "<pre>{}</pre>", escape(s.trim_end()));
                 }
