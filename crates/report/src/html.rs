@@ -57,6 +57,8 @@ li.invalid { border-color: #c00; background: #fdecec; }
 li.warning { border-color: #b8860b; background: #fff6e0; }
 li.info { border-color: #4a6d8c; background: #eaf4fb; }
 code { font-size: .9em; }
+p { margin: .5em 0; }
+p.sub { margin: .1em 0 .1em 1.5em; font-size: .92em; color: #333; }
 figure { margin: 1em 0; }
 figure svg { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { font-size: .85em; color: #444; }

@@ -308,9 +308,16 @@ impl Doc {
         for b in &self.blocks {
             match b {
                 Block::Para { first, text, .. } => {
+                    // An indented paragraph (a note under a table) is a
+                    // `sub` paragraph.
+                    let class = if first.starts_with(' ') {
+                        " class=\"sub\""
+                    } else {
+                        ""
+                    };
                     let lead = first.trim();
                     let sep = if lead.is_empty() { "" } else { " " };
-                    let _ = writeln!(out, "<p>{}{sep}{}</p>", escape(lead), escape(text));
+                    let _ = writeln!(out, "<p{class}>{}{sep}{}</p>", escape(lead), escape(text));
                 }
                 Block::Table(t, _) => out.push_str(&t.html()),
                 Block::Blank => {}
@@ -443,6 +450,14 @@ mod tests {
         );
         assert!(h.contains("<td class=\"num\">64</td>") && h.ends_with("<p>* padded</p>\n"));
         assert_eq!(Doc::pre("a < b\n").html(), "<pre>a &lt; b</pre>\n");
+        let mut n = Doc::new();
+        n.para("  ", "    ", "under a table");
+        n.line("path: lo");
+        assert_eq!(n.text(Width::default()), "  under a table\npath: lo\n");
+        assert_eq!(
+            n.html(),
+            "<p class=\"sub\">under a table</p>\n<p>path: lo</p>\n"
+        );
     }
 
     #[test]
