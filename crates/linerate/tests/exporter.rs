@@ -181,6 +181,22 @@ fn probes_and_own_metrics_scrape_as_openmetrics() {
     assert!(rx.is_some_and(|v| v > 0.0), "{body}");
     assert!(get(&m, "linerate_probe_duration_seconds", &[]).is_some_and(|s| s > 0.0));
 
+    // A target with no server: the probe answers, and says it failed.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let (status, body) = fetch(
+        exp,
+        &format!("/probe?target={closed}&test=latency&duration=0.5"),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        get(&parse(&body), "linerate_probe_success", &[]),
+        Some(0.0),
+        "{body}"
+    );
+
     // Refusals: a target outside the allowed prefixes (no traffic is sent),
     // a bad test, too long a test, another method, an oversized head.
     let (status, body) = fetch(exp, "/probe?target=198.18.0.1&test=throughput");
@@ -216,6 +232,7 @@ fn probes_and_own_metrics_scrape_as_openmetrics() {
         .unwrap_or(0.0)
     };
     assert_eq!(probes("latency", "success"), 1.0, "{body}");
+    assert_eq!(probes("latency", "failure"), 1.0, "{body}");
     assert_eq!(probes("throughput", "success"), 1.0, "{body}");
     assert_eq!(probes("throughput", "refused"), 1.0, "{body}");
     assert_eq!(probes("latency", "refused"), 1.0, "{body}");
