@@ -24,8 +24,17 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
         .collect()
 }
 
-/// Registers a family of float gauges and sets each labelled value.
+/// Registers a family of float gauges and sets each labelled value (one
+/// value without labels: a plain gauge).
 fn gauges(reg: &mut Registry, name: &str, help: &str, values: Vec<(Labels, f64)>) {
+    if let [(l, v)] = values.as_slice() {
+        if l.is_empty() {
+            let g = Gauge::<f64, AtomicU64>::default();
+            g.set(*v);
+            reg.register(name, help, g);
+            return;
+        }
+    }
     if values.is_empty() {
         return;
     }
