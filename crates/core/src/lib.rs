@@ -26,6 +26,7 @@ pub mod inspect;
 pub mod latency;
 pub mod linerate;
 pub mod pace;
+pub mod plot;
 pub mod procedure;
 pub mod progress;
 pub mod qdisc;

@@ -32,6 +32,7 @@ pub(crate) fn run(args: &CalcArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
     })?;
     let t0 = linerate_io::host::unix_now_ns();
     let result = config.run();
+    args.plot.write(&linerate_core::plot::of_calc(&result))?;
     if args.json {
         let host = linerate_io::host::facts();
         print_json(&Envelope::new(SCHEMA, VERSION, result).started(t0).on(host))

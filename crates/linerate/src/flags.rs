@@ -98,6 +98,12 @@ pub(crate) enum Command {
     /// the repeats (CLOCK_MONOTONIC), with energy per operation where the host has RAPL.
     /// JSON: schema linerate.ceilings version 1 (docs/schema/linerate.ceilings.schema.json).
     Ceilings(crate::ceilings::CeilingsArgs),
+    /// Result documents (`--json` output) rendered again: tables, plots, or one
+    /// self-contained HTML page with tables, plots, flags and environment.
+    Report(crate::report::ReportArgs),
+    /// OpenMetrics exporter: /probe?target=HOST&test=throughput|latency runs a short test
+    /// against a `linerate server` and exposes its figures; /metrics the exporter's own.
+    Exporter(crate::exporter::ExporterArgs),
 }
 
 /// Flags of `linerate calc`.
@@ -155,6 +161,8 @@ pub(crate) struct CalcArgs {
     /// CSV with a header line.
     #[arg(long)]
     pub(crate) csv: bool,
+    #[command(flatten)]
+    pub(crate) plot: crate::report::PlotArgs,
 }
 
 /// Flags of `linerate demo`.

@@ -125,6 +125,8 @@ pub(crate) struct LatencyArgs {
     /// One JSON document (schema linerate.latency, version 2).
     #[arg(long)]
     pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) plot: crate::report::PlotArgs,
 }
 
 /// `--reflector-mode`'s values, as core names them.
@@ -211,6 +213,8 @@ pub(crate) fn run(args: &LatencyArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
         })
     })?;
     doc.flags.push(flag_for(&meter.read(), &doc.result));
+    args.plot
+        .write(&linerate_core::plot::of_latency(&doc.result))?;
     ctx.output(&doc, args.json, || {
         linerate_report::latency::render(&doc, ctx.width)
     })?;

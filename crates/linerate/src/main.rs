@@ -9,12 +9,14 @@ mod calc;
 mod ceilings;
 mod compare;
 mod demo;
+mod exporter;
 mod flags;
 mod history;
 mod inspect;
 mod latency;
 mod output;
 mod progress;
+mod report;
 mod rfc2544;
 mod server;
 mod stream;
@@ -75,10 +77,9 @@ impl IntoFlags for Vec<Flag> {
 }
 
 /// Commands the specification lists that are not built yet.
-const NOT_BUILT: [(&str, &str); 3] = [
+const NOT_BUILT: [(&str, &str); 2] = [
     ("journey", "the packet journey through the kernel"),
     ("scenario", "experiments as files and the seed replays"),
-    ("report", "HTML reports and plots"),
 ];
 
 fn main() -> ExitCode {
@@ -120,6 +121,8 @@ fn main() -> ExitCode {
         Command::History(args) => finish(history::run(&args, &ctx)),
         Command::Compare(args) => finish(compare::run(&args, &ctx)),
         Command::Ceilings(args) => finish(ceilings::run(&args, &ctx)),
+        Command::Report(args) => finish(report::run(&args, &ctx)),
+        Command::Exporter(args) => finish(exporter::run(&args, &ctx)),
     }
 }
 

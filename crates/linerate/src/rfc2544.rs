@@ -142,6 +142,8 @@ pub(crate) struct Rfc2544Args {
     /// One JSON document (schema linerate.rfc2544, version 2).
     #[arg(long)]
     pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) plot: crate::report::PlotArgs,
 }
 
 impl From<TestKind> for core::TestKind {
@@ -231,6 +233,8 @@ pub(crate) fn run(args: &Rfc2544Args, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
     let meter = linerate_io::energy::Meter::start();
     let mut doc = linerate_io::rfc2544::run(&cfg, &mut progress, &mut BedIfaceSettings::new())?;
     doc.flags.push(flag_for(&meter.read(), &doc.result));
+    args.plot
+        .write(&linerate_core::plot::of_rfc2544(&doc.result))?;
     if args.json {
         (doc.result.generator_notes.iter()).for_each(|n| eprintln!("note: {n}"));
     }

@@ -145,6 +145,9 @@ pub(crate) struct ThroughputArgs {
     /// server, sender-side figures only, said to be one-sided.
     #[arg(long)]
     pub(crate) discard: bool,
+
+    #[command(flatten)]
+    pub(crate) plot: crate::report::PlotArgs,
 }
 
 /// The flag of each parameter of `ThroughputParams` (core names the
@@ -238,6 +241,7 @@ pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, 
     let meter = linerate_io::energy::Meter::start();
     let mut runs = linerate_io::throughput::run::run(&cfg, &mut progress, &interrupt)?;
     let energy = meter.read();
+    args.plot.write(&crate::report::throughput_plots(&runs))?;
     let render = |r| linerate_report::throughput::render(r, ctx.width);
     if cfg.runs.len() == 1 {
         let mut doc = runs.pop().ok_or(RunError::NoResult)?;

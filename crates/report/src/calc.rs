@@ -9,7 +9,7 @@ use linerate_core::linerate::Row;
 use linerate_core::units::{format_bits_per_s, group_thousands, TimeSpan};
 
 use crate::column::{csv_number, Scale};
-use crate::table::{paragraph, Align, Table, Width};
+use crate::table::{Align, Doc, Table, Width};
 
 pub use linerate_core::calc::{SCHEMA, VERSION as SCHEMA_VERSION};
 
@@ -65,7 +65,12 @@ pub fn csv(r: &CalcResult) -> String {
 
 /// The human table: one block per link speed, fitted to `width`.
 pub fn table(res: &CalcResult, width: Width) -> String {
-    let mut out = String::new();
+    doc(res).text(width)
+}
+
+/// The human table as a [`Doc`] (text or HTML): one block per link speed.
+pub fn doc(res: &CalcResult) -> Doc {
+    let mut out = Doc::new();
     let mut links: Vec<u64> = Vec::new();
     for r in &res.rows {
         if !links.contains(&r.link_bits_per_s) {
@@ -78,7 +83,7 @@ pub fn table(res: &CalcResult, width: Width) -> String {
     let mut padded_note = false;
     for (i, &link) in links.iter().enumerate() {
         if i > 0 {
-            out.push('\n');
+            out.blank();
         }
         let rows: Vec<_> = res
             .rows
@@ -91,17 +96,16 @@ pub fn table(res: &CalcResult, width: Width) -> String {
                 encaps.push(&r.encap);
             }
         }
-        out.push_str(&paragraph(
+        out.para(
             "",
             "  ",
-            &format!(
+            format!(
                 "Line rate at {} ({}): wire = frame + {} B (preamble 7, SFD 1, IFG 12)",
                 linerate_core::units::BitRate::from_bps(link),
                 encaps.join(", "),
                 res.wire_overhead_bytes
             ),
-            width,
-        ));
+        );
         let frames_title = count.map(|n| format!("{} frames", group_thousands(n)));
         let mut cols = vec![
             ("frame B", Align::Right),
@@ -177,51 +181,47 @@ pub fn table(res: &CalcResult, width: Width) -> String {
             }
             t.row(cells);
         }
-        out.push_str(&t.fit(2, width));
+        out.table(t, 2);
     }
     if padded_note {
-        out.push('\n');
-        out.push_str(&paragraph(
+        out.blank();
+        out.para(
             "* ",
             "  ",
             "padded by the MAC to the 64-byte minimum frame; the pad carries no payload",
-            width,
-        ));
+        );
     }
     if let Some(b) = &res.bus {
-        out.push('\n');
-        out.push_str(&paragraph(
+        out.blank();
+        out.para(
             "Bus: ",
             "  ",
-            &format!(
+            format!(
                 "{} at {} GT/s per lane, MPS {} B:",
                 b.bus,
                 b.transfers_per_s / 1e9,
                 b.mps_bytes,
             ),
-            width,
-        ));
-        out.push_str(&paragraph(
+        );
+        out.para(
             "  ",
             "  ",
-            &format!(
+            format!(
                 "{} raw, {} after encoding, {} DMA payload ceiling",
                 format_bits_per_s(b.raw_bits_per_s),
                 format_bits_per_s(b.encoded_bits_per_s),
                 format_bits_per_s(b.payload_bits_per_s),
             ),
-            width,
-        ));
-        out.push_str(&paragraph(
+        );
+        out.para(
             "  ",
             "  ",
-            &format!(
+            format!(
                 "(one direction; {} B of TLP header and framing per TLP; frames DMA'd without FCS; \
                  DLLPs and descriptor traffic not modelled: expect 5-15 % less)",
                 b.tlp_overhead_bytes
             ),
-            width,
-        ));
+        );
     }
     out
 }

@@ -2,12 +2,18 @@
 
 use linerate_core::result::{Flag, Severity};
 
-use crate::table::{paragraph, Width};
+use crate::table::{Doc, Width};
 
 /// One wrapped paragraph per flag, `invalid:` flags first, then `warning:`,
 /// then `note:` (info), each in the order raised.
 pub fn render(flags: &[Flag], width: Width) -> String {
-    let mut out = String::new();
+    let mut d = Doc::new();
+    add(&mut d, flags);
+    d.text(width)
+}
+
+/// Adds the paragraphs of [`render`] to `doc`.
+pub fn add(doc: &mut Doc, flags: &[Flag]) {
     for sev in [Severity::Invalid, Severity::Warning, Severity::Info] {
         let label = match sev {
             Severity::Invalid => "INVALID: ",
@@ -16,10 +22,9 @@ pub fn render(flags: &[Flag], width: Width) -> String {
         };
         let indent = " ".repeat(label.len());
         for f in flags.iter().filter(|f| f.severity == sev) {
-            out.push_str(&paragraph(label, &indent, &f.message, width));
+            doc.para(label, &indent, f.message.clone());
         }
     }
-    out
 }
 
 #[cfg(test)]

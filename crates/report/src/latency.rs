@@ -4,13 +4,11 @@
 //! figures themselves, the stamping cost included, come from
 //! `linerate_core::latency`.
 
-use std::fmt::Write as _;
-
 use linerate_core::latency::{LatencyReport, LatencyRun, Responder, Stage};
 use linerate_core::result::Envelope;
 use linerate_core::units::group_thousands;
 
-use crate::table::{paragraph, Align, Table, Width};
+use crate::table::{Align, Doc, Table, Width};
 
 /// A duration in ns as µs with two decimals.
 fn us(ns: f64) -> String {
@@ -30,33 +28,36 @@ fn present(report: &LatencyReport, skip: &[Stage]) -> Vec<Stage> {
 /// Renders a whole result (its flags included) for a terminal, within
 /// `width`.
 pub fn render(doc: &Envelope<LatencyReport>, width: Width) -> String {
+    blocks(doc).text(width)
+}
+
+/// The whole result as a [`Doc`] (text or HTML).
+pub fn blocks(doc: &Envelope<LatencyReport>) -> Doc {
     let report = &doc.result;
-    let mut out = String::new();
+    let mut out = Doc::new();
     let responder = match report.responder {
         Responder::Reflector => "linerate reflector (returns its own stamps)",
         Responder::PlainEcho => "plain echo server (RFC 862): client-side stages only",
         Responder::Kernel => "the peer's kernel (ICMP echo): client-side stages only",
     };
-    out.push_str(&paragraph(
+    out.para(
         "",
         "  ",
-        &format!(
+        format!(
             "Response time to {} over {}; responder: {responder}",
             report.target,
             report.protocol.name().to_uppercase()
         ),
-        width,
-    ));
-    out.push_str(&paragraph(
+    );
+    out.para(
         "  ",
         "    ",
-        &format!(
+        format!(
             "clock: {}; stamps: {}; hardware stamps: {}",
             report.clock, report.timestamp_source, report.hardware_timestamps
         ),
-        width,
-    ));
-    out.push_str(&paragraph(
+    );
+    out.para(
         "  ",
         "    ",
         if report.same_clock && report.responder == Responder::Reflector {
@@ -66,9 +67,8 @@ pub fn render(doc: &Envelope<LatencyReport>, width: Width) -> String {
         } else {
             "client and responder clocks differ or are unknown: every stage uses one clock, no one-way delays"
         },
-        width,
-    ));
-    out.push('\n');
+    );
+    out.blank();
 
     // The seeds' form: a row per configuration, a column per stage.
     let stages = present(
@@ -107,49 +107,46 @@ pub fn render(doc: &Envelope<LatencyReport>, width: Width) -> String {
         row.push(group_thousands(run.counts.lost));
         t.row(row);
     }
-    let _ = writeln!(out, "Median (p50) of each stage, µs:");
-    out.push_str(&t.fit(2, width));
-    out.push_str(&paragraph(
+    out.para("", "", "Median (p50) of each stage, µs:");
+    out.table(t, 2);
+    out.para(
         "  ",
         "   ",
         "(medians of stages need not add up to the median RTT; per exchange the stages add up exactly, and so do the means)",
-        width,
-    ));
+    );
     if sampled {
-        out.push_str(&paragraph(
+        out.para(
             "  ",
             "   ",
             "(stages from the kernel-stamped sample, whose RTT is \"RTT stamped\", the RTT row below; \"RTT\" is that of the exchanges that asked for no stamp)",
-            width,
-        ));
+        );
     }
 
     for run in &report.runs {
-        out.push('\n');
-        out.push_str(&run_stats(run, width));
+        out.blank();
+        run_stats(&mut out, run);
     }
     if !doc.flags.is_empty() {
-        out.push('\n');
-        out.push_str(&crate::flags::render(&doc.flags, width));
+        out.blank();
+        crate::flags::add(&mut out, &doc.flags);
     }
-    out.push('\n');
+    out.blank();
     for s in present(report, &[]) {
-        out.push_str(&paragraph(
+        out.para(
             &format!("  {:<10} ", s.title()),
             &" ".repeat(13),
             s.definition(),
-            width,
-        ));
+        );
     }
     out
 }
 
 /// One run's line and its table of per-stage statistics.
-fn run_stats(run: &LatencyRun, width: Width) -> String {
-    let mut out = paragraph(
+fn run_stats(out: &mut Doc, run: &LatencyRun) {
+    out.para(
         "",
         "  ",
-        &format!(
+        format!(
             "{}: {} B requests, {} sent, {} answered, {} lost{}",
             run.label(),
             run.size_bytes,
@@ -165,7 +162,6 @@ fn run_stats(run: &LatencyRun, width: Width) -> String {
                 String::new()
             }
         ),
-        width,
     );
     let mut t = Table::new([
         ("stage (µs)", Align::Left),
@@ -200,12 +196,12 @@ fn run_stats(run: &LatencyRun, width: Width) -> String {
             group_thousands(x.count),
         ]);
     }
-    out.push_str(&t.fit(2, width));
+    out.table(t, 2);
     if let (Some(cost), Some(plain)) = (run.stamping_cost_ns, &run.rtt_unstamped) {
-        out.push_str(&paragraph(
+        out.para(
             "  ",
             "  ",
-            &format!(
+            format!(
                 "kernel stamps on 1 exchange in {} ({} stamped, {} not): the stages are the stamped ones'; \
                  stamping added {} µs to the median RTT",
                 run.stamp_every,
@@ -213,10 +209,8 @@ fn run_stats(run: &LatencyRun, width: Width) -> String {
                 group_thousands(plain.count),
                 us(cost as f64)
             ),
-            width,
-        ));
+        );
     }
-    out
 }
 
 /// One run in a line (for progress while sweeping).

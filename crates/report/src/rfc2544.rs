@@ -7,7 +7,7 @@ use linerate_core::result::Flag;
 use linerate_core::rfc2544::{Rfc2544Json, SizeReport, TestKind};
 use linerate_core::units::{format_bits_per_s, group_thousands};
 
-use crate::table::{paragraph, Align, Table, Width};
+use crate::table::{Align, Doc, Table, Width};
 
 /// Flags the heading already says (the generator's fallback and notes).
 const IN_HEADING: [&str; 3] = [
@@ -199,34 +199,35 @@ pub fn size_table(s: &SizeReport, generator: &str) -> Table {
 
 /// The whole report: heading, a table per frame size, flags.
 pub fn render(doc: &Rfc2544Json, width: Width) -> String {
+    blocks(doc).text(width)
+}
+
+/// The whole report as a [`Doc`] (text or HTML).
+pub fn blocks(doc: &Rfc2544Json) -> Doc {
     let r = &doc.result;
     let generator = r.generator.describe(r.qdisc_bypass);
-    let mut out = paragraph(
+    let mut out = Doc::new();
+    out.para(
         "",
         "  ",
-        &format!(
+        format!(
             "RFC 2544 on a {} link (line rate counts 20 B preamble+IFG per frame)",
             format_bits_per_s(r.link_bits_per_s as f64)
         ),
-        width,
     );
     let mut g = format!("generator: {generator}");
     if let Some(why) = &r.generator_fallback {
         g.push_str(&format!(" (auto: faster generators not used: {why})"));
     }
-    out.push_str(&paragraph("", "  ", &g, width));
-    out.push_str(&paragraph(
-        "",
-        "  ",
-        &format!("latency clock: {}", r.latency_clock),
-        width,
-    ));
+    out.para("", "  ", g);
+    out.para("", "  ", format!("latency clock: {}", r.latency_clock));
     for n in &r.generator_notes {
-        out.push_str(&paragraph("note: ", "      ", n, width));
+        out.para("note: ", "      ", n.clone());
     }
     for s in &r.sizes {
-        out.push_str(&format!("\n{}-byte frames\n", s.frame_bytes));
-        out.push_str(&size_table(s, generator).fit(2, width));
+        out.blank();
+        out.para("", "", format!("{}-byte frames", s.frame_bytes));
+        out.table(size_table(s, generator), 2);
     }
     let flags: Vec<Flag> = doc
         .flags
@@ -235,8 +236,8 @@ pub fn render(doc: &Rfc2544Json, width: Width) -> String {
         .cloned()
         .collect();
     if !flags.is_empty() {
-        out.push('\n');
-        out.push_str(&crate::flags::render(&flags, width));
+        out.blank();
+        crate::flags::add(&mut out, &flags);
     }
     out
 }

@@ -183,6 +183,172 @@ impl Table {
     }
 }
 
+impl Table {
+    /// The same table as an HTML `<table>`: every column, nothing wrapped,
+    /// numbers right-aligned (class `num`), cells escaped.
+    pub fn html(&self) -> String {
+        let mut out = String::from("<table>\n<thead><tr>");
+        let class = |a: Align| match a {
+            Align::Right => " class=\"num\"",
+            Align::Left => "",
+        };
+        for (h, a) in &self.header {
+            let _ = write!(out, "<th{}>{}</th>", class(*a), escape(h));
+        }
+        out.push_str("</tr></thead>\n<tbody>\n");
+        for row in &self.rows {
+            out.push_str("<tr>");
+            for (i, (_, a)) in self.header.iter().enumerate() {
+                let c = row.get(i).map_or("", String::as_str);
+                let _ = write!(out, "<td{}>{}</td>", class(*a), escape(c));
+            }
+            out.push_str("</tr>\n");
+        }
+        out.push_str("</tbody>\n</table>\n");
+        out
+    }
+}
+
+/// One block of a rendered result.
+#[derive(Debug, Clone)]
+pub enum Block {
+    /// A paragraph wrapped to the width: `first` before its first line,
+    /// `rest` before the others.
+    Para {
+        /// Prefix of the first line (`"* "`, `"Bus: "`, or empty).
+        first: String,
+        /// Prefix of the other lines (usually spaces).
+        rest: String,
+        /// The text.
+        text: String,
+    },
+    /// A table, indented by this many spaces in text.
+    Table(Table, usize),
+    /// An empty line.
+    Blank,
+    /// One line as it is (not wrapped).
+    Line(String),
+    /// Text already laid out (from a renderer that builds no [`Doc`]).
+    Pre(String),
+}
+
+/// A rendered result as blocks, so the same tables and paragraphs become
+/// terminal text ([`Doc::text`], fitted to a width) or HTML ([`Doc::html`],
+/// real `<table>`s).
+#[derive(Debug, Clone, Default)]
+pub struct Doc {
+    blocks: Vec<Block>,
+}
+
+impl Doc {
+    /// An empty document.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A document of text already laid out.
+    pub fn pre(text: impl Into<String>) -> Self {
+        Self {
+            blocks: vec![Block::Pre(text.into())],
+        }
+    }
+
+    /// Adds a paragraph (see [`paragraph`]).
+    pub fn para(&mut self, first: &str, rest: &str, text: impl Into<String>) {
+        self.blocks.push(Block::Para {
+            first: first.into(),
+            rest: rest.into(),
+            text: text.into(),
+        });
+    }
+
+    /// Adds a table, indented by `indent` spaces in text.
+    pub fn table(&mut self, t: Table, indent: usize) {
+        self.blocks.push(Block::Table(t, indent));
+    }
+
+    /// Adds an empty line.
+    pub fn blank(&mut self) {
+        self.blocks.push(Block::Blank);
+    }
+
+    /// Adds every block of `other`.
+    pub fn append(&mut self, other: Self) {
+        self.blocks.extend(other.blocks);
+    }
+
+    /// Adds one line as it is (not wrapped).
+    pub fn line(&mut self, text: impl Into<String>) {
+        self.blocks.push(Block::Line(text.into()));
+    }
+
+    /// The document as terminal text within `width`.
+    pub fn text(&self, width: Width) -> String {
+        let mut out = String::new();
+        for b in &self.blocks {
+            match b {
+                Block::Para { first, rest, text } => {
+                    out.push_str(&paragraph(first, rest, text, width));
+                }
+                Block::Table(t, indent) => out.push_str(&t.fit(*indent, width)),
+                Block::Blank => out.push('\n'),
+                Block::Line(l) => {
+                    out.push_str(l);
+                    out.push('\n');
+                }
+                Block::Pre(s) => out.push_str(s),
+            }
+        }
+        out
+    }
+
+    /// The document as HTML: paragraphs, `<table>`s and `<pre>` blocks.
+    pub fn html(&self) -> String {
+        let mut out = String::new();
+        for b in &self.blocks {
+            match b {
+                Block::Para { first, text, .. } => {
+                    // An indented paragraph (a note under a table) is a
+                    // `sub` paragraph.
+                    let class = if first.starts_with(' ') {
+                        " class=\"sub\""
+                    } else {
+                        ""
+                    };
+                    let lead = first.trim();
+                    let sep = if lead.is_empty() { "" } else { " " };
+                    let _ = writeln!(out, "<p{class}>{}{sep}{}</p>", escape(lead), escape(text));
+                }
+                Block::Table(t, _) => out.push_str(&t.html()),
+                Block::Blank => {}
+                Block::Line(l) => {
+                    let _ = writeln!(out, "<p>{}</p>", escape(l));
+                }
+                Block::Pre(s) => {
+                    let _ = writeln!(out, "<pre>{}</pre>", escape(s.trim_end()));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// `text` with the characters HTML gives a meaning escaped.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Splits `text` into lines of at most `width` characters at spaces (a word
 /// longer than `width` stands alone on its line).
 pub fn wrap_words(text: &str, width: usize) -> Vec<String> {
@@ -250,6 +416,48 @@ mod tests {
         assert!(!narrow.contains("extra"), "{narrow}");
         assert!(narrow.lines().all(|l| l.chars().count() <= 40), "{narrow}");
         assert_eq!(narrow.matches("word").count(), 12, "{narrow}");
+    }
+
+    #[test]
+    fn html_has_every_cell_escaped_and_aligned() {
+        let mut t = Table::new([("name", Align::Left), ("fps", Align::Right)]).optional(&["fps"]);
+        t.row(vec!["<a&b>".into(), "148,809".into()]);
+        let h = t.html();
+        assert!(h.contains("<th class=\"num\">fps</th>"), "{h}");
+        assert!(
+            h.contains("<td>&lt;a&amp;b&gt;</td><td class=\"num\">148,809</td>"),
+            "{h}"
+        );
+    }
+
+    #[test]
+    fn a_doc_renders_the_same_blocks_as_text_and_html() {
+        let mut t = Table::new([("frame B", Align::Right)]);
+        t.row(vec!["64".into()]);
+        let mut d = Doc::new();
+        d.para("", "  ", "Line rate at 1 Gbit/s");
+        d.table(t, 2);
+        d.blank();
+        d.para("* ", "  ", "padded");
+        assert_eq!(
+            d.text(Width::default()),
+            "Line rate at 1 Gbit/s\n  frame B\n       64\n\n* padded\n"
+        );
+        let h = d.html();
+        assert!(
+            h.starts_with("<p>Line rate at 1 Gbit/s</p>\n<table>"),
+            "{h}"
+        );
+        assert!(h.contains("<td class=\"num\">64</td>") && h.ends_with("<p>* padded</p>\n"));
+        assert_eq!(Doc::pre("a < b\n").html(), "<pre>a &lt; b</pre>\n");
+        let mut n = Doc::new();
+        n.para("  ", "    ", "under a table");
+        n.line("path: lo");
+        assert_eq!(n.text(Width::default()), "  under a table\npath: lo\n");
+        assert_eq!(
+            n.html(),
+            "<p class=\"sub\">under a table</p>\n<p>path: lo</p>\n"
+        );
     }
 
     #[test]

@@ -1,8 +1,6 @@
 //! `linerate throughput`: the result as tables (intervals, per-direction
 //! summary from both ends, and the seed-000 "% of max possible" table).
 
-use std::fmt::Write as _;
-
 use crate::column::Scale;
 use linerate_core::result::{exit_code, Envelope};
 use linerate_core::throughput::model::{
@@ -11,7 +9,7 @@ use linerate_core::throughput::model::{
 };
 use linerate_core::units::{group_thousands, sig4, BitRate, ByteCount};
 
-use crate::table::{paragraph, Align, Table, Width};
+use crate::table::{Align, Doc, Table, Width};
 
 fn dir_name(d: FlowDir) -> &'static str {
     match d {
@@ -77,7 +75,7 @@ fn unit_rate(r: &ThroughputResult) -> &'static str {
 }
 
 /// The header lines: what ran, against what, on which clock.
-fn header(r: &ThroughputResult, width: Width) -> String {
+fn header(out: &mut Doc, r: &ThroughputResult) {
     let p = &r.params;
     let proto = match p.protocol {
         Protocol::Tcp => "TCP",
@@ -92,22 +90,21 @@ fn header(r: &ThroughputResult, width: Width) -> String {
         Protocol::Tcp => "blocks",
         Protocol::Udp => "datagram payloads",
     };
-    let mut s = paragraph(
+    out.para(
         "",
         "  ",
-        &format!(
+        format!(
             "linerate throughput → {}: {proto}, {dir}, {} stream(s) per direction, {} s, {}-byte {unit}",
             r.server,
             p.streams,
             sig4(p.duration_ns as f64 / 1e9),
             group_thousands(u64::from(p.size_bytes)),
         ),
-        width,
     );
-    s.push_str(&paragraph(
+    out.para(
         "",
         "  ",
-        &format!(
+        format!(
             "send path {}, receive path {}{}{}{}",
             p.send_path,
             p.recv_path,
@@ -126,8 +123,7 @@ fn header(r: &ThroughputResult, width: Width) -> String {
                 .map(|r| format!(", paced to {} per direction", BitRate::from_bps(r)))
                 .unwrap_or_default()
         ),
-        width,
-    ));
+    );
     let path = &r.path;
     if path.link_bits_per_s.is_some() || path.mtu_bytes.is_some() {
         let mut parts = Vec::new();
@@ -152,20 +148,18 @@ fn header(r: &ThroughputResult, width: Width) -> String {
                     .unwrap_or_default()
             ));
         }
-        let _ = writeln!(s, "path: {}", parts.join(", "));
+        out.line(format!("path: {}", parts.join(", ")));
     }
-    s.push_str(&paragraph("", "  ", &format!("clock: {}", r.clock), width));
+    out.para("", "  ", format!("clock: {}", r.clock));
     if let Some(st) = r.steal_pct {
-        s.push_str(&paragraph(
+        out.para(
             "",
             "  ",
-            &format!(
+            format!(
                 "client host: {st:.1} % of CPU time stolen by the hypervisor during the test (/proc/stat)"
             ),
-            width,
-        ));
+        );
     }
-    s
 }
 
 /// All flows of both ends, in flow order, as (end, flow).
@@ -181,8 +175,7 @@ fn all_flows(r: &ThroughputResult) -> Vec<(&SideReport, &FlowReport)> {
 
 /// Interval table of every direction (core's figures: receivers' sums,
 /// senders' when the receivers' are missing).
-fn intervals(r: &ThroughputResult, width: Width) -> String {
-    let mut out = String::new();
+fn intervals(out: &mut Doc, r: &ThroughputResult) {
     for d in &r.figures.intervals {
         let mut t = Table::new([
             ("interval (s)", Align::Left),
@@ -207,19 +200,18 @@ fn intervals(r: &ThroughputResult, width: Width) -> String {
             FlowRole::Receiver => "receiver",
             FlowRole::Sender => "sender",
         };
-        let _ = writeln!(
-            out,
-            "\nIntervals, {}: measured by the {role} ({}), all streams summed",
+        out.blank();
+        out.line(format!(
+            "Intervals, {}: measured by the {role} ({}), all streams summed",
             dir_name(d.direction),
             end_str(d.end)
-        );
-        out.push_str(&t.fit(2, width));
+        ));
+        out.table(t, 2);
     }
-    out
 }
 
 /// Per flow, from both ends.
-fn flows_table(r: &ThroughputResult, width: Width) -> String {
+fn flows_table(out: &mut Doc, r: &ThroughputResult) {
     let cpu_pkt = if r.params.protocol == Protocol::Tcp {
         "CPU µs/block"
     } else {
@@ -291,15 +283,13 @@ fn flows_table(r: &ThroughputResult, width: Width) -> String {
             opt_sig4(fig.and_then(|g| g.cpu_ns_per_packet).map(|v| v / 1000.0)),
         ]);
     }
-    let mut s = String::from("\n");
-    s.push_str(&paragraph(
+    out.blank();
+    out.para(
         "",
         "",
         "Per flow, from both ends (CPU: the flow thread's getrusage RUSAGE_THREAD, user+system)",
-        width,
-    ));
-    s.push_str(&t.fit(2, width));
-    s
+    );
+    out.table(t, 2);
 }
 
 /// The footnote on a missing maximum.
@@ -315,7 +305,7 @@ fn no_max_note(r: &ThroughputResult) -> String {
 
 /// The seed-000 table: packets sent, payload per packet, total data, time,
 /// throughput and % of max possible, per direction and end.
-fn seed_table(r: &ThroughputResult, width: Width) -> String {
+fn seed_table(out: &mut Doc, r: &ThroughputResult) {
     let mut t = Table::new([
         ("", Align::Left),
         ("Packets", Align::Right),
@@ -356,9 +346,9 @@ fn seed_table(r: &ThroughputResult, width: Width) -> String {
             pct_cell(d.pct_of_max),
         ]);
     }
-    let mut s =
-        String::from("\nTable 1 (as in AN11053): throughput against the maximum possible\n");
-    s.push_str(&t.fit(2, width));
+    out.blank();
+    out.line("Table 1 (as in AN11053): throughput against the maximum possible");
+    out.table(t, 2);
     let mut notes = Vec::new();
     if tcp {
         let mss = linerate_core::throughput::model::sender_mss(
@@ -381,9 +371,8 @@ fn seed_table(r: &ThroughputResult, width: Width) -> String {
         None => notes.push(no_max_note(r)),
     }
     for n in notes {
-        s.push_str(&paragraph("  ", "    ", &n, width));
+        out.para("  ", "    ", n);
     }
-    s
 }
 
 fn dir_name_short(d: FlowDir) -> &'static str {
@@ -396,14 +385,20 @@ fn dir_name_short(d: FlowDir) -> &'static str {
 /// The whole human report of one run: header, intervals, flows, the seed
 /// table, the flags (worst first) and the verdict.
 pub fn render(doc: &Envelope<ThroughputResult>, width: Width) -> String {
+    blocks(doc).text(width)
+}
+
+/// The whole result as a [`Doc`] (text or HTML).
+pub fn blocks(doc: &Envelope<ThroughputResult>) -> Doc {
     let r = &doc.result;
-    let mut s = header(r, width);
-    s.push_str(&intervals(r, width));
-    s.push_str(&flows_table(r, width));
-    s.push_str(&seed_table(r, width));
+    let mut s = Doc::new();
+    header(&mut s, r);
+    intervals(&mut s, r);
+    flows_table(&mut s, r);
+    seed_table(&mut s, r);
     if !doc.flags.is_empty() {
-        s.push('\n');
-        s.push_str(&crate::flags::render(&doc.flags, width));
+        s.blank();
+        crate::flags::add(&mut s, &doc.flags);
     }
     let verdict = if doc.flags.iter().any(|f| f.code == "incomplete") {
         "INCOMPLETE (see the flags)"
@@ -412,7 +407,8 @@ pub fn render(doc: &Envelope<ThroughputResult>, width: Width) -> String {
     } else {
         "complete"
     };
-    let _ = writeln!(s, "\nResult: {verdict}");
+    s.blank();
+    s.line(format!("Result: {verdict}"));
     s
 }
 
@@ -420,6 +416,11 @@ pub fn render(doc: &Envelope<ThroughputResult>, width: Width) -> String {
 /// (`--path ideal,typical,zerocopy`): one row per scenario, first direction
 /// that ran (forward if any), sender's packets and data, receiver's rate.
 pub fn render_scenarios(doc: &Envelope<Scenarios>, width: Width) -> String {
+    scenario_blocks(doc).text(width)
+}
+
+/// The comparison of [`render_scenarios`] as a [`Doc`] (text or HTML).
+pub fn scenario_blocks(doc: &Envelope<Scenarios>) -> Doc {
     let runs = &doc.result.runs;
     let mut t = Table::new([
         ("", Align::Left),
@@ -464,19 +465,17 @@ pub fn render_scenarios(doc: &Envelope<Scenarios>, width: Width) -> String {
             opt_sig4(tx.cpu_ns_per_byte),
         ]);
     }
-    let mut s = String::from(
-        "Table 1 across scenarios (as in AN11053): the same test with each send path\n",
-    );
-    s.push_str(&t.fit(2, width));
-    s.push_str(&paragraph(
+    let mut s = Doc::new();
+    s.line("Table 1 across scenarios (as in AN11053): the same test with each send path");
+    s.table(t, 2);
+    s.para(
         "  ",
         "    ",
         "Throughput and time: measured by the receiver (what arrived); packets and data: sent.",
-        width,
-    ));
+    );
     if lm.is_none() {
         if let Some(r) = runs.first() {
-            s.push_str(&paragraph("  ", "    ", &no_max_note(&r.result), width));
+            s.para("  ", "    ", no_max_note(&r.result));
         }
     }
     s

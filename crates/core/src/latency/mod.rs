@@ -534,6 +534,12 @@ pub struct LatencyRun {
     /// came), if it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incomplete: Option<String>,
+    /// The distribution of the RTT quoted ([`LatencyRun::rtt`]: the
+    /// unstamped exchanges' when the stamps were sampled), in log-spaced
+    /// bins: what histogram and CDF plots are drawn from (absent in
+    /// documents written before plots).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_distribution: Option<crate::plot::Distribution>,
 }
 
 fn one() -> u64 {
@@ -560,7 +566,22 @@ impl LatencyRun {
             stamping_cost_ns: None,
             no_udp_checksum: false,
             incomplete: None,
+            rtt_distribution: crate::plot::Distribution::from_histogram(
+                stats.histogram(Stage::Rtt),
+            ),
         }
+    }
+
+    /// The run with the RTT of the exchanges outside the stamped sample:
+    /// its summary ([`Self::rtt_unstamped`]) and, when it has samples, its
+    /// distribution in place of the stamped one.
+    #[must_use]
+    pub fn with_unstamped(mut self, unstamped: &Histogram) -> Self {
+        self.rtt_unstamped = unstamped.summary();
+        if let Some(d) = crate::plot::Distribution::from_histogram(unstamped) {
+            self.rtt_distribution = Some(d);
+        }
+        self
     }
 
     /// The run with its derived figures filled in ([`Self::stamping_cost_ns`]).

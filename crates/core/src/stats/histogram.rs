@@ -103,6 +103,19 @@ impl Histogram {
         self.sum_sq += v * v * n as f64;
     }
 
+    /// The buckets that hold samples, in increasing order: each as
+    /// (smallest value, width, count), ns.
+    pub fn buckets(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(i, &c)| {
+                let (lo, w) = bounds(i);
+                (lo, w, c)
+            })
+    }
+
     /// Adds every sample of `other`.
     pub fn merge(&mut self, other: &Self) {
         if other.count == 0 {

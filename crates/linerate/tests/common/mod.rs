@@ -97,3 +97,51 @@ where
     );
     e
 }
+
+/// A long-running `linerate <args>` child, once its first stderr line says
+/// where it listens: the child (killed and reaped on drop) and that address
+/// (the text after `marker` up to the next space, `/` or end; with port 0
+/// in `args` the kernel's choice). Later stderr lines are echoed.
+pub(crate) struct Listening {
+    /// The child.
+    pub(crate) child: std::process::Child,
+    /// Where it listens.
+    pub(crate) addr: std::net::SocketAddr,
+}
+
+impl Listening {
+    pub(crate) fn start(args: &[&str], marker: &str) -> Self {
+        use std::io::BufRead as _;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_linerate"))
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the linerate binary runs");
+        let err = child.stderr.take().expect("piped stderr");
+        let mut lines = std::io::BufReader::new(err).lines();
+        let first = lines.next().and_then(Result::ok).unwrap_or_default();
+        let addr = first
+            .split_once(marker)
+            .and_then(|(_, rest)| rest.split([' ', '/']).next())
+            .and_then(|a| a.parse().ok());
+        let Some(addr) = addr else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?}: first line '{first}' names no address after '{marker}'");
+        };
+        std::thread::spawn(move || {
+            for l in lines.map_while(Result::ok) {
+                eprintln!("child: {l}");
+            }
+        });
+        Self { child, addr }
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
