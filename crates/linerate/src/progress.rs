@@ -59,7 +59,7 @@ impl Progress for RateLine {
 
     fn done(&mut self) {
         if self.shown {
-            eprint!("\r{:70}\r", "");
+            let _ = std::io::stderr().write_all(format!("\r{:70}\r", "").as_bytes());
         }
         *self = Self::default();
     }

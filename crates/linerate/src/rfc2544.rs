@@ -187,7 +187,7 @@ fn config(args: &Rfc2544Args) -> Result<Config, Failure> {
     })?;
     let (sizes, replaced) = core::frame_sizes(&args.frames, args.ipv6);
     if replaced {
-        eprintln!("IPv6: 84-byte frames replace 64-byte ones (RFC 5180 section 5)");
+        crate::output::elog!("IPv6: 84-byte frames replace 64-byte ones (RFC 5180 section 5)");
     }
     let cfg = Config {
         tx: t.tx,
@@ -228,10 +228,10 @@ pub(crate) fn run(args: &Rfc2544Args, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
     // Interface changes (GRO for XDP live frames) go through the bed, which
     // restores them on every exit path, termination signals included.
     linerate_bed::guard::install_signal_teardown().context("installing the signal guard")?;
-    let mut progress = Steps(|l: &str| eprintln!("{l}"));
+    let mut progress = Steps(crate::output::eprint_line);
     let doc = linerate_io::rfc2544::run(&cfg, &mut progress, &mut BedIfaceSettings::new())?;
     if args.json {
-        (doc.result.generator_notes.iter()).for_each(|n| eprintln!("note: {n}"));
+        (doc.result.generator_notes.iter()).for_each(|n| crate::output::elog!("note: {n}"));
         print_json(&doc)?;
     } else {
         print(&linerate_report::rfc2544::render(&doc, ctx.width))?;

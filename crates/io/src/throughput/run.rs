@@ -195,6 +195,8 @@ impl LocalServer {
                 max_clients: 1,
                 max_duration: None,
                 log: Arc::new(|_: &str| {}),
+                limits: super::server::Limits::default(),
+                access: super::server::Access::Anyone,
             });
             match server {
                 Ok(server) => {
