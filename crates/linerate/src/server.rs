@@ -53,7 +53,7 @@ pub(crate) struct ServerArgs {
     #[arg(long, value_name = "MIB", default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pub(crate) max_session_memory: u64,
     /// Most total rate across all clients (e.g. 10G); a session asking for
-    /// more than what is left is refused, one without a rate counts as all.
+    /// more than what is left, or for no rate (no --rate), is refused.
     #[arg(long, value_name = "RATE")]
     pub(crate) max_rate: Option<BitRate>,
 }

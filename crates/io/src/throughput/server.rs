@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use linerate_core::throughput::model::{
     End, FlowDir, FlowRole, Protocol, SendPath, SideReport, ThroughputParams,
 };
-use linerate_core::untrusted::escape;
+use linerate_core::untrusted::{escape, neutralize};
 use linerate_core::wire::control::{check_hello, Message, SessionKind, CONTROL_VERSION};
 use linerate_core::wire::control_auth::{hex, parse_nonce, Key};
 
@@ -64,8 +64,8 @@ pub struct Limits {
     /// its parameters before it is accepted ([`session_memory_bytes`]).
     pub session_memory_bytes: u64,
     /// Most total rate across all sessions, bit/s: a session asking for
-    /// more than what is left is refused; an unlimited rate (`None` in its
-    /// parameters) counts as this whole budget. `None`: no limit.
+    /// more than what is left, or for no rate limit at all, is refused.
+    /// `None`: no limit.
     pub max_rate_bits_per_s: Option<u64>,
 }
 
@@ -551,7 +551,7 @@ impl ConnCtx {
                     Ok(None) => {}
                     Err(e) => {
                         let _ = ctrl.send(&Message::Error { reason: e.clone() });
-                        self.log(&format!("{peer}: session failed: {}", escape(&e)));
+                        self.log(&format!("{peer}: session failed: {}", neutralize(&e)));
                     }
                 }
                 drop(slot);
@@ -652,7 +652,11 @@ impl ConnCtx {
         let Some(total) = l.max_rate_bits_per_s else {
             return Ok(None);
         };
-        let want = params.rate_bits_per_s.unwrap_or(total);
+        let Some(want) = params.rate_bits_per_s else {
+            return Err(format!(
+                "this server limits the total rate to {total} bit/s (--max-rate): ask for a rate (--rate)"
+            ));
+        };
         let mut used = self
             .rate_in_use
             .lock()
@@ -779,7 +783,7 @@ impl ConnCtx {
                 ctrl.send(&Message::Accepted { udp_ports: vec![] })
                     .map_err(|e| e.to_string())?;
                 expect_go(ctrl)?;
-                let socks = collect_tcp(&rx, dirs.len(), &params)?;
+                let socks = collect_tcp(&rx, dirs.len(), &params, ctrl.stream())?;
                 // Every flow has its connection: later ones find no session
                 // and are closed at once.
                 self.registry
@@ -874,10 +878,27 @@ fn expect_go(ctrl: &mut Control) -> Result<(), String> {
     }
 }
 
+/// Whether the peer closed `ctrl` (or it broke), looked at without
+/// blocking or consuming anything.
+fn peer_gone(ctrl: &TcpStream) -> bool {
+    let mut b = [0u8; 1];
+    if ctrl.set_nonblocking(true).is_err() {
+        return true;
+    }
+    let gone = match ctrl.peek(&mut b) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+    };
+    let _ = ctrl.set_nonblocking(false);
+    gone
+}
+
 fn collect_tcp(
     rx: &Receiver<(u16, TcpStream)>,
     n: usize,
     params: &ThroughputParams,
+    ctrl: &TcpStream,
 ) -> Result<Vec<DataSock>, String> {
     let mut got: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
     let deadline = Instant::now() + STEP_TIMEOUT;
@@ -889,7 +910,11 @@ fn collect_tcp(
                 "only {have} of {n} data connections arrived within {STEP_TIMEOUT:?}"
             ));
         }
-        if let Ok((flow, s)) = rx.recv_timeout(left) {
+        // A client that vanished frees its slot now, not at the timeout.
+        if peer_gone(ctrl) {
+            return Err("the client closed the control connection".into());
+        }
+        if let Ok((flow, s)) = rx.recv_timeout(left.min(Duration::from_millis(200))) {
             match got.get_mut(usize::from(flow)) {
                 Some(slot @ None) => {
                     // The first frame was read as control (TCP_NODELAY on):
