@@ -126,10 +126,27 @@ pub fn check_netns(ns: &str) -> Result<(), BedError> {
 /// Blocks the termination signals and starts the thread that removes every
 /// registered bed when one arrives, then exits with 128 + its number.
 pub fn install_signal_teardown() -> std::io::Result<()> {
+    install(false)
+}
+
+/// Like [`install_signal_teardown`], but the first signal only interrupts
+/// ([`linerate_io::signal::interrupt`]): a driver stops at its next trial
+/// boundary, restores what it changed and prints what it measured so far.
+/// A second signal restores, removes and exits at once.
+pub fn install_signal_interrupt_then_teardown() -> std::io::Result<()> {
+    install(true)
+}
+
+fn install(interrupt_first: bool) -> std::io::Result<()> {
     linerate_io::signal::block_termination_signals()?;
     std::thread::Builder::new()
         .name("lr-signal".into())
-        .spawn(|| {
+        .spawn(move || {
+            if interrupt_first {
+                if let Ok(sig) = linerate_io::signal::wait_for_termination_signal() {
+                    linerate_io::signal::interrupt(sig);
+                }
+            }
             let sig = linerate_io::signal::wait_for_termination_signal().unwrap_or(0);
             SIGNAL.store(sig, Ordering::SeqCst);
             TERMINATING.store(true, Ordering::SeqCst);

@@ -1,6 +1,7 @@
-//! Sweep: removes leftovers of killed processes — every `lr-` namespace,
-//! every `lr-` link in the root namespace and the stale bed files, or only
-//! those of one name prefix (tests sweep only their own).
+//! Sweep: removes leftovers of killed processes — interface settings a
+//! killed run left changed (put back from their restore records), every
+//! `lr-` namespace, every `lr-` link in the root namespace and the stale
+//! bed files, or only those of one name prefix (tests sweep only their own).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -74,6 +75,16 @@ pub fn sweep_in(prefix: Option<&str>, state_dir: &Path) -> Result<SweepReport, B
     }
     let full = format!("{PREFIX}{bed_prefix}");
     let mut report = SweepReport::default();
+
+    // Interface settings that killed runs left changed (their restore
+    // records), put back before namespaces go; every record without a
+    // prefix, since a run may have changed a namespace of any name.
+    let (done, errors) = crate::iface::repair_leftovers(
+        Path::new(crate::iface::RESTORE_DIR),
+        if prefix.is_some() { &full } else { "" },
+    );
+    report.files.extend(done);
+    report.errors.extend(errors);
 
     let mut names: Vec<String> = fs::read_dir(linerate_io::netns::NETNS_RUN_DIR)
         .map(|d| {

@@ -31,6 +31,9 @@ use crate::flags::{Cli, Command};
 pub(crate) enum Failure {
     /// Exit 2.
     Usage(anyhow::Error),
+    /// A termination signal ended the command after it printed what it
+    /// had measured: exit 128 + the signal, as a shell reports it.
+    Interrupted(i32),
 }
 
 impl<E: Into<anyhow::Error>> From<E> for Failure {
@@ -140,6 +143,12 @@ fn finish<T: IntoFlags>(outcome: Result<T, Failure>) -> ExitCode {
         Err(Failure::Usage(e)) => {
             output::elog!("linerate: error: {e:#}");
             ExitCode::from(2)
+        }
+        Err(Failure::Interrupted(sig)) => {
+            output::elog!(
+                "linerate: interrupted by signal {sig}: the result printed is what was measured until then"
+            );
+            ExitCode::from(u8::try_from(128 + sig).unwrap_or(u8::MAX))
         }
     }
 }

@@ -226,8 +226,11 @@ fn config(args: &Rfc2544Args) -> Result<Config, Failure> {
 pub(crate) fn run(args: &Rfc2544Args, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
     let cfg = config(args)?;
     // Interface changes (GRO for XDP live frames) go through the bed, which
-    // restores them on every exit path, termination signals included.
-    linerate_bed::guard::install_signal_teardown().context("installing the signal guard")?;
+    // restores them on every exit path, termination signals included. The
+    // first SIGINT/SIGTERM stops at the next trial and prints what was
+    // measured (flagged incomplete); a second one exits at once.
+    linerate_bed::guard::install_signal_interrupt_then_teardown()
+        .context("installing the signal guard")?;
     let mut progress = Steps(crate::output::eprint_line);
     let doc = linerate_io::rfc2544::run(&cfg, &mut progress, &mut BedIfaceSettings::new())?;
     if args.json {
@@ -235,6 +238,9 @@ pub(crate) fn run(args: &Rfc2544Args, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
         print_json(&doc)?;
     } else {
         print(&linerate_report::rfc2544::render(&doc, ctx.width))?;
+    }
+    if let Some(sig) = linerate_io::signal::interrupt_signal() {
+        return Err(Failure::Interrupted(sig));
     }
     Ok(doc.flags)
 }

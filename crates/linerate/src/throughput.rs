@@ -269,7 +269,9 @@ mod tests {
             param: "recv_nap_us",
             reason: "TCP receivers are woken per block (recv_lowat_bytes)".into(),
         };
-        let Failure::Usage(e) = param_usage(&e);
+        let Failure::Usage(e) = param_usage(&e) else {
+            panic!("not a usage error")
+        };
         assert_eq!(
             e.to_string(),
             "--recv-nap: TCP receivers are woken per block (--recv-lowat)"

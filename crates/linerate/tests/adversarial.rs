@@ -1219,3 +1219,109 @@ fn signals_at_random_points_of_testbed_up_leave_nothing_after_sweep() {
         );
     }
 }
+
+/// GRO of host b's interface (`ethtool -k` in its namespace).
+fn gro(ns: &str, iface: &str) -> bool {
+    let o = Command::new("ip")
+        .args(["netns", "exec", ns, "ethtool", "-k", iface])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).contains("generic-receive-offload: on")
+}
+
+/// Issue 16 item 5: SIGINT during rfc2544 left GRO changed on host b's
+/// interface and printed nothing. Now the first SIGINT stops at the next
+/// trial, restores, and prints what was measured, flagged incomplete; after
+/// SIGKILL, `testbed sweep` puts the setting back from its record.
+#[test]
+fn rfc2544_interrupted_restores_and_prints_what_it_measured() {
+    if !linerate_bed::privileges::require(
+        "rfc2544_interrupted_restores_and_prints_what_it_measured",
+    ) {
+        return;
+    }
+    use linerate_bed::{Bed, BedSpec, Topology};
+    let name = format!("adv{}g", std::process::id());
+    let bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).unwrap();
+    let (ns_b, if_b) = (
+        bed.netns("b").unwrap().to_string(),
+        bed.iface("b").unwrap().to_string(),
+    );
+    let before = gro(&ns_b, &if_b);
+    let run = || {
+        Command::new(bin())
+            .args(["rfc2544", "--bed", &name, "--link", "10G", "--json"])
+            .args(["--frames", "64,128,256,512,1024", "--tests", "throughput"])
+            .args([
+                "--trial",
+                "500ms",
+                "--drain",
+                "100ms",
+                "--ceiling-time",
+                "300ms",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // SIGINT.
+    let c = run();
+    std::thread::sleep(Duration::from_millis(2500));
+    Command::new("kill")
+        .args(["-INT", &c.id().to_string()])
+        .status()
+        .unwrap();
+    let o = c.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON after SIGINT ({e}): {}",
+            String::from_utf8_lossy(&o.stdout)
+        )
+    });
+    assert!(j["flags"].to_string().contains("\"incomplete\""), "{j}");
+    assert_eq!(gro(&ns_b, &if_b), before, "GRO not restored after SIGINT");
+    // SIGKILL: nothing of the process runs; the sweep repairs.
+    let mut c = run();
+    std::thread::sleep(Duration::from_millis(2500));
+    let pid = c.id();
+    Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    let _ = c.wait();
+    let changed = gro(&ns_b, &if_b) != before;
+    eprintln!("GRO left changed by the killed run: {changed}");
+    let o = Command::new(bin())
+        .args(["testbed", "sweep", "--prefix", &name, "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    if changed {
+        assert!(
+            s["files"].to_string().contains(&format!("restore/{pid}-")),
+            "the changed setting was not repaired: {s}"
+        );
+    }
+    let left = std::fs::read_dir("/run/linerate/restore")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with(&format!("{pid}-"))
+                })
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(left, 0, "restore records of the killed run left");
+    drop(bed);
+}
