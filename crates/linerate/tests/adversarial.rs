@@ -8,7 +8,9 @@
 //!
 //! The longer run (10⁶ fuzzed messages, minutes of floods) is
 //! `bench/adversarial.sh`, which runs this file's cases with larger counts
-//! through `LINERATE_ADVERSARIAL_SCALE`.
+//! (`LINERATE_ADVERSARIAL_SCALE`) and a longer flood
+//! (`LINERATE_ADVERSARIAL_FLOOD_S`), and collects the `adversarial: …`
+//! lines the cases print (server RSS and descriptors before, peak, after).
 #![allow(clippy::unwrap_used)]
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
@@ -142,6 +144,62 @@ fn rss_kib(pid: u32) -> u64 {
 /// Open descriptors of `pid`.
 fn fd_count(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count)
+}
+
+/// Samples a process's RSS and descriptors every 50 ms while a case runs,
+/// and prints before, peak and after (the figures `bench/adversarial.sh`
+/// collects).
+struct Monitor {
+    pid: u32,
+    case: &'static str,
+    before: (u64, usize),
+    stop: Arc<AtomicBool>,
+    peak: std::thread::JoinHandle<(u64, usize)>,
+}
+
+impl Monitor {
+    fn start(pid: u32, case: &'static str) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = Arc::clone(&stop);
+        let before = (rss_kib(pid), fd_count(pid));
+        let peak = std::thread::spawn(move || {
+            let mut peak = (0, 0);
+            while !s.load(Ordering::Relaxed) {
+                peak.0 = peak.0.max(rss_kib(pid));
+                peak.1 = peak.1.max(fd_count(pid));
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            peak
+        });
+        Self {
+            pid,
+            case,
+            before,
+            stop,
+            peak,
+        }
+    }
+
+    /// Stops sampling, prints the figures and returns the peaks.
+    fn finish(self) -> (u64, usize) {
+        self.stop.store(true, Ordering::Relaxed);
+        let peak = self.peak.join().unwrap();
+        let after = (rss_kib(self.pid), fd_count(self.pid));
+        eprintln!(
+            "adversarial: {}: server RSS KiB before {} peak {} after {}; fds before {} peak {} after {}",
+            self.case, self.before.0, peak.0, after.0, self.before.1, peak.1, after.1
+        );
+        peak
+    }
+}
+
+/// Seconds the pending flood lasts at least (`LINERATE_ADVERSARIAL_FLOOD_S`,
+/// for `bench/adversarial.sh`; 0 in CI: as long as its checks take).
+fn flood_seconds() -> u64 {
+    std::env::var("LINERATE_ADVERSARIAL_FLOOD_S")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Waits (bounded) until `pid` holds at most `bound` descriptors; the count
@@ -359,9 +417,14 @@ fn pending_flood_does_not_lock_out_a_legitimate_client() {
             })
         })
         .collect();
+    let monitor = Monitor::start(srv.pid(), "pending flood");
     std::thread::sleep(Duration::from_millis(500));
-    for _ in 0..(20 * scale()) {
+    let until = Instant::now() + Duration::from_secs(flood_seconds());
+    let mut checks = 0;
+    while checks < 20 * scale() || Instant::now() < until {
         served(srv.addr, None);
+        checks += 1;
+        std::thread::sleep(Duration::from_millis(50));
     }
     stop.store(true, Ordering::Relaxed);
     for f in flooders {
@@ -371,6 +434,8 @@ fn pending_flood_does_not_lock_out_a_legitimate_client() {
         opened.load(Ordering::Relaxed) >= 256,
         "the flood did not happen"
     );
+    let (peak_rss, _) = monitor.finish();
+    assert!(peak_rss < RSS_BOUND_KIB, "peak RSS {peak_rss} KiB");
     // During the flood at most 64 pending + sessions; after, back to idle.
     let fds = settle_fds(srv.pid(), base_fds + FD_SLACK_AFTER, Duration::from_secs(8));
     assert!(
@@ -438,6 +503,7 @@ fn extra_data_connections_are_closed_at_once() {
         s
     };
     let data = data_hello(0);
+    let monitor = Monitor::start(srv.pid(), "descriptor bomb");
     ctrl.send(&Message::Go).unwrap();
     assert!(matches!(
         ctrl.recv(Duration::from_secs(5)).unwrap(),
@@ -463,6 +529,7 @@ fn extra_data_connections_are_closed_at_once() {
         "{peak} descriptors during the bomb (idle {base_fds})"
     );
     served(srv.addr, None);
+    monitor.finish();
     drop((data, ctrl));
     let fds = settle_fds(srv.pid(), base_fds + FD_SLACK_AFTER, Duration::from_secs(8));
     assert!(
@@ -480,6 +547,7 @@ fn fuzzed_control_messages_at_every_step() {
     let base_fds = fd_count(srv.pid());
     let target = 10_000 * scale();
     let sent = Arc::new(AtomicU64::new(0));
+    let monitor = Monitor::start(srv.pid(), "control fuzzing");
     let workers: Vec<_> = (0..4u64)
         .map(|t| {
             let (addr, sent) = (srv.addr, Arc::clone(&sent));
@@ -539,6 +607,9 @@ fn fuzzed_control_messages_at_every_step() {
     }
     std::thread::sleep(Duration::from_millis(200));
     served(srv.addr, None);
+    let (peak_rss, _) = monitor.finish();
+    eprintln!("adversarial: control fuzzing: {sent:?} messages");
+    assert!(peak_rss < RSS_BOUND_KIB, "peak RSS {peak_rss} KiB");
     let fds = settle_fds(
         srv.pid(),
         base_fds + FD_SLACK_AFTER,
