@@ -1396,3 +1396,91 @@ fn rfc2544_interrupted_restores_and_prints_what_it_measured() {
     assert_eq!(left, 0, "restore records of the killed run left");
     drop(bed);
 }
+
+/// The default policy across a network (a bed's two namespaces): without a
+/// key the server refuses a non-loopback peer, saying how to fix it; with
+/// `--no-auth` or with the same key on both ends the peer is served.
+#[test]
+fn without_a_key_only_loopback_peers_are_served() {
+    if !linerate_bed::privileges::require("without_a_key_only_loopback_peers_are_served") {
+        return;
+    }
+    use linerate_bed::{Bed, BedSpec, Topology};
+    let name = format!("adv{}k", std::process::id());
+    let bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).unwrap();
+    let (ns_a, ns_b) = (
+        bed.netns("a").unwrap().to_string(),
+        bed.netns("b").unwrap().to_string(),
+    );
+    let ip_b = bed.ipv4("b").unwrap().to_string();
+    let key_file = std::env::temp_dir().join(format!("lr-adv-key-{}", std::process::id()));
+    std::fs::write(&key_file, "a key for the namespace test\n").unwrap();
+    let key = key_file.to_string_lossy().into_owned();
+    let server = |extra: &[&str]| {
+        let mut c = Command::new("ip");
+        c.args([
+            "netns",
+            "exec",
+            &ns_b,
+            bin(),
+            "server",
+            "--bind",
+            &ip_b,
+            "--port",
+            "15399",
+        ])
+        .args(extra)
+        .env_remove("LINERATE_AUTH_KEY")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+        let child = c.spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(400));
+        child
+    };
+    let client = |extra: &[&str]| {
+        Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &ns_a,
+                bin(),
+                "throughput",
+                &ip_b,
+                "--port",
+                "15399",
+            ])
+            .args(["--time", "0.3", "--rate", "10M"])
+            .args(extra)
+            .env_remove("LINERATE_AUTH_KEY")
+            .output()
+            .unwrap()
+    };
+    for (server_flags, client_flags, code, says) in [
+        (&[][..], &[][..], 2, "loopback peers only"),
+        (&["--no-auth"], &[], 0, ""),
+        (
+            &["--auth-file", key.as_str()],
+            &["--auth-file", key.as_str()],
+            0,
+            "",
+        ),
+        (&["--auth-file", key.as_str()], &[], 2, "requires a key"),
+    ] {
+        let mut s = server(server_flags);
+        let o = client(client_flags);
+        let _ = s.kill();
+        let _ = s.wait();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(
+            o.status.code(),
+            Some(code),
+            "{server_flags:?} {client_flags:?}: {err}"
+        );
+        assert!(
+            err.contains(says),
+            "{server_flags:?} {client_flags:?}: {err}"
+        );
+    }
+    let _ = std::fs::remove_file(&key_file);
+    drop(bed);
+}
