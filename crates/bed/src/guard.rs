@@ -25,6 +25,15 @@ pub(crate) struct Registered {
     pub(crate) state_file: PathBuf,
 }
 
+/// A line on stderr that cannot fail: a closed or full stderr must not
+/// panic the signal thread before it has removed the beds.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 static REGISTRY: Mutex<Vec<Registered>> = Mutex::new(Vec::new());
 static TERMINATING: AtomicBool = AtomicBool::new(false);
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
@@ -92,7 +101,7 @@ pub(crate) fn teardown(r: &Registered) -> Result<(), BedError> {
         reg.retain(|x| x.name != r.name);
         if let (Some(sig), true) = (terminating(), errors.is_empty()) {
             // Said under the lock: the signal thread exits only after it.
-            eprintln!("linerate: signal {sig}: removed bed '{}'", r.name);
+            say!("linerate: signal {sig}: removed bed '{}'", r.name);
         }
         errors
     };
@@ -155,14 +164,14 @@ fn install(interrupt_first: bool) -> std::io::Result<()> {
             // none starts after it.
             let reg = lock();
             for e in crate::iface::restore_all() {
-                eprintln!("linerate: signal {sig}: interface setting not restored: {e}");
+                say!("linerate: signal {sig}: interface setting not restored: {e}");
             }
             for r in reg.iter() {
                 let errors = teardown_unlocked(r);
                 if errors.is_empty() {
-                    eprintln!("linerate: signal {sig}: removed bed '{}'", r.name);
+                    say!("linerate: signal {sig}: removed bed '{}'", r.name);
                 } else {
-                    eprintln!(
+                    say!(
                         "linerate: signal {sig}: bed '{}' not fully removed ({}); \
                          `linerate testbed sweep --prefix {}` removes the rest",
                         r.name,

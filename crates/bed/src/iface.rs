@@ -217,7 +217,8 @@ impl OffloadGuard {
 impl Drop for OffloadGuard {
     fn drop(&mut self) {
         if let Err(e) = self.restore_now() {
-            eprintln!("linerate: {e}");
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "linerate: {e}");
         }
     }
 }
