@@ -1075,7 +1075,18 @@ fn authentication_refuses_peers_without_the_key() {
 /// any resource is given, with the flag to change.
 #[test]
 fn sessions_beyond_the_limits_are_refused_before_they_start() {
-    let srv = Srv::start(&["--max-streams", "2", "--max-rate", "50M"], &[], true);
+    let srv = Srv::start(
+        &[
+            "--max-streams",
+            "2",
+            "--max-rate",
+            "50M",
+            "--max-session-memory",
+            "16",
+        ],
+        &[],
+        true,
+    );
     let start = |p: ThroughputParams| {
         let mut ctrl = Control::new(TcpStream::connect(srv.addr).unwrap());
         handshake(&mut ctrl, None).unwrap();
