@@ -32,12 +32,13 @@ start=$(date +%s)
 status=0
 for c in "${cases[@]}"; do
   LINERATE_ADVERSARIAL_SCALE=$SCALE LINERATE_ADVERSARIAL_FLOOD_S=$FLOOD_S \
-    cargo test --release -q -p linerate --test adversarial -- --nocapture --test-threads 1 "$c" \
+    cargo test --release -p linerate --test adversarial -- --nocapture --test-threads 1 "$c" \
     >>"$log" 2>&1 || status=$?
 done
 echo
-grep -E '^adversarial: ' "$log" || true
-grep -E '^test .* (ok|FAILED)$' "$log" | sed 's/^/  /'
+grep -oE 'adversarial: .*' "$log" || true
+grep -oE '^test [a-z_0-9]+ ' "$log" | sed 's/^test /  case /' || true
+grep -E '^test result: ' "$log" | sed 's/^/  /' || true
 echo "elapsed $(( $(date +%s) - start )) s; measured under whatever load this host had"
 if [ "$status" -ne 0 ]; then
   echo "FAILED (exit $status); the full log:"; cat "$log"
