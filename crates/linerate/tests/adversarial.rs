@@ -866,7 +866,7 @@ fn commands_with_full_or_closed_outputs_exit_cleanly() {
             .unwrap()
     };
     let o = Command::new(bin())
-        .args(["calc", "--link", "0"])
+        .args(["calc", "--link", "1G", "--frame", "10"])
         .stderr(full())
         .output()
         .unwrap();
@@ -947,7 +947,10 @@ fn zero_and_meaningless_values_are_usage_errors() {
             ],
             "--loss-step",
         ),
-        (&["latency", "127.0.0.1", "--timeout", "0"], "--timeout"),
+        (
+            &["latency", "127.0.0.1", "--in-process", "--timeout", "0"],
+            "--timeout",
+        ),
         (&["server", "--max-duration", "0"], "--max-duration"),
         (&["server", "--bind", "224.0.0.1"], "multicast"),
         (&["server", "--bind", "255.255.255.255"], "broadcast"),
