@@ -72,6 +72,11 @@ impl Srv {
         for (k, v) in env {
             cmd.env(k, v);
         }
+        Self::spawn(cmd, keep_stderr)
+    }
+
+    /// Spawns `cmd` (a server on 127.0.0.1 port 0, its stderr piped).
+    fn spawn(mut cmd: Command, keep_stderr: bool) -> Self {
         let mut child = cmd.spawn().unwrap();
         let mut err = BufReader::new(child.stderr.take().unwrap());
         let mut first = String::new();
@@ -443,6 +448,45 @@ fn pending_flood_does_not_lock_out_a_legitimate_client() {
         "{fds} fds, idle {base_fds}"
     );
     srv.healthy(base_fds + FD_SLACK_AFTER);
+}
+
+/// Issue 16 item 2, the other half: out of descriptors, accept failed
+/// ("Too many open files") and every client was refused. Now the oldest
+/// pending connection makes room: with 40 descriptors and 200 silent
+/// connections, a legitimate client is still served.
+#[test]
+fn out_of_descriptors_the_oldest_pending_connection_makes_room() {
+    let mut cmd = Command::new("prlimit");
+    cmd.args([
+        "--nofile=40:40",
+        "--",
+        bin(),
+        "server",
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        "0",
+        // Pending limits above what 40 descriptors hold: they run out first.
+        "--max-pending",
+        "64",
+        "--max-pending-per-source",
+        "64",
+    ])
+    .env_remove("LINERATE_AUTH_KEY")
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    let mut srv = Srv::spawn(cmd, true);
+    let silent: Vec<TcpStream> = (0..200)
+        .filter_map(|_| TcpStream::connect(srv.addr).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..5 {
+        served(srv.addr, None);
+    }
+    drop(silent);
+    assert!(fd_count(srv.pid()) <= 40);
+    srv.healthy(40);
 }
 
 /// Slowloris: connections that dribble a byte now and then never hold the

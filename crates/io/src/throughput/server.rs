@@ -194,7 +194,13 @@ impl PendingSet {
     /// Adds a connection, evicting (shutting down) the oldest of its source
     /// and then the oldest overall as needed; returns its id.
     fn admit(&self, stream: &TcpStream, src: IpAddr, limits: &Limits) -> Option<u64> {
-        let handle = stream.try_clone().ok()?;
+        // Out of descriptors for the handle: the oldest pending connection
+        // makes room.
+        let handle = match stream.try_clone() {
+            Ok(h) => h,
+            Err(_) if self.evict_oldest() => stream.try_clone().ok()?,
+            Err(_) => return None,
+        };
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
         let per_source = limits.pending_per_source.max(1);
@@ -221,6 +227,16 @@ impl PendingSet {
             let _ = p.stream.shutdown(std::net::Shutdown::Both);
             self.evicted.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Closes the oldest pending connection; false if there is none.
+    fn evict_oldest(&self) -> bool {
+        let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        if list.is_empty() {
+            return false;
+        }
+        self.evict(&mut list, 0);
+        true
     }
 
     /// The connection is no longer pending.
@@ -380,8 +396,15 @@ impl Server {
                     Ok((stream, peer)) => self.admit(stream, peer, &stop_self),
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e)
+                        if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+                            && self.pending.evict_oldest() =>
+                    {
+                        // Out of descriptors: the oldest pending connection
+                        // makes room, so a flood cannot starve accept.
+                    }
                     Err(e) => {
-                        // EMFILE and friends: wait, do not die.
+                        // Nothing to evict, or another error: wait, do not die.
                         log(&format!("accept failed: {e}"));
                         std::thread::sleep(Duration::from_millis(100));
                         break;
