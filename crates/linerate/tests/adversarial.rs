@@ -1217,9 +1217,9 @@ fn frozen_and_vanished_clients_release_what_they_held() {
     srv.healthy(base_fds + FD_SLACK_AFTER);
 }
 
-/// A hostile server against the clients: one that never answers, one that
-/// floods maximal frames, one that claims an enormous frame. The clients
-/// end with exit 2, bounded in time and memory.
+/// A hostile server against the throughput client: one that never answers,
+/// one that floods maximal frames, one that claims an enormous frame. The
+/// client ends with exit 2, bounded in time and memory.
 #[test]
 fn hostile_servers_cannot_hang_or_bloat_the_clients() {
     for behaviour in 0..3 {
@@ -1248,44 +1248,139 @@ fn hostile_servers_cannot_hang_or_bloat_the_clients() {
                 }
             }
         });
-        for cmd in ["throughput", "latency"] {
-            if cmd == "latency" && behaviour == 0 {
-                continue; // one listener, one accept: the throughput client took it
-            }
-            let mut c = Command::new(bin())
-                .args([cmd, "127.0.0.1", "--port", &port])
-                .env_remove("LINERATE_AUTH_KEY")
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
-            let end = Instant::now() + Duration::from_secs(30);
-            let mut peak = 0;
-            let status = loop {
-                peak = peak.max(rss_kib(c.id()));
-                if let Some(s) = c.try_wait().unwrap() {
-                    break Some(s);
-                }
-                if Instant::now() >= end {
-                    let _ = c.kill();
-                    break None;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            };
-            assert_eq!(
-                status.and_then(|s| s.code()),
-                Some(2),
-                "{cmd} vs behaviour {behaviour}"
-            );
-            assert!(
-                peak < 64 * 1024,
-                "{cmd} held {peak} KiB against behaviour {behaviour}"
-            );
-            if behaviour != 0 {
+        let (code, peak) = run_bounded(&["throughput", "127.0.0.1", "--port", &port]);
+        assert_eq!(code, Some(2), "behaviour {behaviour}");
+        assert!(
+            peak < 64 * 1024,
+            "held {peak} KiB against behaviour {behaviour}"
+        );
+        server.join().unwrap();
+    }
+}
+
+/// Runs the binary with `args` (at most 30 s, killed after); its exit code
+/// and peak RSS, KiB.
+fn run_bounded(args: &[&str]) -> (Option<i32>, u64) {
+    let mut c = Command::new(bin())
+        .args(args)
+        .env_remove("LINERATE_AUTH_KEY")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(30);
+    let mut peak = 0;
+    loop {
+        peak = peak.max(rss_kib(c.id()));
+        if let Some(s) = c.try_wait().unwrap() {
+            return (s.code(), peak);
+        }
+        if Instant::now() >= end {
+            let _ = c.kill();
+            let _ = c.wait();
+            return (None, peak);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Issue 16 item 9: a hostile server made the latency client hold 1.17 GB
+/// (records it sent after the run, up to 16 M). The client now takes no
+/// more records than requests it made, and the rest of a hostile server's
+/// replies (never answering, endless maximal frames, a 4 GiB length
+/// prefix) end it with a clear error, bounded in time and memory.
+#[test]
+fn a_hostile_server_cannot_bloat_the_latency_client() {
+    use linerate_core::latency::{ReflectorRecord, ResponderStamps};
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port().to_string();
+    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let sink_port = sink.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let Ok((s, _)) = l.accept() else { return };
+        let mut c = Control::new(s);
+        let t = Duration::from_secs(10);
+        let _ = c.recv(t);
+        let _ = c.send(&Message::Welcome {
+            version: 2,
+            session_id: 7,
+            cookie: 1,
+        });
+        let _ = c.recv(t);
+        let _ = c.send(&Message::ReflectorReady {
+            port: sink_port,
+            boot_id: String::new(),
+        });
+        let _ = c.recv(t);
+        let _ = c.send(&Message::Running);
+        let _ = c.recv(Duration::from_secs(20));
+        let chunk: Vec<ReflectorRecord> = (0..2000)
+            .map(|seq| ReflectorRecord {
+                seq,
+                stamps: ResponderStamps {
+                    rx_kernel_ns: Some(1),
+                    rx_app_ns: 2,
+                    tx_app_ns: 3,
+                    tx_sched_ns: Some(4),
+                    tx_soft_ns: Some(5),
+                },
+            })
+            .collect();
+        // 1 M records, unless the client hangs up first.
+        for _ in 0..500 {
+            if c.send(&Message::ReflectorRecords {
+                records: chunk.clone(),
+            })
+            .is_err()
+            {
                 break;
             }
         }
+    });
+    let (code, peak) = run_bounded(&[
+        "latency",
+        "127.0.0.1",
+        "--port",
+        &port,
+        "--count",
+        "5",
+        "--timeout",
+        "0.1",
+    ]);
+    server.join().unwrap();
+    drop(sink);
+    // Its own side is reported (the server's stamps refused): exit 1.
+    assert!(matches!(code, Some(1 | 2)), "{code:?}");
+    assert!(peak < 64 * 1024, "the latency client held {peak} KiB");
+    // The other hostile servers.
+    for behaviour in [1u8, 2] {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port().to_string();
+        let server = std::thread::spawn(move || {
+            let Ok((mut s, _)) = l.accept() else { return };
+            let _ = s.set_write_timeout(Some(Duration::from_secs(20)));
+            if behaviour == 1 {
+                let mut f = (1u32 << 20).to_be_bytes().to_vec();
+                f.push(b'[');
+                f.resize((1 << 20) + 3, b' ');
+                f.push(b']');
+                for _ in 0..200 {
+                    if s.write_all(&f).is_err() {
+                        break;
+                    }
+                }
+            } else {
+                let _ = s.write_all(&u32::MAX.to_be_bytes());
+                std::thread::sleep(Duration::from_secs(3));
+            }
+        });
+        let (code, peak) = run_bounded(&["latency", "127.0.0.1", "--port", &port]);
         server.join().unwrap();
+        assert_eq!(code, Some(2), "behaviour {behaviour}");
+        assert!(
+            peak < 64 * 1024,
+            "held {peak} KiB against behaviour {behaviour}"
+        );
     }
 }
 
