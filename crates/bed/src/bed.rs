@@ -71,7 +71,12 @@ impl Bed {
             }),
             Err(e) => {
                 if let Err(t) = guard::teardown(&reg) {
-                    eprintln!("linerate: rolling back bed '{}': {t}", spec.name);
+                    use std::io::Write as _;
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "linerate: rolling back bed '{}': {t}",
+                        spec.name
+                    );
                 }
                 Err(e)
             }

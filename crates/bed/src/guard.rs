@@ -25,6 +25,15 @@ pub(crate) struct Registered {
     pub(crate) state_file: PathBuf,
 }
 
+/// A line on stderr that cannot fail: a closed or full stderr must not
+/// panic the signal thread before it has removed the beds.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 static REGISTRY: Mutex<Vec<Registered>> = Mutex::new(Vec::new());
 static TERMINATING: AtomicBool = AtomicBool::new(false);
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
@@ -92,7 +101,7 @@ pub(crate) fn teardown(r: &Registered) -> Result<(), BedError> {
         reg.retain(|x| x.name != r.name);
         if let (Some(sig), true) = (terminating(), errors.is_empty()) {
             // Said under the lock: the signal thread exits only after it.
-            eprintln!("linerate: signal {sig}: removed bed '{}'", r.name);
+            say!("linerate: signal {sig}: removed bed '{}'", r.name);
         }
         errors
     };
@@ -126,10 +135,27 @@ pub fn check_netns(ns: &str) -> Result<(), BedError> {
 /// Blocks the termination signals and starts the thread that removes every
 /// registered bed when one arrives, then exits with 128 + its number.
 pub fn install_signal_teardown() -> std::io::Result<()> {
+    install(false)
+}
+
+/// Like [`install_signal_teardown`], but the first signal only interrupts
+/// ([`linerate_io::signal::interrupt`]): a driver stops at its next trial
+/// boundary, restores what it changed and prints what it measured so far.
+/// A second signal restores, removes and exits at once.
+pub fn install_signal_interrupt_then_teardown() -> std::io::Result<()> {
+    install(true)
+}
+
+fn install(interrupt_first: bool) -> std::io::Result<()> {
     linerate_io::signal::block_termination_signals()?;
     std::thread::Builder::new()
         .name("lr-signal".into())
-        .spawn(|| {
+        .spawn(move || {
+            if interrupt_first {
+                if let Ok(sig) = linerate_io::signal::wait_for_termination_signal() {
+                    linerate_io::signal::interrupt(sig);
+                }
+            }
             let sig = linerate_io::signal::wait_for_termination_signal().unwrap_or(0);
             SIGNAL.store(sig, Ordering::SeqCst);
             TERMINATING.store(true, Ordering::SeqCst);
@@ -138,14 +164,14 @@ pub fn install_signal_teardown() -> std::io::Result<()> {
             // none starts after it.
             let reg = lock();
             for e in crate::iface::restore_all() {
-                eprintln!("linerate: signal {sig}: interface setting not restored: {e}");
+                say!("linerate: signal {sig}: interface setting not restored: {e}");
             }
             for r in reg.iter() {
                 let errors = teardown_unlocked(r);
                 if errors.is_empty() {
-                    eprintln!("linerate: signal {sig}: removed bed '{}'", r.name);
+                    say!("linerate: signal {sig}: removed bed '{}'", r.name);
                 } else {
-                    eprintln!(
+                    say!(
                         "linerate: signal {sig}: bed '{}' not fully removed ({}); \
                          `linerate testbed sweep --prefix {}` removes the rest",
                         r.name,

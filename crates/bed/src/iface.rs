@@ -9,6 +9,11 @@
 //! reads it back. Dropping the guard (also while a panic unwinds) restores
 //! the previous value the same way, read-back included.
 //!
+//! While a restore is due it is also recorded in a file under
+//! [`RESTORE_DIR`] (owner pid and the restoring step): after a SIGKILL,
+//! when no code of the owner can run, `testbed sweep` and the next
+//! [`OffloadGuard::set`] put back what a dead process left changed.
+//!
 //! [`BedIfaceSettings`] offers this to drivers in `linerate-io` through
 //! their [`IfaceSettings`] trait (XDP live frames need GRO at the sending
 //! veth's peer).
@@ -23,6 +28,90 @@ use crate::plan::Step;
 use crate::spec::Feature;
 use crate::BedError;
 
+/// Where due restores are recorded for `testbed sweep` (one JSON file per
+/// changed setting, `<pid>-<id>.json`).
+pub const RESTORE_DIR: &str = "/run/linerate/restore";
+
+/// A due restore as recorded on disk.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct RestoreRecord {
+    /// The process that made the change.
+    pid: u32,
+    /// The step that puts the previous value back.
+    step: Step,
+}
+
+fn record_path(dir: &std::path::Path, id: u64) -> std::path::PathBuf {
+    dir.join(format!("{}-{id}.json", std::process::id()))
+}
+
+/// Records a due restore (written whole: temporary file + rename).
+fn record(dir: &std::path::Path, id: u64, step: &Step) -> Result<(), BedError> {
+    let err = |source| BedError::State {
+        path: dir.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(err)?;
+    let rec = RestoreRecord {
+        pid: std::process::id(),
+        step: step.clone(),
+    };
+    let text = serde_json::to_string(&rec).map_err(|e| BedError::Invalid(e.to_string()))?;
+    let p = record_path(dir, id);
+    let tmp = p.with_extension("tmp");
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, &p))
+        .map_err(err)
+}
+
+fn unrecord(id: u64) {
+    let _ = std::fs::remove_file(record_path(std::path::Path::new(RESTORE_DIR), id));
+}
+
+/// Puts back the settings that dead processes left changed (their records
+/// in `dir`), for namespaces whose name starts with `netns_prefix`; returns
+/// the records handled and what failed. A record whose namespace is gone
+/// is only removed; one whose owner is alive is left alone.
+pub(crate) fn repair_leftovers(
+    dir: &std::path::Path,
+    netns_prefix: &str,
+) -> (Vec<std::path::PathBuf>, Vec<String>) {
+    let (mut done, mut errors) = (Vec::new(), Vec::new());
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return (done, errors);
+    };
+    let mut paths: Vec<_> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    paths.sort();
+    for p in paths {
+        let Some(rec) = std::fs::read_to_string(&p)
+            .ok()
+            .and_then(|t| serde_json::from_str::<RestoreRecord>(&t).ok())
+        else {
+            // Not ours to interpret: a half-written file cannot exist (rename).
+            continue;
+        };
+        let alive = std::path::Path::new(&format!("/proc/{}", rec.pid)).exists();
+        if alive || !rec.step.netns().starts_with(netns_prefix) {
+            continue;
+        }
+        if crate::guard::netns_exists(rec.step.netns()) {
+            if let Err(e) = crate::apply::apply_step(&rec.step) {
+                errors.push(format!("{}: {e}", p.display()));
+                continue;
+            }
+        }
+        match std::fs::remove_file(&p) {
+            Ok(()) => done.push(p),
+            Err(e) => errors.push(format!("{}: {e}", p.display())),
+        }
+    }
+    (done, errors)
+}
+
 /// Restores that are due, by guard id.
 static RESTORES: Mutex<Vec<(u64, Step)>> = Mutex::new(Vec::new());
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -36,9 +125,10 @@ fn restores() -> MutexGuard<'static, Vec<(u64, Step)>> {
 pub(crate) fn restore_all() -> Vec<String> {
     let mut reg = restores();
     let mut errors = Vec::new();
-    for (_, step) in reg.drain(..) {
-        if let Err(e) = crate::apply::apply_step(&step) {
-            errors.push(e.to_string());
+    for (id, step) in reg.drain(..) {
+        match crate::apply::apply_step(&step) {
+            Ok(()) => unrecord(id),
+            Err(e) => errors.push(e.to_string()),
         }
     }
     errors
@@ -68,6 +158,9 @@ impl OffloadGuard {
     /// already.
     pub fn set(netns: &str, iface: &str, feature: &str, on: bool) -> Result<Self, BedError> {
         let f: Feature = feature.parse()?;
+        // What a killed run left changed here comes back first, so the
+        // value read below is the interface's own.
+        let _ = repair_leftovers(std::path::Path::new(RESTORE_DIR), netns);
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let set = offload_step(netns, iface, f, on);
         let rb = set
@@ -78,7 +171,9 @@ impl OffloadGuard {
             return Ok(Self { id, restore: None });
         }
         let restore = offload_step(netns, iface, f, !on);
-        // Registered before the change: a signal from here on restores it.
+        // Recorded and registered before the change: a signal from here on
+        // restores it, and after a SIGKILL `testbed sweep` does.
+        record(std::path::Path::new(RESTORE_DIR), id, &restore)?;
         restores().push((id, restore.clone()));
         let guard = Self {
             id,
@@ -111,7 +206,9 @@ impl OffloadGuard {
             None => Ok(()),
             Some(i) => {
                 reg.remove(i);
-                crate::apply::apply_step(&step)
+                crate::apply::apply_step(&step)?;
+                unrecord(self.id);
+                Ok(())
             }
         }
     }
@@ -120,7 +217,8 @@ impl OffloadGuard {
 impl Drop for OffloadGuard {
     fn drop(&mut self) {
         if let Err(e) = self.restore_now() {
-            eprintln!("linerate: {e}");
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "linerate: {e}");
         }
     }
 }
@@ -265,5 +363,45 @@ mod tests {
         assert_eq!(v.gro(), before);
         assert!(s.set_offload(None, "lr-igb", "gro", true).is_err());
         assert!(restores().iter().all(|(_, st)| st.netns() != v.1));
+    }
+
+    /// Issue 16 item 5: a run killed with SIGKILL left GRO changed; its
+    /// recorded restore is put back by the sweep's repair (and by the
+    /// next guard on that namespace), and a live owner's is left alone.
+    #[test]
+    fn a_killed_owners_setting_is_put_back_from_its_record() {
+        if !crate::privileges::require("a_killed_owners_setting_is_put_back_from_its_record") {
+            return;
+        }
+        let v = Veth::new("k");
+        let before = v.gro();
+        let dir = std::env::temp_dir().join(format!("lr-restore-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // The change a killed process made, and its record.
+        crate::apply::apply_step(&offload_step(&v.1, "lr-igb", Feature::Gro, !before)).unwrap();
+        let mut dead = std::process::Command::new("true").spawn().unwrap();
+        let dead_pid = dead.id();
+        dead.wait().unwrap();
+        let rec = RestoreRecord {
+            pid: dead_pid,
+            step: offload_step(&v.1, "lr-igb", Feature::Gro, before),
+        };
+        let p = dir.join(format!("{dead_pid}-1.json"));
+        std::fs::write(&p, serde_json::to_string(&rec).unwrap()).unwrap();
+        // A live owner's record (this process) is not touched.
+        let live = dir.join(format!("{}-2.json", std::process::id()));
+        let mine = RestoreRecord {
+            pid: std::process::id(),
+            step: offload_step(&v.1, "lr-igb", Feature::Gro, before),
+        };
+        std::fs::write(&live, serde_json::to_string(&mine).unwrap()).unwrap();
+        assert_eq!(v.gro(), !before);
+        let (done, errors) = repair_leftovers(&dir, "lr-no-match");
+        assert!(done.is_empty() && errors.is_empty());
+        let (done, errors) = repair_leftovers(&dir, &v.1);
+        assert_eq!((done, errors), (vec![p], vec![]));
+        assert_eq!(v.gro(), before, "put back");
+        assert!(live.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

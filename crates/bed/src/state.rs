@@ -148,23 +148,39 @@ fn to_json(record: &BedRecord) -> String {
 }
 
 /// Creates the file of a new bed; fails with [`BedError::Exists`] if it is
-/// there already.
+/// there already. Atomic: the record is written to a temporary file and
+/// linked to its name (link(2) fails if the name exists), so a reader never
+/// sees an empty or half-written file, and two processes cannot both claim it.
 pub fn claim(dir: &Path, record: &BedRecord) -> Result<PathBuf, BedError> {
     fs::create_dir_all(dir).map_err(state_err(dir))?;
     let p = path(dir, &record.name);
-    let mut f = match fs::OpenOptions::new().write(true).create_new(true).open(&p) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            return Err(BedError::Exists {
-                name: record.name.clone(),
-                what: format!("{} exists", p.display()),
-            })
-        }
-        Err(e) => return Err(state_err(&p)(e)),
-    };
-    f.write_all(to_json(record).as_bytes())
-        .map_err(state_err(&p))?;
-    Ok(p)
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let tmp = dir.join(format!(
+        ".{}.json.tmp{}-claim{}",
+        record.name,
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    // create_new: never truncate a file someone else (linked) holds.
+    let written = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut f| {
+            f.write_all(to_json(record).as_bytes())?;
+            f.sync_all()
+        })
+        .map_err(state_err(&tmp));
+    let linked = written.and_then(|()| match fs::hard_link(&tmp, &p) {
+        Ok(()) => Ok(p.clone()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(BedError::Exists {
+            name: record.name.clone(),
+            what: format!("{} exists", p.display()),
+        }),
+        Err(e) => Err(state_err(&p)(e)),
+    });
+    let _ = fs::remove_file(&tmp);
+    linked
 }
 
 /// Rewrites a bed's file atomically.
@@ -295,6 +311,49 @@ mod tests {
             read(&dir, "s1").unwrap_err(),
             BedError::NotFound { .. }
         ));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Issue 16 item 9: the claimed file was created empty and then
+    /// written, so a reader could find it empty. Claimers race here with
+    /// a reader; exactly one claim wins and every read is a whole record.
+    #[test]
+    fn regression_claim_is_atomic_and_exclusive() {
+        let dir = std::env::temp_dir().join(format!("lr-state-race-{}", std::process::id()));
+        let spec = BedSpec::new("race", Topology::Pair);
+        let rec = BedRecord::new(&spec, Layout::new("race", Topology::Pair), vec![], vec![]);
+        for _ in 0..200 {
+            let _ = fs::remove_dir_all(&dir);
+            fs::create_dir_all(&dir).unwrap();
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let reader = {
+                let (dir, stop) = (dir.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut seen = 0;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        if let Ok(t) = fs::read_to_string(path(&dir, "race")) {
+                            assert!(serde_json::from_str::<BedRecord>(&t).is_ok(), "{t:?}");
+                            seen += 1;
+                        }
+                    }
+                    seen
+                })
+            };
+            let wins: usize = (0..4)
+                .map(|_| {
+                    let (dir, rec) = (dir.clone(), rec.clone());
+                    std::thread::spawn(move || claim(&dir, &rec).is_ok())
+                })
+                .collect::<Vec<_>>()
+                .into_iter()
+                .map(|t| usize::from(t.join().unwrap()))
+                .sum();
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            reader.join().unwrap();
+            assert_eq!(wins, 1);
+            let left: Vec<_> = fs::read_dir(&dir).unwrap().flatten().collect();
+            assert_eq!(left.len(), 1, "temporary files left: {left:?}");
+        }
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,6 +1,7 @@
-//! Sweep: removes leftovers of killed processes — every `lr-` namespace,
-//! every `lr-` link in the root namespace and the stale bed files, or only
-//! those of one name prefix (tests sweep only their own).
+//! Sweep: removes leftovers of killed processes — interface settings a
+//! killed run left changed (put back from their restore records), every
+//! `lr-` namespace, every `lr-` link in the root namespace and the stale
+//! bed files, or only those of one name prefix (tests sweep only their own).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -56,6 +57,14 @@ pub fn sweep(prefix: Option<&str>) -> Result<SweepReport, BedError> {
 /// [`sweep`] with the state directory given.
 pub fn sweep_in(prefix: Option<&str>, state_dir: &Path) -> Result<SweepReport, BedError> {
     let bed_prefix = prefix.map_or("", |p| p.strip_prefix(PREFIX).unwrap_or(p));
+    if prefix.is_some() && bed_prefix.is_empty() {
+        // `--prefix ''` or `--prefix lr-` would match every bed: a prefix
+        // must name some.
+        return Err(BedError::Invalid(format!(
+            "--prefix '{}' would match every bed; give the start of a bed's name (without a prefix, sweep removes every {PREFIX} leftover)",
+            prefix.unwrap_or_default()
+        )));
+    }
     if !bed_prefix
         .chars()
         .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
@@ -66,6 +75,16 @@ pub fn sweep_in(prefix: Option<&str>, state_dir: &Path) -> Result<SweepReport, B
     }
     let full = format!("{PREFIX}{bed_prefix}");
     let mut report = SweepReport::default();
+
+    // Interface settings that killed runs left changed (their restore
+    // records), put back before namespaces go; every record without a
+    // prefix, since a run may have changed a namespace of any name.
+    let (done, errors) = crate::iface::repair_leftovers(
+        Path::new(crate::iface::RESTORE_DIR),
+        if prefix.is_some() { &full } else { "" },
+    );
+    report.files.extend(done);
+    report.errors.extend(errors);
 
     let mut names: Vec<String> = fs::read_dir(linerate_io::netns::NETNS_RUN_DIR)
         .map(|d| {
@@ -125,4 +144,19 @@ pub fn sweep_in(prefix: Option<&str>, state_dir: &Path) -> Result<SweepReport, B
 
 fn link_exists(name: &str) -> bool {
     Path::new("/sys/class/net").join(name).exists()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 16 item 9: `--prefix lr-` and `--prefix ''` meant every bed.
+    #[test]
+    fn regression_a_prefix_that_matches_everything_is_refused() {
+        let dir = std::env::temp_dir().join(format!("lr-sweep-test-{}", std::process::id()));
+        for p in ["", "lr-", "LR-x", "a/b", "x y"] {
+            let e = sweep_in(Some(p), &dir).unwrap_err();
+            assert!(matches!(e, BedError::Invalid(_)), "{p:?}: {e}");
+        }
+    }
 }

@@ -36,4 +36,5 @@ pub mod stats;
 pub mod testbed;
 pub mod throughput;
 pub mod units;
+pub mod untrusted;
 pub mod wire;

@@ -322,6 +322,10 @@ pub enum ConfigError {
     /// The addresses are of two families.
     #[error("source {0} and destination {1} are of different families")]
     Family(IpAddr, IpAddr),
+    /// A time or step that must be above zero (a zero trial measures
+    /// nothing; a zero resolution narrows forever).
+    #[error("must be above 0")]
+    Zero(&'static str),
 }
 
 impl ConfigError {
@@ -331,6 +335,7 @@ impl ConfigError {
         match self {
             Self::FrameTooSmall(_) | Self::Frame(..) => Some("frames"),
             Self::ZeroLink => Some("link"),
+            Self::Zero(setting) => Some(setting),
             _ => None,
         }
     }
@@ -355,6 +360,15 @@ impl Config {
             if s < MIN_FRAME_BYTES {
                 return Err(ConfigError::FrameTooSmall(s));
             }
+        }
+        if self.trial.is_zero() {
+            return Err(ConfigError::Zero("trial"));
+        }
+        if self.resolution_pct <= 0.0 {
+            return Err(ConfigError::Zero("resolution"));
+        }
+        if self.loss_step_pct <= 0.0 {
+            return Err(ConfigError::Zero("loss-step"));
         }
         for (name, v) in [
             ("resolution", self.resolution_pct),

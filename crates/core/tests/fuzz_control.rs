@@ -22,8 +22,14 @@ use linerate_core::wire::control::{
     check_hello, encode, ControlError, Decoder, FlowSent, Message, SessionKind, LEN_BYTES,
     MAX_FRAME_BYTES,
 };
+use linerate_core::wire::control_auth;
 use proptest::prelude::*;
 use serde_json::Value;
+
+/// A key the fuzzed messages cannot know.
+fn fuzz_key() -> control_auth::Key {
+    control_auth::Key::from_text("fuzz harness key, never on the wire").expect("a valid key")
+}
 
 /// The most a decoder may hold, by its own rule.
 const BUFFER_LIMIT: usize = 2 * (MAX_FRAME_BYTES + LEN_BYTES);
@@ -33,8 +39,22 @@ const BUFFER_LIMIT: usize = 2 * (MAX_FRAME_BYTES + LEN_BYTES);
 fn consume(m: &Message) {
     let _ = m.name();
     match m {
-        Message::Hello { magic, version, .. } => {
+        Message::Hello {
+            magic,
+            version,
+            nonce,
+            ..
+        } => {
             let _ = check_hello(magic, *version);
+            let _ = control_auth::parse_nonce(nonce);
+        }
+        Message::Challenge { nonce, proof } => {
+            let n = control_auth::parse_nonce(nonce).unwrap_or_default();
+            // A proof from the wire never checks without the key.
+            assert!(!fuzz_key().check_server_proof(&[0; 32], &n, proof));
+        }
+        Message::Auth { proof } => {
+            assert!(!fuzz_key().check_client_proof(&[0; 32], &[1; 32], proof));
         }
         Message::Start { session, .. } => match session {
             SessionKind::Throughput(p) => {
@@ -152,7 +172,10 @@ fn message() -> impl Strategy<Value = Message> {
     let text = proptest::collection::vec(0x20u8..0x7f, 0..20)
         .prop_map(|b| b.into_iter().map(char::from).collect::<String>());
     prop_oneof![
-        text.clone().prop_map(|s| Message::hello(&s)),
+        (text.clone(), text.clone()).prop_map(|(s, n)| Message::hello(&s, &n)),
+        (text.clone(), text.clone()).prop_map(|(nonce, proof)| Message::Challenge { nonce, proof }),
+        text.clone().prop_map(|proof| Message::Auth { proof }),
+        Just(Message::Opened),
         (any::<u32>(), any::<u32>(), any::<u64>()).prop_map(|(version, session_id, cookie)| {
             Message::Welcome {
                 version,
@@ -320,10 +343,26 @@ proptest! {
     }
 
     /// (a) A plausible length prefix and an arbitrary body: the message
-    /// parser sees arbitrary bytes.
+    /// parser sees arbitrary bytes. Its error, which quotes them, carries
+    /// no control character (log injection, issue 16 item 6).
     #[test]
     fn any_body_behind_a_right_prefix(body in bytes(96)) {
-        let _ = feed(&frame_of(&body), &[usize::MAX]);
+        if let Err(e) = feed(&frame_of(&body), &[usize::MAX]) {
+            let shown = e.to_string();
+            prop_assert!(!shown.chars().any(char::is_control), "{:?}", shown);
+        }
+    }
+
+    /// (a) A JSON message of a made-up type whose name carries line breaks
+    /// and terminal escapes: refused, and the error shows them escaped.
+    #[test]
+    fn unknown_types_are_quoted_escaped(name in proptest::collection::vec(any::<char>(), 0..24)) {
+        let name: String = name.into_iter().collect();
+        let body = serde_json::json!({ "type": name }).to_string();
+        if let Err(e) = feed(&frame_of(body.as_bytes()), &[usize::MAX]) {
+            let shown = e.to_string();
+            prop_assert!(!shown.chars().any(char::is_control), "{:?}", shown);
+        }
     }
 
     /// (b) Valid frames, mutated: truncation, bit flips, extreme length

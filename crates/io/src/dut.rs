@@ -144,11 +144,13 @@ impl Harness {
     pub fn start(cfg: HarnessConfig) -> Result<Self, HarnessError> {
         let (gen_tx, gen_rx) = mpsc::channel::<GenCmd>();
         let (rep_tx, rep_rx) = mpsc::channel::<GenReport>();
-        let (ready_tx, ready_rx) = mpsc::channel::<Result<([u8; 6], u32), PacketError>>();
+        // One ready channel per thread, its only sender moved into it: a
+        // thread that ends before opening (a namespace it cannot enter)
+        // drops the sender, and the wait below ends instead of hanging.
+        let (ready, ready_rx) = mpsc::channel::<Result<([u8; 6], u32), PacketError>>();
         let iface = cfg.tx.iface.clone();
         let bypass = cfg.qdisc_bypass;
         let path = cfg.path;
-        let ready = ready_tx.clone();
         let gen_thread = spawn_in(cfg.tx.netns.as_deref(), "lr-gen", move || {
             let mut g = match FrameGenerator::open(&iface, bypass, path) {
                 Ok(g) => g,
@@ -176,6 +178,7 @@ impl Harness {
         let (src_mac, tx_mtu) = Self::wait_ready(&ready_rx, &mut threads, "generator")?;
 
         let (rx_tx, rx_rx) = mpsc::channel::<RxCmd>();
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<([u8; 6], u32), PacketError>>();
         let iface = cfg.rx.iface.clone();
         let rx_thread = spawn_in(cfg.rx.netns.as_deref(), "lr-rx", move || {
             let mut r = match Receiver::open(&iface, Duration::from_millis(20)) {

@@ -21,7 +21,7 @@ use linerate_core::procedure::rfc2544::loss::FrameLoss;
 use linerate_core::procedure::rfc2544::throughput::{Throughput, ThroughputConfig};
 use linerate_core::procedure::rfc2544::{Action, Common, Event, Plan, Procedure};
 use linerate_core::progress::Progress;
-use linerate_core::result::Envelope;
+use linerate_core::result::{Envelope, Flag};
 use linerate_core::rfc2544::{
     assess, live_notes, Config, ConfigError, Generator, IfaceChange, Rfc2544Json, Rfc2544Result,
     SingleFrame, SizeReport, TestKind, TestTrace, GRO_FOR_LIVE_FRAMES, SCHEMA, VERSION,
@@ -105,7 +105,21 @@ pub fn run(
         progress.step(&format!("interface settings not restored: {why}"));
     }
     let result = out?;
-    let flags = assess(&result);
+    let mut flags = assess(&result);
+    if crate::signal::interrupted() {
+        let done = result.sizes.len();
+        flags.insert(
+            0,
+            Flag::invalid(
+                "incomplete",
+                format!(
+                    "interrupted by a termination signal: the results measured so far ({done} of {} frame sizes, the last one possibly cut short)",
+                    cfg.sizes.len()
+                ),
+            )
+            .with("frame_sizes_done", done as f64),
+        );
+    }
     Ok(Envelope::new(SCHEMA, VERSION, result)
         .started(t0)
         .on(crate::host::facts())
@@ -222,6 +236,9 @@ fn run_inner(
     let mut sizes = Vec::new();
     let mut counted_by_device = None;
     for &s in &cfg.sizes {
+        if crate::signal::interrupted() {
+            break;
+        }
         let (r, by_device) = run_size(cfg, &mut harness, s, progress)?;
         counted_by_device = Some(by_device);
         sizes.push(r);
@@ -262,6 +279,10 @@ fn drive<P: Plan>(
 ) -> Result<(), HarnessError> {
     let epoch = Instant::now();
     loop {
+        if crate::signal::interrupted() {
+            // What was measured so far stays; the caller flags it.
+            return Ok(());
+        }
         if let Some(Action::Trial(spec)) = proc_.poll_action() {
             let asked = format!(
                 "  {label}: {} frames at {} fps ... ",

@@ -31,6 +31,26 @@ pub fn wait_for_termination_signal() -> io::Result<i32> {
     sys::signal::wait(&TERMINATION_SIGNALS)
 }
 
+/// The signal [`interrupt`] was called with (0: none yet).
+static INTERRUPTED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// Marks the process as interrupted by signal `sig`: long drivers
+/// (rfc2544) stop at their next trial boundary and return what they
+/// measured so far.
+pub fn interrupt(sig: i32) {
+    INTERRUPTED.store(sig.max(1), Ordering::SeqCst);
+}
+
+/// Whether [`interrupt`] was called (a termination signal arrived).
+pub fn interrupted() -> bool {
+    interrupt_signal().is_some()
+}
+
+/// The signal [`interrupt`] was called with, if it was.
+pub fn interrupt_signal() -> Option<i32> {
+    Some(INTERRUPTED.load(Ordering::SeqCst)).filter(|&s| s != 0)
+}
+
 /// Takes the termination signals on a thread: the first sets the returned
 /// flag (a test ends early, its result marked incomplete), a second exits
 /// the process at once (status 128 + the signal). Call it on the main

@@ -1,7 +1,7 @@
-//! Random tokens: session ids, cookies and the latency reflector's session
-//! token, from one generator. Not cryptographic (the control protocol has no
-//! authentication yet): they only keep a stray or old client from matching a
-//! session by accident.
+//! Random tokens: session ids and the latency reflector's session token
+//! from a fast generator (they only keep a stray or old client from
+//! matching a session by accident), and the secrets — authentication
+//! nonces, data-connection cookies — from the kernel's CSPRNG.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher as _, Hasher as _};
@@ -16,6 +16,25 @@ pub fn random_u64() -> u64 {
     h.write_u32(std::process::id());
     h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
     h.finish()
+}
+
+/// `N` bytes from the kernel's CSPRNG (`/dev/urandom`, which never
+/// blocks once the pool is initialised).
+fn urandom<const N: usize>() -> std::io::Result<[u8; N]> {
+    use std::io::Read as _;
+    let mut b = [0u8; N];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
+    Ok(b)
+}
+
+/// An authentication nonce: 32 bytes from the kernel's CSPRNG.
+pub fn nonce() -> std::io::Result<[u8; 32]> {
+    urandom()
+}
+
+/// A secret 64-bit cookie from the kernel's CSPRNG.
+pub fn secret_u64() -> std::io::Result<u64> {
+    urandom().map(u64::from_ne_bytes)
 }
 
 /// A 32-bit session token (a latency session's, or a control session id),
@@ -37,5 +56,7 @@ mod tests {
         b.dedup();
         assert_eq!(a.len(), b.len());
         assert!((0..1000).all(|_| session_token() != 0));
+        assert_ne!(nonce().unwrap(), nonce().unwrap());
+        assert_ne!(secret_u64().unwrap(), secret_u64().unwrap());
     }
 }

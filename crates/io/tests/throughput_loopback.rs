@@ -22,6 +22,8 @@ fn server(max_clients: usize) -> (SocketAddr, Arc<std::sync::atomic::AtomicBool>
         max_clients,
         max_duration: Some(Duration::from_secs(30)),
         log: Arc::new(|s: &str| eprintln!("server: {s}")),
+        limits: linerate_io::throughput::server::Limits::default(),
+        access: linerate_io::throughput::server::Access::LoopbackOnly,
     };
     let s = Server::bind(cfg).unwrap();
     let addr = s.local_addr().unwrap();
@@ -564,6 +566,8 @@ fn ipv6_loopback_tcp_and_udp() {
         max_clients: 2,
         max_duration: None,
         log: Arc::new(|s: &str| eprintln!("server6: {s}")),
+        limits: linerate_io::throughput::server::Limits::default(),
+        access: linerate_io::throughput::server::Access::LoopbackOnly,
     };
     let Ok(s) = Server::bind(cfg) else {
         eprintln!("SKIPPED: ipv6_loopback_tcp_and_udp: no IPv6 loopback here");

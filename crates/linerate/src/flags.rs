@@ -38,6 +38,12 @@ pub(crate) struct Cli {
     #[arg(long, global = true)]
     pub(crate) json_stream: bool,
 
+    /// A file holding the pre-shared key of `linerate server` and its
+    /// clients (at least 16 bytes; white space around it ignored). Default:
+    /// the key in LINERATE_AUTH_KEY, if set.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) auth_file: Option<std::path::PathBuf>,
+
     #[command(subcommand)]
     pub(crate) command: Command,
 }

@@ -125,10 +125,12 @@ impl Results {
         });
         match saved {
             Ok(id) if std::io::stderr().is_terminal() => {
-                eprintln!("linerate: saved as result {id} (`linerate history show {id}`)");
+                crate::output::elog!(
+                    "linerate: saved as result {id} (`linerate history show {id}`)"
+                );
             }
             Ok(_) => {}
-            Err(e) => eprintln!("linerate: warning: the result was not saved: {e:#}"),
+            Err(e) => crate::output::elog!("linerate: warning: the result was not saved: {e:#}"),
         }
     }
 }
@@ -187,8 +189,21 @@ impl Ctx {
     /// `--json-stream`.
     pub(crate) fn server_log(&self) -> std::sync::Arc<dyn Fn(&str) + Send + Sync> {
         match self.results.stream {
-            true => std::sync::Arc::new(|s: &str| stream::emit("log", json!({ "line": s }))),
-            false => std::sync::Arc::new(|s: &str| eprintln!("linerate server: {s}")),
+            true => std::sync::Arc::new(|s: &str| {
+                stream::emit(
+                    "log",
+                    json!({ "line": linerate_core::untrusted::neutralize(s) }),
+                )
+            }),
+            // The log never fails a session: write errors are ignored, and
+            // every line is escaped once more (peer text is escaped where it
+            // is quoted).
+            false => std::sync::Arc::new(|s: &str| {
+                crate::output::eprint_line(&format!(
+                    "linerate server: {}",
+                    linerate_core::untrusted::neutralize(s)
+                ));
+            }),
         }
     }
 }

@@ -156,6 +156,7 @@ fn usage(e: &ConfigError, args: &LatencyArgs) -> Failure {
         Parameter::StampEvery => "--stamp-every",
         Parameter::NoUdpChecksum => "--no-udp-checksum",
         Parameter::Sweep => "--sweep",
+        Parameter::Timeout => "--timeout",
     };
     Failure::Usage(anyhow!("{flag}: {}", e.reason))
 }

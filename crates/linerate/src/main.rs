@@ -40,6 +40,9 @@ pub(crate) enum Failure {
     /// A check the user asked for failed (`compare --fail-on-regression`):
     /// exit 1.
     Check(anyhow::Error),
+    /// A termination signal ended the command after it printed what it
+    /// had measured: exit 128 + the signal, as a shell reports it.
+    Interrupted(i32),
 }
 
 impl<E: Into<anyhow::Error>> From<E> for Failure {
@@ -87,7 +90,7 @@ fn main() -> ExitCode {
         .nth(1)
         .and_then(|a| NOT_BUILT.iter().find(|(n, _)| *n == a))
     {
-        eprintln!(
+        output::elog!(
             "linerate: error: `linerate {name}` ({what}) is specified but not built yet; `linerate --help` lists the commands that are"
         );
         return ExitCode::from(2);
@@ -97,6 +100,8 @@ fn main() -> ExitCode {
         Err(e) => {
             // Help and version go to stdout with exit 0; usage errors to
             // stderr with exit 2 (clap's own convention, kept).
+            // clap's print returns its write error: ignored like every
+            // other write to stderr.
             let _ = e.print();
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
@@ -109,11 +114,18 @@ fn main() -> ExitCode {
         width: linerate_report::table::Width::new(cli.wide),
         results,
     };
+    // Clients authenticate with the key of --auth-file or LINERATE_AUTH_KEY.
+    if matches!(cli.command, Command::Throughput(_) | Command::Latency(_)) {
+        match server::key(cli.auth_file.as_deref()) {
+            Ok(k) => linerate_io::throughput::control::set_client_key(k),
+            Err(e) => return finish::<()>(Err(e)),
+        }
+    }
     match cli.command {
         Command::Calc(args) => finish(calc::run(&args, &ctx)),
         Command::Demo(args) => finish(demo::run(&args, &ctx)),
         Command::Latency(args) => finish(latency::run(&args, &ctx)),
-        Command::Server(args) => finish(server::run(&args, &ctx)),
+        Command::Server(args) => finish(server::run(&args, cli.auth_file.as_deref(), &ctx)),
         Command::Throughput(args) => finish(throughput::run(&args, &ctx)),
         Command::Testbed(args) => finish(testbed::run(&args, &ctx)),
         Command::Inspect(args) => finish(inspect::run(&args, &ctx)),
@@ -138,7 +150,7 @@ fn finish<T: IntoFlags>(outcome: Result<T, Failure>) -> ExitCode {
                     .filter(|f| f.severity == Severity::Invalid)
                     .map(|f| f.code.as_str())
                     .collect();
-                eprintln!(
+                output::elog!(
                     "linerate: measurement not trustworthy ({}): see the flags in the result",
                     codes.join(", ")
                 );
@@ -146,12 +158,18 @@ fn finish<T: IntoFlags>(outcome: Result<T, Failure>) -> ExitCode {
             ExitCode::from(code)
         }
         Err(Failure::Usage(e)) => {
-            eprintln!("linerate: error: {e:#}");
+            output::elog!("linerate: error: {e:#}");
             ExitCode::from(2)
         }
         Err(Failure::Check(e)) => {
-            eprintln!("linerate: {e:#}");
+            output::elog!("linerate: {e:#}");
             ExitCode::from(1)
+        }
+        Err(Failure::Interrupted(sig)) => {
+            output::elog!(
+                "linerate: interrupted by signal {sig}: the result printed is what was measured until then"
+            );
+            ExitCode::from(u8::try_from(128 + sig).unwrap_or(u8::MAX))
         }
     }
 }

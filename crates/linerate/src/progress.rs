@@ -88,7 +88,7 @@ impl View {
                     if line_due(e, last) {
                         last = Some(e);
                         let msg = shown.lock().map(|m| m.clone()).unwrap_or_default();
-                        eprintln!("{label}: {:.0} s{of_text} {msg}", e.as_secs_f64());
+                        crate::output::elog!("{label}: {:.0} s{of_text} {msg}", e.as_secs_f64());
                     }
                 }
             })
@@ -114,7 +114,7 @@ impl View {
     fn line(&self, text: &str) {
         match self {
             Self::Bar(b) => b.println(text),
-            Self::Lines { .. } => eprintln!("{text}"),
+            Self::Lines { .. } => crate::output::elog!("{text}"),
         }
     }
 }

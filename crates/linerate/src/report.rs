@@ -63,11 +63,11 @@ impl PlotArgs {
             return Ok(());
         };
         if plots.is_empty() {
-            eprintln!("linerate: no plot: the result holds no data to plot");
+            crate::output::elog!("linerate: no plot: the result holds no data to plot");
             return Ok(());
         }
         for p in write_plots(dir, plots, self.plot_format.into())? {
-            eprintln!("linerate: plot written: {}", p.display());
+            crate::output::elog!("linerate: plot written: {}", p.display());
         }
         Ok(())
     }
@@ -298,7 +298,7 @@ pub(crate) fn run(args: &ReportArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
     }
     std::fs::write(html, page(&args.title, &sections))
         .with_context(|| format!("writing {}", html.display()))?;
-    eprintln!("linerate: report written: {}", html.display());
+    crate::output::elog!("linerate: report written: {}", html.display());
     Ok(())
 }
 

@@ -188,7 +188,7 @@ fn config(args: &Rfc2544Args) -> Result<Config, Failure> {
     })?;
     let (sizes, replaced) = core::frame_sizes(&args.frames, args.ipv6);
     if replaced {
-        eprintln!("IPv6: 84-byte frames replace 64-byte ones (RFC 5180 section 5)");
+        crate::output::elog!("IPv6: 84-byte frames replace 64-byte ones (RFC 5180 section 5)");
     }
     let cfg = Config {
         tx: t.tx,
@@ -227,8 +227,11 @@ fn config(args: &Rfc2544Args) -> Result<Config, Failure> {
 pub(crate) fn run(args: &Rfc2544Args, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
     let cfg = config(args)?;
     // Interface changes (GRO for XDP live frames) go through the bed, which
-    // restores them on every exit path, termination signals included.
-    linerate_bed::guard::install_signal_teardown().context("installing the signal guard")?;
+    // restores them on every exit path, termination signals included. The
+    // first SIGINT/SIGTERM stops at the next trial and prints what was
+    // measured (flagged incomplete); a second one exits at once.
+    linerate_bed::guard::install_signal_interrupt_then_teardown()
+        .context("installing the signal guard")?;
     let mut progress = ctx.progress(crate::progress::StepLines::Keep);
     let meter = linerate_io::energy::Meter::start();
     let mut doc = linerate_io::rfc2544::run(&cfg, &mut progress, &mut BedIfaceSettings::new())?;
@@ -236,11 +239,14 @@ pub(crate) fn run(args: &Rfc2544Args, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
     args.plot
         .write(&linerate_core::plot::of_rfc2544(&doc.result))?;
     if args.json {
-        (doc.result.generator_notes.iter()).for_each(|n| eprintln!("note: {n}"));
+        (doc.result.generator_notes.iter()).for_each(|n| crate::output::elog!("note: {n}"));
     }
     ctx.output(&doc, args.json, || {
         linerate_report::rfc2544::render(&doc, ctx.width)
     })?;
+    if let Some(sig) = linerate_io::signal::interrupt_signal() {
+        return Err(Failure::Interrupted(sig));
+    }
     Ok(doc.flags)
 }
 

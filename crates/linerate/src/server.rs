@@ -3,12 +3,17 @@
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
+use anyhow::{anyhow, Context as _};
 use clap::Args;
-use linerate_core::units::parse_duration;
+use linerate_core::units::{parse_duration, BitRate};
 use linerate_core::wire::control::DEFAULT_PORT;
-use linerate_io::throughput::server::{Server, ServerConfig};
+use linerate_core::wire::control_auth::Key;
+use linerate_io::throughput::server::{Access, Limits, Server, ServerConfig};
 
 use crate::Failure;
+
+/// The environment variable that may hold the pre-shared key itself.
+pub(crate) const KEY_ENV: &str = "LINERATE_AUTH_KEY";
 
 /// Flags of `linerate server`.
 #[derive(Debug, Args)]
@@ -28,16 +33,100 @@ pub(crate) struct ServerArgs {
     /// Longest test time a client may ask for.
     #[arg(long, value_name = "S", default_value = "300", value_parser = parse_duration)]
     pub(crate) max_duration: Duration,
+    /// Serve anyone who reaches the port without a key. Without a key and
+    /// without this flag only loopback peers are served (docs/SECURITY.md).
+    #[arg(long, conflicts_with = "auth_file")]
+    pub(crate) no_auth: bool,
+    /// Connections waiting for authentication at once; the oldest is
+    /// closed to make room for a new one.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    pub(crate) max_pending: u16,
+    /// Connections waiting for authentication from one address at once.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    pub(crate) max_pending_per_source: u16,
+    /// Most streams a session may ask for.
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub(crate) max_streams: u16,
+    /// Most memory one session's buffers may take, MiB (computed from its
+    /// parameters before it is accepted).
+    #[arg(long, value_name = "MIB", default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub(crate) max_session_memory: u64,
+    /// Most total rate across all clients (e.g. 10G); a session asking for
+    /// more than what is left, or for no rate (no --rate), is refused.
+    #[arg(long, value_name = "RATE")]
+    pub(crate) max_rate: Option<BitRate>,
+}
+
+/// The pre-shared key from `--auth-file`, else
+/// from LINERATE_AUTH_KEY; `None` when neither is given.
+pub(crate) fn key(auth_file: Option<&std::path::Path>) -> Result<Option<Key>, Failure> {
+    let text = match auth_file {
+        Some(p) => std::fs::read_to_string(p)
+            .with_context(|| format!("--auth-file {}: cannot read it", p.display()))?,
+        None => match std::env::var(KEY_ENV) {
+            Ok(k) => k,
+            Err(std::env::VarError::NotPresent) => return Ok(None),
+            Err(e) => return Err(anyhow!("{KEY_ENV}: {e}").into()),
+        },
+    };
+    let what = auth_file.map_or_else(|| KEY_ENV.to_string(), |p| p.display().to_string());
+    Ok(Some(Key::from_text(&text).with_context(|| what)?))
+}
+
+/// The flags as a validated configuration (without the bind address).
+fn limits(args: &ServerArgs) -> Result<Limits, Failure> {
+    let rate = match args.max_rate {
+        None => None,
+        Some(r) if r.bps() >= 1 => Some(r.bps()),
+        Some(_) => return Err(anyhow!("--max-rate: must be at least 1 bit/s").into()),
+    };
+    Ok(Limits {
+        pending_total: usize::from(args.max_pending),
+        pending_per_source: usize::from(args.max_pending_per_source),
+        streams: args.max_streams,
+        session_memory_bytes: args.max_session_memory << 20,
+        max_rate_bits_per_s: rate,
+    })
 }
 
 /// Runs `linerate server` until killed (or after one session with --once).
-pub(crate) fn run(args: &ServerArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
+pub(crate) fn run(
+    args: &ServerArgs,
+    auth_file: Option<&std::path::Path>,
+    ctx: &crate::Ctx,
+) -> Result<(), Failure> {
+    if args.max_duration.is_zero() {
+        return Err(
+            anyhow!("--max-duration: must be above 0 (a server that refuses every test)").into(),
+        );
+    }
+    if let Some(ip) = args.bind {
+        if ip.is_multicast() || ip == IpAddr::from([255u8; 4]) {
+            return Err(anyhow!(
+                "--bind {ip}: a multicast or broadcast address cannot accept connections"
+            )
+            .into());
+        }
+    }
+    let limits = limits(args)?;
+    let access = match (key(auth_file)?, args.no_auth) {
+        (Some(k), false) => Access::Key(k),
+        (Some(_), true) => {
+            return Err(anyhow!("--no-auth with a key ({KEY_ENV}): give one or the other").into())
+        }
+        (None, true) => Access::Anyone,
+        (None, false) => Access::LoopbackOnly,
+    };
+    // The log never fails a session: write errors are ignored, and every
+    // line is escaped once more (peer text is escaped where it is quoted).
     let log = ctx.server_log();
     let mk = |ip: IpAddr| ServerConfig {
         bind: SocketAddr::new(ip, args.port),
         once: args.once,
         max_clients: usize::from(args.max_clients),
         max_duration: Some(args.max_duration),
+        limits,
+        access: access.clone(),
         log: log.clone(),
     };
     let server = match args.bind {

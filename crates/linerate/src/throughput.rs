@@ -269,7 +269,7 @@ mod tests {
             reason: "TCP receivers are woken per block (recv_lowat_bytes)".into(),
         };
         let Failure::Usage(e) = param_usage(&e) else {
-            panic!("a usage error")
+            panic!("not a usage error")
         };
         assert_eq!(
             e.to_string(),

@@ -112,6 +112,8 @@ fn throughput_over_a_veth_pair() {
             max_clients: 2,
             max_duration: Some(Duration::from_secs(30)),
             log: std::sync::Arc::new(|s: &str| eprintln!("server: {s}")),
+            limits: linerate_io::throughput::server::Limits::default(),
+            access: linerate_io::throughput::server::Access::Anyone,
         })
         .unwrap();
         tx.send((s.local_addr().unwrap(), s.stop_flag())).unwrap();

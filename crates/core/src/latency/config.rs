@@ -206,6 +206,8 @@ pub enum Parameter {
     NoUdpChecksum,
     /// Sweeps.
     Sweep,
+    /// How long a reply may take.
+    Timeout,
 }
 
 impl Parameter {
@@ -220,6 +222,7 @@ impl Parameter {
             Self::StampEvery => "stamp_every",
             Self::NoUdpChecksum => "no_udp_checksum",
             Self::Sweep => "sweep",
+            Self::Timeout => "timeout",
         }
     }
 }
@@ -256,6 +259,12 @@ impl Config {
             return err(
                 Parameter::Peer,
                 "ICMP is answered by the peer's kernel; a reflector in this process does not apply",
+            );
+        }
+        if req.timeout.is_zero() {
+            return err(
+                Parameter::Timeout,
+                "must be above 0 (every reply would be lost)",
             );
         }
         if req.no_udp_checksum && proto != EchoProtocol::Udp {

@@ -4,9 +4,17 @@
 //! length, then that many bytes of one JSON-encoded [`Message`]. A frame
 //! longer than [`MAX_FRAME_BYTES`] ends the connection (the decoder refuses
 //! it before buffering it). The first frame of a control connection is a
-//! [`Message::Hello`] carrying [`CONTROL_MAGIC`] and [`CONTROL_VERSION`]; the
-//! first frame of a TCP data connection is a [`Message::DataHello`] naming its
-//! session and flow.
+//! [`Message::Hello`] carrying [`CONTROL_MAGIC`], [`CONTROL_VERSION`] and the
+//! client's nonce; a server with a key answers with a [`Message::Challenge`]
+//! and the client with a [`Message::Auth`] (see [`super::control_auth`])
+//! before the server's [`Message::Welcome`]. The first frame of a TCP data
+//! connection is a [`Message::DataHello`] naming its session and flow.
+//!
+//! Versions: 1 had no authentication; 2 adds the Hello's `nonce`,
+//! `Challenge` and `Auth`, and `Opened` (UDP paths are opened by the
+//! client's own datagrams before `Go`). A server refuses other versions with a
+//! [`Message::Refused`] naming both (a version-1 Hello still decodes, so the
+//! refusal is clear).
 //!
 //! Sessions are typed by [`SessionKind`], so later session types (latency
 //! reflector, …) are new variants, and an old peer refuses them by name.
@@ -22,7 +30,7 @@ use crate::throughput::model::{SideReport, ThroughputParams};
 /// Names the protocol in every Hello.
 pub const CONTROL_MAGIC: &str = "linerate-control";
 /// The protocol version this build speaks.
-pub const CONTROL_VERSION: u32 = 1;
+pub const CONTROL_VERSION: u32 = 2;
 /// The port `linerate server` listens on unless told otherwise (control,
 /// TCP data connections and latency sessions).
 pub const DEFAULT_PORT: u16 = 5300;
@@ -68,6 +76,23 @@ pub enum Message {
         version: u32,
         /// Free text: software name and version.
         software: String,
+        /// The client's nonce for authentication: 32 random bytes, hex
+        /// (version 2; absent in version 1).
+        #[serde(default)]
+        nonce: String,
+    },
+    /// Server → client (a server with a key): prove you know the key. The
+    /// server proves it first, so a client never answers an impostor.
+    Challenge {
+        /// The server's nonce: 32 random bytes, hex.
+        nonce: String,
+        /// HMAC-SHA256 of the key over the server label and both nonces, hex.
+        proof: String,
+    },
+    /// Client → server: the answer to a [`Message::Challenge`].
+    Auth {
+        /// HMAC-SHA256 of the key over the client label and both nonces, hex.
+        proof: String,
     },
     /// Server → client: accepted; the session's id and the cookie data
     /// connections must present.
@@ -98,6 +123,10 @@ pub enum Message {
         /// Server UDP ports, one per flow.
         udp_ports: Vec<u16>,
     },
+    /// Server → client (UDP, version 2): every flow's path is open: a
+    /// datagram came from each port the client named (the client sends
+    /// empty datagrams from each until this arrives, then `Go`).
+    Opened,
     /// First frame of a TCP data connection.
     DataHello {
         /// The session it belongs to.
@@ -151,12 +180,13 @@ pub enum Message {
 }
 
 impl Message {
-    /// A Hello from this build.
-    pub fn hello(software: &str) -> Self {
+    /// A Hello from this build, with the client's nonce (hex).
+    pub fn hello(software: &str, nonce: &str) -> Self {
         Self::Hello {
             magic: CONTROL_MAGIC.to_string(),
             version: CONTROL_VERSION,
             software: software.to_string(),
+            nonce: nonce.to_string(),
         }
     }
 
@@ -164,11 +194,14 @@ impl Message {
     pub fn name(&self) -> &'static str {
         match self {
             Self::Hello { .. } => "hello",
+            Self::Challenge { .. } => "challenge",
+            Self::Auth { .. } => "auth",
             Self::Welcome { .. } => "welcome",
             Self::Refused { .. } => "refused",
             Self::Start { .. } => "start",
             Self::Accepted { .. } => "accepted",
             Self::DataHello { .. } => "data_hello",
+            Self::Opened => "opened",
             Self::Go => "go",
             Self::Running => "running",
             Self::SendDone { .. } => "send_done",
@@ -187,7 +220,8 @@ pub enum ControlError {
     /// A frame announced more than [`MAX_FRAME_BYTES`].
     #[error("control frame of {0} bytes exceeds the {MAX_FRAME_BYTES}-byte limit")]
     Oversize(usize),
-    /// A frame whose bytes are not a message.
+    /// A frame whose bytes are not a message (the parser's words, with
+    /// whatever they quote of the peer's bytes escaped).
     #[error("malformed control message: {0}")]
     Malformed(String),
     /// The peer is not a linerate control client.
@@ -205,7 +239,7 @@ pub enum ControlError {
 pub fn check_hello(magic: &str, version: u32) -> Result<(), ControlError> {
     if magic != CONTROL_MAGIC {
         let shown: String = magic.chars().take(40).collect();
-        return Err(ControlError::BadMagic(shown));
+        return Err(ControlError::BadMagic(crate::untrusted::escape(&shown)));
     }
     if version != CONTROL_VERSION {
         return Err(ControlError::BadVersion { peer: version });
@@ -308,7 +342,10 @@ impl Decoder {
         let Some(body) = self.buf.get(LEN_BYTES..LEN_BYTES + len) else {
             return Ok(None);
         };
-        let msg = serde_json::from_slice(body).map_err(|e| ControlError::Malformed(e.to_string()));
+        // A parse error quotes the peer's bytes (an unknown variant's
+        // name): escaped here, so no log line carries them raw.
+        let msg = serde_json::from_slice(body)
+            .map_err(|e| ControlError::Malformed(crate::untrusted::escape(&e.to_string())));
         self.buf.drain(..LEN_BYTES + len);
         msg.map(Some)
     }
@@ -321,7 +358,14 @@ mod tests {
 
     fn sample() -> Vec<Message> {
         vec![
-            Message::hello("linerate test"),
+            Message::hello("linerate test", &"ab".repeat(32)),
+            Message::Challenge {
+                nonce: "00".repeat(32),
+                proof: "11".repeat(32),
+            },
+            Message::Auth {
+                proof: "22".repeat(32),
+            },
             Message::Welcome {
                 version: 1,
                 session_id: 9,
@@ -451,6 +495,43 @@ mod tests {
                 let _ = d.next_message();
             }
         }
+    }
+
+    /// Issue 16 item 6: a serde error echoing an unknown variant name
+    /// carried the peer's newlines and terminal escapes into the log.
+    #[test]
+    fn regression_malformed_messages_quote_the_peer_escaped() {
+        let body = "{\"type\":\"x\\n2026 forged line\\u001b[2J\"}";
+        let mut f = (body.len() as u32).to_be_bytes().to_vec();
+        f.extend_from_slice(body.as_bytes());
+        let mut d = Decoder::new();
+        d.push(&f).unwrap();
+        let e = d.next_message().unwrap_err().to_string();
+        assert!(e.contains("forged line"), "{e}");
+        assert!(!e.chars().any(char::is_control), "{e:?}");
+        assert!(matches!(
+            check_hello("a\nb", CONTROL_VERSION),
+            Err(ControlError::BadMagic(m)) if m == "a\\nb"
+        ));
+    }
+
+    /// A version-1 Hello (no nonce) still decodes, so the server can refuse
+    /// it by version rather than as garbage.
+    #[test]
+    fn a_version_1_hello_decodes_and_is_refused_by_version() {
+        let body = br#"{"type":"hello","magic":"linerate-control","version":1,"software":"old"}"#;
+        let mut f = (body.len() as u32).to_be_bytes().to_vec();
+        f.extend_from_slice(body);
+        let mut d = Decoder::new();
+        d.push(&f).unwrap();
+        let Some(Message::Hello { version, nonce, .. }) = d.next_message().unwrap() else {
+            panic!("not a hello")
+        };
+        assert_eq!((version, nonce.as_str()), (1, ""));
+        assert_eq!(
+            check_hello(CONTROL_MAGIC, version),
+            Err(ControlError::BadVersion { peer: 1 })
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! came from the network is indexed without a check.
 
 pub mod control;
+pub mod control_auth;
 pub mod echo;
 pub mod icmp;
 pub mod probe;

@@ -75,6 +75,20 @@ pub struct ReflectorConfig {
     /// Ask the kernel for receive and transmit stamps (off: application
     /// stamps only, no stamping cost on the reply's path).
     pub kernel_stamps: bool,
+    /// Answer only this address (the control peer that opened the
+    /// session); `None`: any address with the session's token.
+    pub peer: Option<std::net::IpAddr>,
+}
+
+/// Whether a request from `from` may be answered under `peer` (port 0 never).
+pub(crate) fn allowed(peer: Option<std::net::IpAddr>, from: SocketAddr) -> bool {
+    let canon = |ip: std::net::IpAddr| match ip {
+        std::net::IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map_or(std::net::IpAddr::V6(v6), std::net::IpAddr::V4),
+        v4 => v4,
+    };
+    from.port() != 0 && peer.map_or(true, |p| canon(p) == canon(from.ip()))
 }
 
 impl ReflectorConfig {
@@ -89,6 +103,7 @@ impl ReflectorConfig {
             max_duration: Duration::from_secs(3600),
             idle_timeout: Duration::from_secs(30),
             kernel_stamps: true,
+            peer: None,
         }
     }
 }

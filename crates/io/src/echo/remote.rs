@@ -27,9 +27,10 @@ use linerate_core::wire::control::{Message, SessionKind, MAX_RECORDS_PER_FRAME};
 
 use super::{ClientConfig, ClientRun, EchoIoError, Reflector, ReflectorConfig};
 use crate::stamps;
-use crate::throughput::control::{Control, CtrlError};
+use crate::throughput::control::{client_handshake, Control, CtrlError, HandshakeError};
 use crate::throughput::net;
 use crate::throughput::server::{GRACE, STEP_TIMEOUT};
+use linerate_core::untrusted::escape;
 
 /// How long connecting to the server may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -44,6 +45,7 @@ pub fn serve(
     session_id: u32,
     params: &LatencyParams,
     max_duration: Option<Duration>,
+    peer: std::net::IpAddr,
     server_stop: &AtomicBool,
 ) -> Result<ReflectorReport, String> {
     let max_ns = max_duration.map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
@@ -56,6 +58,8 @@ pub fn serve(
     rc.idle_timeout = IDLE_TIMEOUT;
     rc.kernel_stamps = params.kernel_stamps;
     rc.max_duration = Duration::from_nanos(params.duration_ns) + GRACE;
+    // No reflection: only the address that opened the session is answered.
+    rc.peer = Some(peer);
     let stop = Arc::new(AtomicBool::new(false));
     let bind = SocketAddr::new(local, 0);
     let reflector = Reflector::bind(params.protocol, bind, rc).map_err(|e| chain(&e))?;
@@ -153,25 +157,12 @@ pub fn run_remote(
         EchoIoError::Protocol(format!("cannot reach linerate server at {server}: {e}"))
     })?;
     let mut ctrl = Control::new(stream);
-    ctrl.send(&Message::hello(concat!(
-        "linerate ",
-        env!("CARGO_PKG_VERSION")
-    )))
-    .map_err(proto_err)?;
-    let session_id = match ctrl.recv(STEP_TIMEOUT).map_err(proto_err)? {
-        Message::Welcome { session_id, .. } => session_id,
-        Message::Refused { reason } => {
-            return Err(EchoIoError::Protocol(format!(
-                "the server refused: {reason}"
-            )))
-        }
-        other => {
-            return Err(EchoIoError::Protocol(format!(
-                "unexpected '{}' instead of welcome",
-                other.name()
-            )))
-        }
-    };
+    let session_id =
+        match client_handshake(&mut ctrl, concat!("linerate ", env!("CARGO_PKG_VERSION"))) {
+            Ok(w) => w.session_id,
+            Err(HandshakeError::Ctrl(e)) => return Err(proto_err(e)),
+            Err(e) => return Err(EchoIoError::Protocol(e.to_string())),
+        };
     ctrl.send(&Message::Start {
         session: SessionKind::Latency(*params),
         udp_ports: Vec::new(),
@@ -181,7 +172,8 @@ pub fn run_remote(
         Message::ReflectorReady { port, boot_id } => (port, boot_id),
         Message::Error { reason } => {
             return Err(EchoIoError::Protocol(format!(
-                "the server reported: {reason}"
+                "the server reported: {}",
+                escape(&reason)
             )))
         }
         other => {
@@ -205,13 +197,16 @@ pub fn run_remote(
     cfg.session = session_id;
     cfg.target = SocketAddr::new(server.ip(), port);
     let run = super::run_client(params.protocol, &cfg)?;
+    // A reflector answers each request at most once: more records than
+    // requests are a hostile or broken server, refused before they are held.
+    let most = usize::try_from(run.counts.sent).unwrap_or(usize::MAX);
     // Whatever happened to the probes, end the session so the server stops
     // its reflector, and collect its records. A server that died keeps the
     // client's side: the run is reported, marked incomplete.
     let reflector = ctrl
         .send(&Message::SendDone { flows: Vec::new() })
         .map_err(|e| e.to_string())
-        .and_then(|()| collect_records(&mut ctrl));
+        .and_then(|()| collect_records(&mut ctrl, most));
     let (reflector, incomplete) = match reflector {
         Ok(r) => (Some(r), None),
         Err(e) => (
@@ -230,14 +225,16 @@ pub fn run_remote(
     })
 }
 
-/// Reads the reflector's records and counters after SendDone.
-fn collect_records(ctrl: &mut Control) -> Result<ReflectorReport, String> {
+/// Reads the reflector's records (at most `most`) and counters after SendDone.
+fn collect_records(ctrl: &mut Control, most: usize) -> Result<ReflectorReport, String> {
     let mut records = Vec::new();
     loop {
         match ctrl.recv(STEP_TIMEOUT).map_err(|e| e.to_string())? {
             Message::ReflectorRecords { records: chunk } => {
-                if records.len() + chunk.len() > 16 << 20 {
-                    return Err("the server sent too many records".into());
+                if records.len() + chunk.len() > most {
+                    return Err(format!(
+                        "the server sent more records than the {most} requests made"
+                    ));
                 }
                 records.extend(chunk);
             }
@@ -245,7 +242,9 @@ fn collect_records(ctrl: &mut Control) -> Result<ReflectorReport, String> {
                 report.records = records;
                 return Ok(report);
             }
-            Message::Error { reason } => return Err(format!("the server reported: {reason}")),
+            Message::Error { reason } => {
+                return Err(format!("the server reported: {}", escape(&reason)))
+            }
             other => return Err(format!("unexpected '{}' after the run", other.name())),
         }
     }

@@ -27,6 +27,10 @@ use crate::sys::{sock, timestamping};
 
 /// Largest request a TCP session may use.
 const MAX_TCP_REQUEST: usize = 1 << 20;
+/// Connections waiting for their hello at once.
+const MAX_PENDING_HELLOS: usize = 16;
+/// How long a connection may take to send its hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// linerate's TCP reflector for one session.
 #[derive(Debug)]
@@ -47,36 +51,102 @@ impl TcpReflector {
         self.listener.local_addr()
     }
 
+    /// Accepts connections, many at once, until one opens this session with
+    /// its hello (`None`: stopped or idle first). Connections from other
+    /// addresses than the session's peer are closed at once; at most
+    /// [`MAX_PENDING_HELLOS`] wait for their hello (the oldest is closed to
+    /// make room), each at most [`HELLO_TIMEOUT`]: silent connections
+    /// cannot delay the real client.
+    fn accept_session(
+        &self,
+        stop: &AtomicBool,
+        start: Instant,
+        report: &mut ReflectorReport,
+    ) -> Result<Option<(TcpStream, usize)>, EchoIoError> {
+        let cfg = &self.cfg;
+        self.listener
+            .set_nonblocking(true)
+            .map_err(sock_err("O_NONBLOCK"))?;
+        let lfd = self.listener.as_raw_fd();
+        let mut pending: std::collections::VecDeque<(TcpStream, Instant, Vec<u8>)> =
+            std::collections::VecDeque::new();
+        loop {
+            if stop.load(Ordering::Relaxed) || start.elapsed() >= cfg.idle_timeout {
+                return Ok(None);
+            }
+            let wait = if pending.is_empty() { 50 } else { 5 };
+            let _ =
+                sock::poll_readable(lfd, Duration::from_millis(wait)).map_err(sock_err("poll"))?;
+            loop {
+                match self.listener.accept() {
+                    Ok((s, from)) if super::allowed(cfg.peer, from) => {
+                        if s.set_nonblocking(true).is_ok() {
+                            if pending.len() >= MAX_PENDING_HELLOS {
+                                pending.pop_front();
+                                report.malformed += 1;
+                            }
+                            pending.push_back((s, Instant::now(), Vec::new()));
+                        }
+                    }
+                    Ok(_) => report.unknown_session += 1,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    // EMFILE and friends: try again on the next turn.
+                    Err(_) => break,
+                }
+            }
+            let mut i = 0;
+            while i < pending.len() {
+                let (s, since, got) = &mut pending[i];
+                let mut b = [0u8; echo::HEADER_LEN];
+                let want = echo::HEADER_LEN - got.len();
+                let verdict = match (&*s).read(&mut b[..want]) {
+                    Ok(0) => Some(None),
+                    Ok(n) => {
+                        got.extend_from_slice(&b[..n]);
+                        (got.len() == echo::HEADER_LEN).then(|| Some(got.clone()))
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        (since.elapsed() >= HELLO_TIMEOUT).then_some(None)
+                    }
+                    Err(_) => Some(None),
+                };
+                let Some(hello) = verdict else {
+                    i += 1;
+                    continue;
+                };
+                let Some((s, _, _)) = pending.remove(i) else {
+                    continue;
+                };
+                let Some(hello) = hello else {
+                    report.malformed += 1;
+                    continue;
+                };
+                match Packet::new_checked(&hello[..]) {
+                    Ok(p) if p.kind() == Ok(Kind::Request) && p.session() == cfg.session => {
+                        let size = usize::try_from(p.seq()).unwrap_or(0);
+                        if (1..=MAX_TCP_REQUEST).contains(&size) {
+                            s.set_nonblocking(false).map_err(sock_err("O_NONBLOCK"))?;
+                            return Ok(Some((s, size)));
+                        }
+                        report.malformed += 1;
+                    }
+                    Ok(_) => report.unknown_session += 1,
+                    Err(_) => report.malformed += 1,
+                }
+            }
+        }
+    }
+
     /// Accepts connections until one opens this session, then echoes on it
     /// until the client closes, `stop` is set, or a time limit passes.
     pub fn run(self, stop: &AtomicBool) -> Result<ReflectorReport, EchoIoError> {
         let cfg = self.cfg;
         let start = Instant::now();
         let mut report = ReflectorReport::default();
-        let lfd = self.listener.as_raw_fd();
-        let stream = loop {
-            if stop.load(Ordering::Relaxed) || start.elapsed() >= cfg.idle_timeout {
-                return Ok(report);
-            }
-            if !sock::poll_readable(lfd, Duration::from_millis(50)).map_err(sock_err("poll"))? {
-                continue;
-            }
-            let (s, _) = self.listener.accept().map_err(sock_err("accept"))?;
-            s.set_read_timeout(Some(Duration::from_secs(2)))
-                .map_err(sock_err("SO_RCVTIMEO"))?;
-            let mut hello = [0u8; echo::HEADER_LEN];
-            let ok = (&s).read_exact(&mut hello).is_ok();
-            match Packet::new_checked(&hello[..]) {
-                Ok(p) if ok && p.kind() == Ok(Kind::Request) && p.session() == cfg.session => {
-                    let size = usize::try_from(p.seq()).unwrap_or(0);
-                    if (1..=MAX_TCP_REQUEST).contains(&size) {
-                        break (s, size);
-                    }
-                    report.malformed += 1;
-                }
-                Ok(_) if ok => report.unknown_session += 1,
-                _ => report.malformed += 1,
-            }
+        let stream = self.accept_session(stop, start, &mut report)?;
+        let Some(stream) = stream else {
+            return Ok(report);
         };
         let (stream, size) = stream;
         stream.set_nodelay(true).map_err(sock_err("TCP_NODELAY"))?;

@@ -339,6 +339,8 @@ fn start_server(
         max_clients: 4,
         max_duration,
         log: Arc::new(|_| {}),
+        limits: crate::throughput::server::Limits::default(),
+        access: crate::throughput::server::Access::LoopbackOnly,
     })
     .unwrap();
     let addr = server.local_addr().unwrap();
@@ -411,10 +413,9 @@ fn the_servers_reflector_answers_only_its_session() {
     let (addr, stop, h) = start_server(None);
     let mut ctrl = Control::new(std::net::TcpStream::connect(addr).unwrap());
     let t = Duration::from_secs(5);
-    ctrl.send(&Message::hello("test")).unwrap();
-    let Message::Welcome { session_id, .. } = ctrl.recv(t).unwrap() else {
-        panic!("no welcome")
-    };
+    let session_id = crate::throughput::control::client_handshake(&mut ctrl, "test")
+        .unwrap()
+        .session_id;
     ctrl.send(&Message::Start {
         session: SessionKind::Latency(params(EchoProtocol::Udp, 64)),
         udp_ports: vec![],

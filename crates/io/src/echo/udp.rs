@@ -238,6 +238,12 @@ impl UdpReflector {
                     report.malformed += 1;
                     continue;
                 };
+                if !super::allowed(cfg.peer, from) {
+                    // The session's token from another address: no
+                    // reflection towards a third party.
+                    report.unknown_session += 1;
+                    continue;
+                }
                 last_request = Instant::now();
                 report.bytes_in += len as u64;
                 let out: &mut [u8] = if cfg.copy {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use linerate_core::throughput::model::{End, FlowDir, Protocol, SideReport, ThroughputParams};
 use linerate_core::wire::control::{Message, SessionKind};
 
-use super::control::{Control, CtrlError};
+use super::control::{client_handshake, Control, CtrlError, HandshakeError, Welcome};
 use super::host;
 use super::net::{self, DataSock, NetError};
 use super::server::{jobs, GRACE, STEP_TIMEOUT};
@@ -26,6 +26,9 @@ pub enum ClientError {
     /// The server said no.
     #[error("the server refused: {0}")]
     Refused(String),
+    /// Authentication failed on the client's side.
+    #[error("authentication: {0}")]
+    Auth(String),
     /// The server reported an error before the test ran.
     #[error("the server reported: {0}")]
     Server(String),
@@ -82,23 +85,13 @@ pub fn run_until(
     let cerr = |error| ClientError::Control { addr, error };
     let stream = net::tcp_connect(addr, None, CONNECT_TIMEOUT)?;
     let mut ctrl = Control::new(stream);
-    ctrl.send(&Message::hello(concat!(
-        "linerate ",
-        env!("CARGO_PKG_VERSION")
-    )))
-    .map_err(cerr)?;
-    let (session_id, cookie) = match ctrl.recv(STEP_TIMEOUT).map_err(cerr)? {
-        Message::Welcome {
-            session_id, cookie, ..
-        } => (session_id, cookie),
-        Message::Refused { reason } => return Err(ClientError::Refused(reason)),
-        other => {
-            return Err(cerr(CtrlError::Unexpected {
-                got: other.name(),
-                want: "welcome",
-            }))
-        }
-    };
+    let Welcome { session_id, cookie } =
+        match client_handshake(&mut ctrl, concat!("linerate ", env!("CARGO_PKG_VERSION"))) {
+            Ok(w) => w,
+            Err(HandshakeError::Ctrl(e)) => return Err(cerr(e)),
+            Err(HandshakeError::Refused(reason)) => return Err(ClientError::Refused(reason)),
+            Err(HandshakeError::Auth(why)) => return Err(ClientError::Auth(why)),
+        };
     let n = params.flows().len();
     let local_ip = ctrl
         .stream()
@@ -123,7 +116,11 @@ pub fn run_until(
     .map_err(cerr)?;
     let server_ports = match ctrl.recv(STEP_TIMEOUT).map_err(cerr)? {
         Message::Accepted { udp_ports } => udp_ports,
-        Message::Error { reason } => return Err(ClientError::Server(reason)),
+        Message::Error { reason } => {
+            return Err(ClientError::Server(linerate_core::untrusted::escape(
+                &reason,
+            )))
+        }
         other => {
             return Err(cerr(CtrlError::Unexpected {
                 got: other.name(),
@@ -146,6 +143,7 @@ pub fn run_until(
                     .map_err(|e| NetError::call(format!("connect UDP to {to}"), e))?;
                 socks.push(DataSock::Udp(s));
             }
+            open_udp_paths(&mut ctrl, &socks).map_err(cerr)?;
         }
         Protocol::Tcp => {
             for flow in 0..n {
@@ -168,7 +166,11 @@ pub fn run_until(
     ctrl.send(&Message::Go).map_err(cerr)?;
     match ctrl.recv(STEP_TIMEOUT).map_err(cerr)? {
         Message::Running => {}
-        Message::Error { reason } => return Err(ClientError::Server(reason)),
+        Message::Error { reason } => {
+            return Err(ClientError::Server(linerate_core::untrusted::escape(
+                &reason,
+            )))
+        }
         other => {
             return Err(cerr(CtrlError::Unexpected {
                 got: other.name(),
@@ -189,6 +191,31 @@ pub fn run_until(
             .zip(host::cpu_jiffies())
             .and_then(|(a, b)| host::steal_share(a, b)),
     })
+}
+
+/// Sends an empty datagram from each UDP socket every 100 ms until the
+/// server says the paths are open (it sends only to ports the client sent
+/// from).
+fn open_udp_paths(ctrl: &mut Control, socks: &[DataSock]) -> Result<(), CtrlError> {
+    let deadline = std::time::Instant::now() + STEP_TIMEOUT;
+    loop {
+        for s in socks {
+            if let DataSock::Udp(u) = s {
+                let _ = u.send(&[]);
+            }
+        }
+        match ctrl.recv(Duration::from_millis(100)) {
+            Ok(Message::Opened) => return Ok(()),
+            Ok(other) => {
+                return Err(CtrlError::Unexpected {
+                    got: other.name(),
+                    want: "opened",
+                })
+            }
+            Err(CtrlError::Timeout(_)) if std::time::Instant::now() < deadline => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Sends to a discard sink (RFC 863, or a board's receive sink) at `addr`:

@@ -1,11 +1,13 @@
 //! A control connection: frames of `linerate_core::wire::control` over a
-//! TCP stream, every read bounded by a timeout.
+//! TCP stream, every read bounded by a timeout; and the client's side of
+//! the handshake (authentication included).
 
 use std::io::{self, Read as _, Write as _};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use linerate_core::wire::control::{encode, ControlError, Decoder, Message};
+use linerate_core::wire::control_auth::{hex, parse_nonce, Key};
 
 /// Why a control exchange failed.
 #[derive(Debug, thiserror::Error)]
@@ -105,6 +107,107 @@ impl Control {
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// The pre-shared key this process's clients authenticate with (set once
+/// by the binary from `--auth-file` or `LINERATE_AUTH_KEY`).
+static CLIENT_KEY: std::sync::RwLock<Option<Key>> = std::sync::RwLock::new(None);
+
+/// Sets (or with `None` clears) the key every client of this process
+/// (throughput, latency) authenticates with.
+pub fn set_client_key(key: Option<Key>) {
+    *CLIENT_KEY
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = key;
+}
+
+fn client_key() -> Option<Key> {
+    CLIENT_KEY
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
+}
+
+/// What a server's Welcome gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Welcome {
+    /// The session's id.
+    pub session_id: u32,
+    /// The cookie its data connections present.
+    pub cookie: u64,
+}
+
+/// Why a client's handshake failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HandshakeError {
+    /// The connection or the protocol failed.
+    #[error(transparent)]
+    Ctrl(#[from] CtrlError),
+    /// The server refused, with its reason (escaped).
+    #[error("the server refused: {0}")]
+    Refused(String),
+    /// Authentication failed on this side.
+    #[error("authentication: {0}")]
+    Auth(String),
+}
+
+/// The client's side of the handshake: Hello, then (a server with a key)
+/// the server's proof checked and the client's sent, then Welcome. A
+/// client with a key refuses a server that does not prove it knows it.
+pub fn client_handshake(ctrl: &mut Control, software: &str) -> Result<Welcome, HandshakeError> {
+    let key = client_key();
+    let nonce = crate::token::nonce().map_err(CtrlError::Io)?;
+    ctrl.send(&Message::hello(software, &hex(&nonce)))?;
+    let mut authenticated = false;
+    loop {
+        match ctrl.recv(super::server::STEP_TIMEOUT)? {
+            Message::Challenge {
+                nonce: server_nonce,
+                proof,
+            } if !authenticated => {
+                let Some(key) = &key else {
+                    return Err(HandshakeError::Auth(
+                        "the server requires a key: give --auth-file FILE (or LINERATE_AUTH_KEY) with the server's key".into(),
+                    ));
+                };
+                let server_nonce = parse_nonce(&server_nonce).ok_or_else(|| {
+                    HandshakeError::Auth("the server's nonce is malformed".into())
+                })?;
+                if !key.check_server_proof(&nonce, &server_nonce, &proof) {
+                    return Err(HandshakeError::Auth(
+                        "the server does not know this key (wrong key, or not the server meant)"
+                            .into(),
+                    ));
+                }
+                ctrl.send(&Message::Auth {
+                    proof: key.client_proof(&server_nonce, &nonce),
+                })?;
+                authenticated = true;
+            }
+            Message::Welcome {
+                session_id, cookie, ..
+            } => {
+                if key.is_some() && !authenticated {
+                    return Err(HandshakeError::Auth(
+                        "the server did not authenticate itself (it has no key); refusing it since this client has one".into(),
+                    ));
+                }
+                return Ok(Welcome { session_id, cookie });
+            }
+            Message::Refused { reason } => {
+                return Err(HandshakeError::Refused(linerate_core::untrusted::escape(
+                    &reason,
+                )))
+            }
+            other => {
+                return Err(CtrlError::Unexpected {
+                    got: other.name(),
+                    want: "challenge or welcome",
+                }
+                .into())
             }
         }
     }

@@ -179,7 +179,7 @@ pub fn loopback(params: ThroughputParams) -> Result<Envelope<ThroughputResult>, 
 #[derive(Debug)]
 pub struct LocalServer {
     addr: SocketAddr,
-    stop: Arc<AtomicBool>,
+    stop: super::server::StopHandle,
     thread: Option<std::thread::JoinHandle<Result<(), NetnsError>>>,
 }
 
@@ -195,11 +195,13 @@ impl LocalServer {
                 max_clients: 1,
                 max_duration: None,
                 log: Arc::new(|_: &str| {}),
+                limits: super::server::Limits::default(),
+                access: super::server::Access::Anyone,
             });
             match server {
                 Ok(server) => {
                     let addr = server.local_addr();
-                    let stop = server.stop_flag();
+                    let stop = server.stop_handle();
                     let _ = tx.send(
                         addr.map(|a| (a, stop))
                             .map_err(|e| linerate_core::error::chain(&e)),
@@ -239,7 +241,7 @@ impl LocalServer {
 
 impl Drop for LocalServer {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.stop();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

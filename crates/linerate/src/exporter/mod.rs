@@ -153,7 +153,7 @@ pub(crate) fn run(args: &ExporterArgs, _: &crate::Ctx) -> Result<(), Failure> {
         own_registry: own.registry(),
         own,
     });
-    eprintln!(
+    crate::output::elog!(
         "linerate exporter: serving http://{}/probe and /metrics",
         listener.local_addr().unwrap_or(args.listen)
     );
@@ -307,7 +307,7 @@ fn probe(shared: &Shared, req: &Request) -> Response {
     let flags = outcome.as_ref().map_or_else(|_| Vec::new(), Clone::clone);
     let success = outcome.is_ok() && exit_code(&flags) == 0;
     if let Err(e) = &outcome {
-        eprintln!("linerate exporter: probe {name} of {addr}: {e:#}");
+        crate::output::elog!("linerate exporter: probe {name} of {addr}: {e:#}");
     }
     metrics::probe_common(&mut reg, success, t0.elapsed().as_secs_f64(), &flags);
     shared
