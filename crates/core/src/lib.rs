@@ -19,6 +19,7 @@
 pub mod calc;
 pub mod demo;
 pub mod error;
+pub mod hostload;
 pub mod inspect;
 pub mod latency;
 pub mod linerate;
@@ -29,6 +30,7 @@ pub mod qdisc;
 pub mod result;
 pub mod rfc2544;
 pub mod stats;
+pub mod sweep;
 pub mod testbed;
 pub mod throughput;
 pub mod units;

@@ -669,6 +669,10 @@ pub struct Rfc2544Result {
     pub iface_changes: Vec<IfaceChange>,
     /// One report per frame size.
     pub sizes: Vec<SizeReport>,
+    /// Load from elsewhere during the run (absent in version 2, or when
+    /// `/proc` could not be read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_load: Option<crate::hostload::HostLoad>,
 }
 
 /// The notes of XDP live frames: what they can and cannot verify, and what
@@ -718,7 +722,9 @@ pub const GRO_FOR_LIVE_FRAMES: &str = "veth ndo_xdp_xmit needs NAPI on the peer,
 /// a user-space receive stamp), `generator_fallback` (info: faster
 /// generators not used), `live_frames_caveats` (info: what XDP live frames
 /// cannot verify), `iface_setting_changed` (info: an interface setting
-/// changed for the run and restored).
+/// changed for the run and restored), `single_frame_above_line_rate`
+/// (invalid: physically impossible), `noisy_host` (warning: other work
+/// competed for the CPUs).
 pub fn assess(r: &Rfc2544Result) -> Vec<Flag> {
     let mut flags = Vec::new();
     for s in &r.sizes {
@@ -755,6 +761,7 @@ pub fn assess(r: &Rfc2544Result) -> Vec<Flag> {
             None => f,
         });
     }
+    flags.extend(r.host_load.as_ref().and_then(crate::hostload::assess));
     for c in &r.iface_changes {
         flags.push(
             Flag::info("iface_setting_changed", gro_note(c))
@@ -769,6 +776,9 @@ pub fn assess(r: &Rfc2544Result) -> Vec<Flag> {
 
 fn size_flags(s: &SizeReport, flags: &mut Vec<Flag>) {
     let b = s.frame_bytes;
+    if let Some(f) = single_frame_above_line_rate(s) {
+        flags.push(f);
+    }
     if s.latency.is_some() && s.latency_at_line_rate {
         flags.push(
             Flag::warning(
@@ -871,6 +881,30 @@ fn size_flags(s: &SizeReport, flags: &mut Vec<Flag>) {
     }
 }
 
+/// `single_frame_above_line_rate` (invalid): frames sent one at a time
+/// crossed faster than the link can serialise them (frame bits over the
+/// median one-way latency above the line rate's L2 bit rate): physically
+/// impossible, so the link does not delay frames as a cable would (a
+/// rate-only shaper) or is faster than the model's.
+fn single_frame_above_line_rate(s: &SizeReport) -> Option<Flag> {
+    let single = s.single_frame.as_ref()?.single_frame_bits_per_s?;
+    let line = l2_bits_per_s(s.frame_bytes, s.line_rate_frames_per_s);
+    (line > 0.0 && single > line).then(|| {
+        Flag::invalid(
+            "single_frame_above_line_rate",
+            format!(
+                "{}-byte frames sent one at a time imply {} against a line rate of {} at L2: physically impossible, so the link does not delay frames as a cable would (a rate-only shaper such as tbf) or is faster than the model's",
+                s.frame_bytes,
+                crate::units::format_bits_per_s(single),
+                crate::units::format_bits_per_s(line)
+            ),
+        )
+        .with("frame_bytes", s.frame_bytes)
+        .with("single_frame_bits_per_s", single)
+        .with("line_rate_l2_bits_per_s", line)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -938,6 +972,7 @@ mod tests {
             sent_from_device_counter: None,
             iface_changes: vec![],
             sizes: vec![s],
+            host_load: None,
         }
     }
 
@@ -966,6 +1001,37 @@ mod tests {
         );
         assert_eq!(sf.streaming_bits_per_s, Some(8127.0 * 1518.0 * 8.0));
         assert_eq!(sf.single_frame_bits_per_s, None);
+    }
+
+    #[test]
+    fn single_frames_above_line_rate_are_impossible() {
+        // 1518-byte frames one at a time on 100 Mbit/s: 368.5 Mbit/s (the
+        // bug report's figure: 33 µs one way) cannot be.
+        let mut r = result(Limit::Device, vec![step(Verdict::Pass, 0)]);
+        let s = &mut r.sizes[0];
+        s.frame_bytes = 1518;
+        s.line_rate_frames_per_s = 8_127.4;
+        let at = |p50_ns: u64| {
+            let mut h = crate::stats::Histogram::new();
+            h.record(p50_ns);
+            let merged = h.summary();
+            let l = LatencyResult {
+                rate_fps: 100.0,
+                trials: vec![],
+                invalid_trials: 0,
+                merged,
+                mean_of_trials_ns: None,
+            };
+            SingleFrame::new(1518, l, None)
+        };
+        s.single_frame = Some(at(32_954));
+        let f = assess(&r);
+        assert_eq!(codes(&f), ["single_frame_above_line_rate"]);
+        assert_eq!(f[0].severity, crate::result::Severity::Invalid);
+        assert!(f[0].message.contains("368.5 Mbit/s"), "{}", f[0].message);
+        // 130 µs: 93.4 Mbit/s, below the 98.7 Mbit/s of L2 line rate.
+        r.sizes[0].single_frame = Some(at(130_000));
+        assert!(assess(&r).is_empty());
     }
 
     #[test]

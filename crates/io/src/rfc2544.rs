@@ -221,6 +221,7 @@ fn run_inner(
     ));
     let mut sizes = Vec::new();
     let mut counted_by_device = None;
+    let load = crate::host::LoadSampler::start();
     for &s in &cfg.sizes {
         let (r, by_device) = run_size(cfg, &mut harness, s, progress)?;
         counted_by_device = Some(by_device);
@@ -249,6 +250,7 @@ fn run_inner(
         sent_from_device_counter: if live { counted_by_device } else { None },
         iface_changes: changes,
         sizes,
+        host_load: load.finish(),
     })
 }
 

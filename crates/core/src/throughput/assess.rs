@@ -20,8 +20,9 @@ pub const CPU_BOUND_MIN_NS: u64 = 100_000_000;
 /// A direction at or above this share of the line-rate maximum, percent,
 /// reached the link's limit: the link, not a CPU, set its rate.
 pub const AT_LINE_RATE_PCT: f64 = 99.0;
-/// Above this share of the maximum, percent, the declared link is slower
-/// than the real one or its emulation is inexact.
+/// Above this share of the maximum, percent, a received rate is physically
+/// impossible on the declared link: the link is faster than declared or its
+/// emulation is inexact (flag `above_line_rate`, invalid).
 pub const ABOVE_LINE_RATE_PCT: f64 = 100.5;
 /// Steal time from this share of the CPU, percent, is flagged.
 pub const STEAL_PCT: f64 = 5.0;
@@ -142,6 +143,7 @@ pub fn result(setting: &Setting, params: ThroughputParams, m: Measured) -> Throu
         steal_pct: m.steal_share.map(|s| s * 100.0),
         one_sided: setting.one_sided,
         figures: Figures::default(),
+        host_load: None,
     };
     r.figures = figures(&r);
     r
@@ -362,6 +364,7 @@ pub fn assess(r: &ThroughputResult) -> Vec<Flag> {
             .with("steal_pct", st),
         );
     }
+    flags.extend(r.host_load.as_ref().and_then(crate::hostload::assess));
     flags.extend(cpu_flags(r));
     flags.extend(socket_drop_flags(r));
     if r.one_sided {
@@ -656,10 +659,10 @@ pub fn line_rate_flags(r: &ThroughputResult) -> Vec<Flag> {
         }
         if let Some(pct) = d.pct_of_max.filter(|&p| p > ABOVE_LINE_RATE_PCT) {
             flags.push(
-                Flag::warning(
+                Flag::invalid(
                     "above_line_rate",
                     format!(
-                        "{} received at {pct:.2} % of the model's maximum: the link is faster than the declared speed, or its emulation is inexact (on the probed kernel a tbf-emulated link passed TCP segments 1.5 % faster than its rate with overhead, UDP datagrams within 0.1 %: docs/METHODOLOGY.md)",
+                        "{} received at {pct:.2} % of the model's maximum: physically impossible on the declared link, so the link is faster than declared or its emulation is inexact (on the probed kernel a tbf-emulated link passed TCP segments 1.5 % faster than its rate with overhead, UDP datagrams within 0.1 %: docs/METHODOLOGY.md)",
                         dir_name(d.direction)
                     ),
                 )
@@ -900,6 +903,32 @@ mod tests {
             None,
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_receiver_above_the_line_rate_is_impossible() {
+        let max = udp_line_100m();
+        let at = |share: f64| {
+            let got = (max.payload_bytes_per_s * share) as u64;
+            let m = Measured {
+                client: side(
+                    End::Client,
+                    vec![flow(0, FlowRole::Sender, got, 1_000_000_000, 0)],
+                ),
+                server: Some(side(
+                    End::Server,
+                    vec![flow(0, FlowRole::Receiver, got, 1_000_000_000, 0)],
+                )),
+                steal_share: None,
+            };
+            assess(&result(&bed(100), udp(None), m))
+        };
+        let flags = at(1.01);
+        let f = one(&flags, "above_line_rate");
+        assert_eq!(f.severity, Severity::Invalid);
+        assert!(f.evidence["pct_of_max"].as_f64().unwrap() > ABOVE_LINE_RATE_PCT);
+        assert_eq!(crate::result::exit_code(&flags), 1);
+        assert!(!at(1.004).iter().any(|f| f.code == "above_line_rate"));
     }
 
     #[test]

@@ -1034,6 +1034,10 @@ pub struct ThroughputResult {
     /// (absent in version 1).
     #[serde(default)]
     pub figures: Figures,
+    /// Load from elsewhere on the client's host during the test (absent in
+    /// version 2, or when `/proc` could not be read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_load: Option<crate::hostload::HostLoad>,
 }
 
 /// Several runs that differ only in the send path (`linerate throughput

@@ -155,6 +155,7 @@ pub fn summarize(
         unrecorded: run.unrecorded,
         stamp_every: u64::from(run.stamp_every.max(1)),
         rtt_unstamped: unstamped.summary(),
+        timeout_ns: Some(run.counts.timeout_ns),
         ..LatencyRun::new(size_bytes, counts, &stats)
     }
     .with_derived()

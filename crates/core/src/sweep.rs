@@ -1,0 +1,277 @@
+//! Settings matrices and repeats, shared by every measuring command.
+//!
+//! A sweep is given as `KEY=V1,V2,…` (repeatable); [`expand`] parses the
+//! sweeps, checks each key against the command's list and each value with
+//! the command's own `apply`, and returns the cartesian product (the first
+//! sweep varies slowest), every point naming the settings it took.
+//! [`Spread`] summarises repeated runs of one point: the median with the
+//! minimum and maximum.
+
+use serde::{Deserialize, Serialize};
+
+/// Why sweeps make no matrix. Messages name keys and values, never
+/// command-line flags.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SweepError {
+    /// Not `KEY=V1,V2`.
+    #[error("'{0}': expected KEY=V1,V2")]
+    Syntax(String),
+    /// `KEY=` with no value.
+    #[error("'{0}': no values")]
+    NoValues(String),
+    /// A key the command does not sweep.
+    #[error("unknown key '{key}' (expected {expected})")]
+    UnknownKey {
+        /// The key given.
+        key: String,
+        /// The keys the command sweeps, comma-separated.
+        expected: String,
+    },
+    /// The same key in two sweeps.
+    #[error("'{0}' is swept twice")]
+    Twice(String),
+    /// A value the command refuses for its key.
+    #[error("{key}: {reason}")]
+    Value {
+        /// The key.
+        key: String,
+        /// What is wrong with the value (it names the value).
+        reason: String,
+    },
+    /// More points than allowed.
+    #[error("makes {points} configurations or more; {max} at most")]
+    TooMany {
+        /// Points made so far.
+        points: usize,
+        /// The limit.
+        max: usize,
+    },
+}
+
+/// One point of a matrix: the settings that name it (`[("mtu", "9000")]`;
+/// empty without sweeps) and the configuration they make.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point<T> {
+    /// `(key, value)` as given, in the order of the sweeps.
+    pub settings: Vec<(String, String)>,
+    /// The configuration.
+    pub config: T,
+}
+
+/// One sweep, parsed: its key and values.
+fn parse(sweep: &str) -> Result<(&str, Vec<&str>), SweepError> {
+    let Some((key, values)) = sweep.split_once('=') else {
+        return Err(SweepError::Syntax(sweep.to_string()));
+    };
+    let values: Vec<&str> = values
+        .split(',')
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .collect();
+    if values.is_empty() {
+        return Err(SweepError::NoValues(sweep.to_string()));
+    }
+    Ok((key.trim(), values))
+}
+
+/// The matrix `sweeps` make from `base`: every key checked against `keys`,
+/// every value applied to a copy of its point by `apply` (which returns why
+/// it refuses a value), at most `max` points. Without sweeps: `base` alone.
+pub fn expand<T: Clone>(
+    base: T,
+    sweeps: &[String],
+    keys: &[&str],
+    max: usize,
+    mut apply: impl FnMut(&mut T, &str, &str) -> Result<(), String>,
+) -> Result<Vec<Point<T>>, SweepError> {
+    let mut out = vec![Point {
+        settings: Vec::new(),
+        config: base,
+    }];
+    let mut seen: Vec<&str> = Vec::new();
+    for sweep in sweeps {
+        let (key, values) = parse(sweep)?;
+        if !keys.contains(&key) {
+            return Err(SweepError::UnknownKey {
+                key: key.to_string(),
+                expected: keys.join(", "),
+            });
+        }
+        if seen.contains(&key) {
+            return Err(SweepError::Twice(key.to_string()));
+        }
+        seen.push(key);
+        let points = out.len().saturating_mul(values.len());
+        if points > max {
+            return Err(SweepError::TooMany { points, max });
+        }
+        let mut next = Vec::with_capacity(points);
+        for p in &out {
+            for &v in &values {
+                let mut c = p.clone();
+                apply(&mut c.config, key, v).map_err(|reason| SweepError::Value {
+                    key: key.to_string(),
+                    reason,
+                })?;
+                c.settings.push((key.to_string(), v.to_string()));
+                next.push(c);
+            }
+        }
+        out = next;
+    }
+    Ok(out)
+}
+
+/// `on`/`off` (also `true`/`false`, `yes`/`no`, `1`/`0`) as a bool, or why
+/// not (naming the value).
+pub fn on_off(v: &str) -> Result<bool, String> {
+    match v.to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" | "1" => Ok(true),
+        "off" | "false" | "no" | "0" => Ok(false),
+        _ => Err(format!("'{v}' is not on or off")),
+    }
+}
+
+/// A point's label: its settings as `k=v k=v`, or `default`.
+pub fn label(settings: &[(String, String)]) -> String {
+    if settings.is_empty() {
+        return "default".into();
+    }
+    settings
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Repeats a command may make of one point, at most.
+pub const MAX_REPEATS: u32 = 100;
+
+/// Checks a `repeat` count: 1 ..= [`MAX_REPEATS`].
+pub fn check_repeat(n: u32) -> Result<u32, String> {
+    if (1..=MAX_REPEATS).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!("{n}: must be between 1 and {MAX_REPEATS}"))
+    }
+}
+
+/// Repeated runs of one figure: how many, the median, the smallest and the
+/// largest.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Spread {
+    /// Runs that gave the figure.
+    pub runs: u32,
+    /// The median (the mean of the two middle values of an even count).
+    pub median: f64,
+    /// The smallest.
+    pub min: f64,
+    /// The largest.
+    pub max: f64,
+}
+
+impl Spread {
+    /// The spread of `values` (non-finite values left out); `None` when
+    /// none is left.
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Self> {
+        let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Some(Self {
+            runs: u32::try_from(n).unwrap_or(u32::MAX),
+            median,
+            min: v[0],
+            max: v[n - 1],
+        })
+    }
+
+    /// Max minus min, percent of the median (`None` when the median is 0).
+    pub fn range_pct(&self) -> Option<f64> {
+        (self.median != 0.0).then(|| 100.0 * (self.max - self.min) / self.median.abs())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Clone, Default, PartialEq)]
+    struct Cfg {
+        mtu: u32,
+        copy: bool,
+    }
+
+    fn apply(c: &mut Cfg, key: &str, v: &str) -> Result<(), String> {
+        match key {
+            "mtu" => c.mtu = v.parse().map_err(|_| format!("'{v}' is not a number"))?,
+            "copy" => c.copy = on_off(v)?,
+            _ => unreachable!("keys are checked first"),
+        }
+        Ok(())
+    }
+
+    fn run(sweeps: &[&str], max: usize) -> Result<Vec<Point<Cfg>>, SweepError> {
+        let s: Vec<String> = sweeps.iter().map(|s| s.to_string()).collect();
+        expand(Cfg::default(), &s, &["mtu", "copy"], max, apply)
+    }
+
+    #[test]
+    fn the_cartesian_product_first_sweep_slowest() {
+        let p = run(&["mtu=1500,9000", "copy=off,on"], 64).unwrap();
+        let got: Vec<(u32, bool)> = p.iter().map(|p| (p.config.mtu, p.config.copy)).collect();
+        assert_eq!(
+            got,
+            vec![(1500, false), (1500, true), (9000, false), (9000, true)]
+        );
+        assert_eq!(label(&p[3].settings), "mtu=9000 copy=on");
+        let none = run(&[], 64).unwrap();
+        assert_eq!(none.len(), 1);
+        assert_eq!(label(&none[0].settings), "default");
+    }
+
+    #[test]
+    fn bad_sweeps_say_what_is_wrong() {
+        let e = |s: &[&str]| run(s, 4).unwrap_err().to_string();
+        assert_eq!(e(&["mtu"]), "'mtu': expected KEY=V1,V2");
+        assert_eq!(e(&["mtu= ,"]), "'mtu= ,': no values");
+        assert_eq!(
+            e(&["colour=red"]),
+            "unknown key 'colour' (expected mtu, copy)"
+        );
+        assert_eq!(e(&["mtu=1500", "mtu=9000"]), "'mtu' is swept twice");
+        assert_eq!(e(&["mtu=big"]), "mtu: 'big' is not a number");
+        assert_eq!(e(&["copy=maybe"]), "copy: 'maybe' is not on or off");
+        assert_eq!(
+            e(&["mtu=1,2,3", "copy=on,off"]),
+            "makes 6 configurations or more; 4 at most"
+        );
+    }
+
+    #[test]
+    fn spread_is_the_median_with_min_and_max() {
+        let s = Spread::of([3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((s.runs, s.median, s.min, s.max), (3, 2.0, 1.0, 3.0));
+        let s = Spread::of([4.0, 1.0, 2.0, 10.0]).unwrap();
+        assert_eq!((s.runs, s.median, s.min, s.max), (4, 3.0, 1.0, 10.0));
+        assert_eq!(s.range_pct(), Some(300.0));
+        let s = Spread::of([f64::NAN, 5.0]).unwrap();
+        assert_eq!((s.runs, s.median), (1, 5.0));
+        assert_eq!(Spread::of([]), None);
+        assert_eq!(Spread::of([0.0]).unwrap().range_pct(), None);
+    }
+
+    #[test]
+    fn repeats_are_bounded() {
+        assert_eq!(check_repeat(1), Ok(1));
+        assert!(check_repeat(0).is_err());
+        assert!(check_repeat(MAX_REPEATS + 1).is_err());
+    }
+}
