@@ -144,6 +144,41 @@ pub fn label(settings: &[(String, String)]) -> String {
         .join(" ")
 }
 
+/// The bed settings a sweep may vary on a testbed: the MTU of every
+/// interface, and offloads of every veth end.
+pub const BED_KEYS: [&str; 6] = ["mtu", "gro", "gso", "tso", "tx-checksum", "rx-checksum"];
+
+/// One bed setting of a point, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BedSetting {
+    /// The MTU of every interface of the bed, bytes.
+    Mtu(u32),
+    /// An offload of every veth end (`ethtool -K` name: `gro`, `gso`, `tso`,
+    /// `tx-checksum`, `rx-checksum`), on or off.
+    Offload(String, bool),
+}
+
+/// Smallest MTU a bed takes (IPv4's minimum datagram).
+pub const MIN_BED_MTU: u32 = 68;
+/// Largest (a 16,384-byte jumbo frame less its Ethernet header and FCS).
+pub const MAX_BED_MTU: u32 = crate::linerate::MAX_JUMBO_FRAME_BYTES - 18;
+
+impl BedSetting {
+    /// The setting `key=v` (a key of [`BED_KEYS`]), or why not.
+    pub fn parse(key: &str, v: &str) -> Result<Self, String> {
+        match key {
+            "mtu" => {
+                let mtu: u32 = v.parse().map_err(|_| format!("'{v}' is not a number"))?;
+                if !(MIN_BED_MTU..=MAX_BED_MTU).contains(&mtu) {
+                    return Err(format!("{mtu} is outside {MIN_BED_MTU}..={MAX_BED_MTU}"));
+                }
+                Ok(Self::Mtu(mtu))
+            }
+            _ => Ok(Self::Offload(key.to_string(), on_off(v)?)),
+        }
+    }
+}
+
 /// Repeats a command may make of one point, at most.
 pub const MAX_REPEATS: u32 = 100;
 
@@ -266,6 +301,20 @@ mod tests {
         assert_eq!((s.runs, s.median), (1, 5.0));
         assert_eq!(Spread::of([]), None);
         assert_eq!(Spread::of([0.0]).unwrap().range_pct(), None);
+    }
+
+    #[test]
+    fn bed_settings_parse() {
+        assert_eq!(BedSetting::parse("mtu", "9000"), Ok(BedSetting::Mtu(9000)));
+        assert!(BedSetting::parse("mtu", "20")
+            .unwrap_err()
+            .contains("outside"));
+        assert!(BedSetting::parse("mtu", "big").is_err());
+        assert_eq!(
+            BedSetting::parse("gro", "off"),
+            Ok(BedSetting::Offload("gro".into(), false))
+        );
+        assert!(BedSetting::parse("tso", "sometimes").is_err());
     }
 
     #[test]

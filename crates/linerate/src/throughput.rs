@@ -7,9 +7,12 @@ use std::time::Duration;
 use anyhow::{anyhow, Context as _};
 use clap::Args;
 use linerate_core::result::Flag;
-use linerate_core::throughput::config::{Config, ConfigError, Request, Target};
+use std::sync::atomic::Ordering;
+
+use linerate_core::result::Envelope;
+use linerate_core::throughput::config::{ConfigError, Point, Request, Target};
 use linerate_core::throughput::model::{
-    Direction, ParamError, Protocol, RecvPath, Scenarios, SendPath,
+    Direction, ParamError, Protocol, RecvPath, Scenarios, SendPath, ThroughputResult,
 };
 use linerate_core::units::{parse_duration, BitRate, ByteCount};
 use linerate_core::wire::control::DEFAULT_PORT;
@@ -145,6 +148,19 @@ pub(crate) struct ThroughputArgs {
     /// server, sender-side figures only, said to be one-sided.
     #[arg(long)]
     pub(crate) discard: bool,
+
+    /// A settings matrix, one row per point: KEY=V1,V2 with KEY a socket
+    /// setting (size, window, mss, path, recv-path, cc, nodelay) or, with
+    /// --bed, a bed setting (mtu, gro, gso, tso, tx-checksum, rx-checksum:
+    /// set on the bed for the point, read back, restored after). Repeat for
+    /// a cartesian product.
+    #[arg(long, value_name = "KEY=V1,V2,…")]
+    pub(crate) sweep: Vec<String>,
+
+    /// Run each point N times and report each run and the median with
+    /// min–max.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub(crate) repeat: u32,
 }
 
 /// The flag of each parameter of `ThroughputParams` (core names the
@@ -176,9 +192,10 @@ fn param_usage(e: &ParamError) -> Failure {
 }
 
 impl ThroughputArgs {
-    /// The validated configuration: the target resolved (a bed to its
-    /// namespaces, address, link and MTU), one run per send path.
-    fn config(&self) -> Result<Config, Failure> {
+    /// The validated points: the target resolved (a bed to its
+    /// namespaces, address, link and MTU), per point one run per send path
+    /// and the bed settings it needs.
+    fn config(&self) -> Result<Vec<Point>, Failure> {
         let target = if let Some(name) = &self.bed {
             let bed = linerate_bed::target::throughput(name, self.ipv6, self.port);
             Target::Bed(bed.with_context(|| format!("testbed '{name}'"))?)
@@ -220,24 +237,85 @@ impl ThroughputArgs {
             mss_bytes: self.mss,
             interval: self.interval,
             link: self.link,
+            sweep: self.sweep.clone(),
+            repeat: self.repeat,
         };
-        Config::from_request(target, &req).map_err(|e| match e {
+        req.points(&target).map_err(|e| match e {
             ConfigError::Params(p) => param_usage(&p),
             ConfigError::DiscardReceives => Failure::Usage(anyhow!("--discard: {e}")),
             ConfigError::NoRuns => Failure::Usage(anyhow!("--path: {e}")),
+            ConfigError::Sweep(_) => Failure::Usage(anyhow!("--sweep: {e}")),
+            ConfigError::Repeat(_) => Failure::Usage(anyhow!("--repeat: {e}")),
         })
     }
 }
 
-/// Runs `linerate throughput`: one test per send path given. Returns the
-/// result's flags (every run's, with several paths).
-pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
-    let cfg = args.config()?;
+/// The bed's settings for each point, checked before anything runs: the
+/// bed opened once, every value its interfaces cannot take refused.
+fn bed_for(args: &ThroughputArgs, points: &[Point]) -> Result<Option<linerate_bed::Bed>, Failure> {
+    let (Some(name), true) = (&args.bed, points.iter().any(|p| !p.config.1.is_empty())) else {
+        return Ok(None);
+    };
+    let bed = linerate_bed::Bed::open(name).with_context(|| format!("testbed '{name}'"))?;
+    linerate_bed::reconfig::check(&bed, points.iter().flat_map(|p| &p.config.1))
+        .map_err(|e| Failure::Usage(anyhow!("--sweep: {e}")))?;
+    Ok(Some(bed))
+}
+
+/// Runs every point (each `repeat` times), the bed set for it and restored
+/// after; stops early, restoring, when interrupted.
+fn run_points(
+    args: &ThroughputArgs,
+    points: &[Point],
+) -> Result<Vec<Envelope<ThroughputResult>>, Failure> {
+    let bed = bed_for(args, points)?;
     let interrupt = linerate_io::signal::interrupt_flag();
     let mut progress = crate::progress::RateLine::default();
-    let mut runs = linerate_io::throughput::run::run(&cfg, &mut progress, &interrupt)?;
+    let mut out = Vec::new();
+    let repeats = args.repeat.max(1);
+    'points: for (i, p) in points.iter().enumerate() {
+        let (cfg, bed_settings) = &p.config;
+        let settings = match (&bed, bed_settings.is_empty()) {
+            (Some(bed), false) => Some(
+                linerate_bed::reconfig::PointSettings::apply(bed, bed_settings)
+                    .context("setting the bed for the point")?,
+            ),
+            _ => None,
+        };
+        for r in 1..=repeats {
+            if interrupt.load(Ordering::Relaxed) {
+                break 'points;
+            }
+            if points.len() > 1 || repeats > 1 {
+                eprintln!(
+                    "linerate throughput: point {}/{} ({}), run {r}/{repeats}",
+                    i + 1,
+                    points.len(),
+                    linerate_core::sweep::label(&p.settings)
+                );
+            }
+            for mut doc in linerate_io::throughput::run::run(cfg, &mut progress, &interrupt)? {
+                doc.result.settings.clone_from(&p.settings);
+                doc.result.repeat = (repeats > 1).then_some(r);
+                out.push(doc);
+            }
+        }
+        if let Some(s) = settings {
+            s.restore().context("restoring the bed after the point")?;
+        }
+    }
+    Ok(out)
+}
+
+/// Runs `linerate throughput`: one test per send path given, per point of
+/// the sweeps, per repeat. Returns the result's flags (every run's, with
+/// several runs).
+pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
+    let points = args.config()?;
+    let matrix = points.len() > 1 || args.repeat > 1;
+    let mut runs = run_points(args, &points)?;
     let render = |r| linerate_report::throughput::render(r, ctx.width);
-    if cfg.runs.len() == 1 {
+    if runs.len() == 1 && !matrix {
         let doc = runs.pop().ok_or(RunError::NoResult)?;
         match args.json {
             true => print_json(&doc)?,
@@ -248,6 +326,10 @@ pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, 
     let doc = Scenarios::document(runs, linerate_io::host::facts());
     if args.json {
         print_json(&doc)?;
+        return Ok(doc.flags);
+    }
+    if matrix {
+        print(&linerate_report::throughput::render_points(&doc, ctx.width))?;
         return Ok(doc.flags);
     }
     for r in &doc.result.runs {

@@ -147,11 +147,16 @@ fn version_1_reads_and_renders() {
             l.chars().count()
         );
     }
-    // The flags a v1 result earns, assessed now: only the fallback (info).
+    // The flags a v1 result earns, assessed now: the fallback (info), and
+    // its 1518-byte frames sent one at a time at 406.8 Mbit/s on a
+    // 100 Mbit/s tbf link: physically impossible (a shaper without a wire).
     let flags = linerate_core::rfc2544::assess(&doc.result);
     let codes: Vec<&str> = flags.iter().map(|f| f.code.as_str()).collect();
-    assert_eq!(codes, ["generator_fallback"]);
-    assert_eq!(linerate_core::result::exit_code(&flags), 0);
+    assert_eq!(
+        codes,
+        ["single_frame_above_line_rate", "generator_fallback"]
+    );
+    assert_eq!(linerate_core::result::exit_code(&flags), 1);
 }
 
 /// Issue 6's acceptance test: on a `bridge` bed with `--link 100M`, the
@@ -184,9 +189,23 @@ fn bridge_bed_at_100m_finds_line_rate_for_1518_byte_frames() {
         "--json",
     ]);
     drop(bed);
-    let j = json_of(&o);
+    // Single frames faster than the link can carry them (tbf delays no
+    // frame that finds tokens) are flagged invalid, exit 1; the exit code
+    // follows from the flags either way.
+    let j = json_with(&o, o.status.code().unwrap_or(-1));
     assert_eq!(j["schema"], "linerate.rfc2544");
     assert_eq!(j["link_bits_per_s"], 100_000_000);
+    let sz = &j["sizes"][0];
+    let line_l2 = sz["line_rate_frames_per_s"].as_f64().unwrap() * 1518.0 * 8.0;
+    let impossible = sz["single_frame"]["single_frame_bits_per_s"]
+        .as_f64()
+        .is_some_and(|b| b > line_l2);
+    let flagged = j["flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["code"] == "single_frame_above_line_rate" && f["severity"] == "invalid");
+    assert_eq!(impossible, flagged, "{}", j["flags"]);
     // `auto` on a shaped link: AF_XDP would skip the emulated link, so the
     // generator falls back to AF_PACKET and says why.
     assert_eq!(j["generator"], "af_packet_sendmmsg");

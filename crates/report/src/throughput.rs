@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use crate::column::Scale;
 use linerate_core::result::{exit_code, Envelope};
+use linerate_core::sweep::Spread;
 use linerate_core::throughput::model::{
     Direction, DirectionFigures, FlowDir, FlowFigures, FlowReport, FlowRole, LineMax, NoLineMax,
     Protocol, Scenarios, SideReport, ThroughputResult, Verification,
@@ -413,6 +414,54 @@ pub fn render(doc: &Envelope<ThroughputResult>, width: Width) -> String {
         "complete"
     };
     let _ = writeln!(s, "\nResult: {verdict}");
+    s
+}
+
+/// A settings matrix (sweeps, repeats): one row per point with the median
+/// of its runs and their min–max, then every run's flags.
+pub fn render_points(doc: &Envelope<Scenarios>, width: Width) -> String {
+    let mut t = Table::new([
+        ("point", Align::Left),
+        ("runs", Align::Right),
+        ("Mbit/s", Align::Right),
+        ("min–max", Align::Right),
+        ("pkt/s", Align::Right),
+        ("% of max", Align::Right),
+        ("% min–max", Align::Right),
+    ])
+    .optional(&["% min–max", "pkt/s"]);
+    let med = |s: Option<Spread>, f: f64| s.map_or("-".into(), |s| sig4(s.median / f));
+    let range = |s: Option<Spread>, f: f64| {
+        s.map_or("-".into(), |s| {
+            format!("{}–{}", sig4(s.min / f), sig4(s.max / f))
+        })
+    };
+    for p in &doc.result.points {
+        t.row(vec![
+            p.label.clone(),
+            p.runs.len().to_string(),
+            med(p.bits_per_s, 1e6),
+            range(p.bits_per_s, 1e6),
+            med(p.packets_per_s, 1.0),
+            p.pct_of_max
+                .map_or("-".into(), |s| format!("{:.2}", s.median)),
+            p.pct_of_max
+                .map_or("-".into(), |s| format!("{:.2}–{:.2}", s.min, s.max)),
+        ]);
+    }
+    let mut s = String::from(
+        "Settings matrix: per point the median of its runs (as received, else as sent), with min–max\n",
+    );
+    s.push_str(&t.fit(2, width));
+    if let Some(r) = doc.result.runs.first() {
+        if r.result.line_max.is_none() {
+            s.push_str(&paragraph("  ", "    ", &no_max_note(&r.result), width));
+        }
+    }
+    if !doc.flags.is_empty() {
+        s.push('\n');
+        s.push_str(&crate::flags::render(&doc.flags, width));
+    }
     s
 }
 

@@ -144,6 +144,8 @@ pub fn result(setting: &Setting, params: ThroughputParams, m: Measured) -> Throu
         one_sided: setting.one_sided,
         figures: Figures::default(),
         host_load: None,
+        settings: Vec::new(),
+        repeat: None,
     };
     r.figures = figures(&r);
     r

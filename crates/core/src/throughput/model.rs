@@ -7,6 +7,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::sweep::Spread;
+
 use crate::linerate::{Encap, Row};
 use crate::stats::interval::{rate, Interval};
 use crate::stats::sequence::SeqCounts;
@@ -1038,6 +1040,90 @@ pub struct ThroughputResult {
     /// version 2, or when `/proc` could not be read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_load: Option<crate::hostload::HostLoad>,
+    /// The swept settings of this run's point (`[("mtu", "9000")]`; empty
+    /// without sweeps).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settings: Vec<(String, String)>,
+    /// Which repeat of its point this run is (1-based; absent without
+    /// `repeat`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
+}
+
+impl ThroughputResult {
+    /// The run's point: its settings and, when several send paths ran, its
+    /// path (`mtu=9000 path=typical`), or its path alone.
+    pub fn point_label(&self) -> String {
+        let mut l = crate::sweep::label(&self.settings);
+        if !self.settings.iter().any(|(k, _)| k == "path") {
+            l = match self.settings.is_empty() {
+                true => format!("path={}", self.params.send_path),
+                false => format!("{l} path={}", self.params.send_path),
+            };
+        }
+        l
+    }
+
+    /// The direction the test measures (forward, or reverse with
+    /// `--reverse`; forward of a bidirectional test) as received, else as
+    /// sent.
+    pub fn main_direction(&self) -> Option<&DirectionFigures> {
+        let dir = if self.params.direction == Direction::Reverse {
+            FlowDir::Reverse
+        } else {
+            FlowDir::Forward
+        };
+        self.figures
+            .direction(dir, FlowRole::Receiver)
+            .or_else(|| self.figures.direction(dir, FlowRole::Sender))
+    }
+}
+
+/// One point of a matrix run several times (or once beside other points):
+/// the median with min–max of its runs' main-direction figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PointSpread {
+    /// The point ([`ThroughputResult::point_label`]).
+    pub label: String,
+    /// Its runs' indices in `runs`.
+    pub runs: Vec<usize>,
+    /// Payload bit/s (as received, else as sent).
+    pub bits_per_s: Option<Spread>,
+    /// Packets per second.
+    pub packets_per_s: Option<Spread>,
+    /// Percent of the line-rate maximum.
+    pub pct_of_max: Option<Spread>,
+}
+
+impl PointSpread {
+    /// The points of `runs`, in the order they first appear.
+    pub fn of(runs: &[crate::result::Envelope<ThroughputResult>]) -> Vec<Self> {
+        let mut out: Vec<Self> = Vec::new();
+        for (i, r) in runs.iter().enumerate() {
+            let label = r.result.point_label();
+            match out.iter_mut().find(|p| p.label == label) {
+                Some(p) => p.runs.push(i),
+                None => out.push(Self {
+                    label,
+                    runs: vec![i],
+                    bits_per_s: None,
+                    packets_per_s: None,
+                    pct_of_max: None,
+                }),
+            }
+        }
+        for p in &mut out {
+            let dirs: Vec<&DirectionFigures> = p
+                .runs
+                .iter()
+                .filter_map(|&i| runs[i].result.main_direction())
+                .collect();
+            p.bits_per_s = Spread::of(dirs.iter().map(|d| d.bits_per_s));
+            p.packets_per_s = Spread::of(dirs.iter().filter_map(|d| d.packets_per_s));
+            p.pct_of_max = Spread::of(dirs.iter().filter_map(|d| d.pct_of_max));
+        }
+        out
+    }
 }
 
 /// Several runs that differ only in the send path (`linerate throughput
@@ -1046,14 +1132,21 @@ pub struct ThroughputResult {
 /// this carries every run's flags.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Scenarios {
-    /// One per send path, in the order given.
+    /// One per send path, in the order given (with sweeps and repeats: per
+    /// point, per repeat, per path).
     pub runs: Vec<crate::result::Envelope<ThroughputResult>>,
+    /// Per point (settings and path), the median with min–max of its runs
+    /// (absent in version 2).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub points: Vec<PointSpread>,
 }
 
 /// Schema name of the scenarios document.
 pub const SCENARIOS_SCHEMA: &str = "linerate.throughput.scenarios";
-/// Version of the scenarios document.
-pub const SCENARIOS_VERSION: u32 = 2;
+/// Version of the scenarios document. Version 3: sweeps and repeats (each
+/// run's `settings` and `repeat`, and `points`; version-2 documents read
+/// back without them).
+pub const SCENARIOS_VERSION: u32 = 3;
 
 impl Scenarios {
     /// Several runs in one document on `host`, started when the first run
@@ -1066,16 +1159,23 @@ impl Scenarios {
         for (i, r) in runs.iter().enumerate() {
             for f in &r.flags {
                 let mut f = f.clone();
-                let path = r.result.params.send_path;
-                f.message = format!("scenario {} ({path}): {}", i + 1, f.message);
+                let mut point = r.result.point_label();
+                if let Some(n) = r.result.repeat {
+                    point = format!("{point}, run {n}");
+                }
+                f.message = format!("scenario {} ({point}): {}", i + 1, f.message);
                 flags.push(f.with("scenario", i + 1));
             }
         }
         let started_at = runs.first().and_then(|r| r.started_at.clone());
-        let mut doc =
-            crate::result::Envelope::new(SCENARIOS_SCHEMA, SCENARIOS_VERSION, Self { runs })
-                .on(host)
-                .flagged(flags);
+        let points = PointSpread::of(&runs);
+        let mut doc = crate::result::Envelope::new(
+            SCENARIOS_SCHEMA,
+            SCENARIOS_VERSION,
+            Self { runs, points },
+        )
+        .on(host)
+        .flagged(flags);
         doc.started_at = started_at;
         doc
     }
