@@ -70,8 +70,8 @@ pub(crate) struct LatencyArgs {
     #[arg(long, group = "pace", value_name = "PPS")]
     pub(crate) rate: Option<f64>,
 
-    /// A reply later than this counts as lost [default: sized from the RTTs
-    /// seen: 10 × their p99, between 10 ms and 1 s].
+    /// A reply later than this counts as lost [default: UDP and ICMP size it
+    /// from the RTTs seen, 10 × their p99 between 10 ms and 1 s; TCP 1 s].
     #[arg(long, value_parser = parse_duration)]
     pub(crate) timeout: Option<Duration>,
 

@@ -157,6 +157,11 @@ pub(crate) struct ThroughputArgs {
     #[arg(long, value_name = "KEY=V1,V2,…")]
     pub(crate) sweep: Vec<String>,
 
+    /// Leave the first S seconds out of the figures (iperf3's -O): the test
+    /// runs S longer, those intervals are shown marked omitted.
+    #[arg(long, value_name = "S", default_value = "0", value_parser = parse_duration)]
+    pub(crate) omit: Duration,
+
     /// Run each point N times and report each run and the median with
     /// min–max.
     #[arg(long, value_name = "N", default_value_t = 1)]
@@ -239,6 +244,7 @@ impl ThroughputArgs {
             link: self.link,
             sweep: self.sweep.clone(),
             repeat: self.repeat,
+            omit: self.omit,
         };
         req.points(&target).map_err(|e| match e {
             ConfigError::Params(p) => param_usage(&p),

@@ -195,9 +195,10 @@ fn intervals(r: &ThroughputResult, width: Width) -> String {
         for iv in &d.rows {
             t.row(vec![
                 format!(
-                    "{:.2}-{:.2}",
+                    "{:.2}-{:.2}{}",
                     iv.start_ns as f64 / 1e9,
-                    iv.end_ns as f64 / 1e9
+                    iv.end_ns as f64 / 1e9,
+                    if iv.omitted { " (omitted)" } else { "" }
                 ),
                 group_thousands(iv.bytes),
                 scale.bits_per_s(iv.bits_per_s),

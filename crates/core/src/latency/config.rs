@@ -107,8 +107,9 @@ pub struct Request {
     pub interval: Option<Duration>,
     /// Requests per second, open loop.
     pub rate_per_s: Option<f64>,
-    /// A reply later than this counts as lost (None: sized from the RTTs
-    /// seen, [`crate::procedure::pingpong::sized_timeout`]).
+    /// A reply later than this counts as lost (None: UDP and ICMP size it
+    /// from the RTTs seen, [`crate::procedure::pingpong::sized_timeout`];
+    /// TCP, which delays replies rather than losing them, waits 1 s).
     pub timeout: Option<Duration>,
     /// The client spins on non-blocking receives.
     pub spin: bool,
@@ -358,7 +359,9 @@ impl Config {
                 interval,
                 max_in_flight,
                 timeout: req.timeout.unwrap_or(AUTO_TIMEOUT_MAX),
-                timeout_auto: req.timeout.is_none(),
+                // TCP loses no reply, it only delays one: a late reply is
+                // waited for (the longest timeout), not counted lost.
+                timeout_auto: req.timeout.is_none() && proto != EchoProtocol::Tcp,
             },
             kernel_stamps: req.kernel_stamps,
             stamp_every,
@@ -660,6 +663,9 @@ mod tests {
         let c = config(|r| r.timeout = Some(Duration::from_millis(3))).unwrap();
         assert!(!c.schedule.timeout_auto);
         assert_eq!(c.schedule.timeout, Duration::from_millis(3));
+        let c = config(|r| r.protocol = EchoProtocol::Tcp).unwrap();
+        assert!(!c.schedule.timeout_auto, "TCP replies are late, never lost");
+        assert_eq!(c.schedule.timeout, AUTO_TIMEOUT_MAX);
         assert_eq!(config(|r| r.repeat = 5).unwrap().repeat, 5);
         refused(|r| r.repeat = 0, Parameter::Repeat, "between 1 and");
     }

@@ -45,6 +45,8 @@ pub struct Setting {
     pub mtu_bytes: Option<u32>,
     /// Sent to a discard sink: no server figures.
     pub one_sided: bool,
+    /// The first ns left out of the figures.
+    pub omit_ns: u64,
 }
 
 /// What the ends measured.
@@ -146,6 +148,7 @@ pub fn result(setting: &Setting, params: ThroughputParams, m: Measured) -> Throu
         host_load: None,
         settings: Vec::new(),
         repeat: None,
+        omit_ns: setting.omit_ns,
     };
     r.figures = figures(&r);
     r
@@ -233,11 +236,21 @@ pub fn figures(r: &ThroughputResult) -> Figures {
                     Some(a) if role == FlowRole::Sender && a > 0 => (a, true),
                     _ => (sum.elapsed_ns, false),
                 };
-                let bytes_per_s = if to_ack {
+                let mut bytes_per_s = if to_ack {
                     sum.bytes as f64 * 1e9 / time_ns as f64
                 } else {
                     sum.bytes_per_s
                 };
+                let (mut bytes, mut time_ns, mut packets) = (sum.bytes, time_ns, packets);
+                if let Some(after) = after_omit(side, dir, role, r.omit_ns) {
+                    (bytes, time_ns) = (after.bytes, after.time_ns);
+                    bytes_per_s = bytes as f64 * 1e9 / time_ns.max(1) as f64;
+                    packets = match (tcp, per_packet) {
+                        (false, _) => Some(after.packets),
+                        (true, Some(m)) if m > 0 => Some(bytes.div_ceil(u64::from(m))),
+                        (true, _) => None,
+                    };
+                }
                 directions.push(DirectionFigures {
                     direction: dir,
                     end: side.end,
@@ -247,9 +260,9 @@ pub fn figures(r: &ThroughputResult) -> Figures {
                         FlowRole::Receiver => r.params.recv_path.name().into(),
                     },
                     packets,
-                    packets_estimated: estimated,
+                    packets_estimated: estimated || (tcp && r.omit_ns > 0),
                     payload_per_packet_bytes: payload,
-                    bytes: sum.bytes,
+                    bytes,
                     time_ns,
                     time_to_ack: to_ack,
                     bytes_per_s,
@@ -259,6 +272,7 @@ pub fn figures(r: &ThroughputResult) -> Figures {
                         .map(|p| p as f64 * 1e9 / time_ns as f64),
                     pct_of_max: pct(bytes_per_s),
                     cpu_ns_per_byte: (sum.bytes > 0).then(|| sum.cpu_ns as f64 / sum.bytes as f64),
+                    // CPU per byte: over the whole test, omitted seconds included.
                     sum,
                 });
             }
@@ -269,6 +283,37 @@ pub fn figures(r: &ThroughputResult) -> Figures {
         directions,
         intervals: interval_figures(r),
     }
+}
+
+/// What one end measured in one direction and role after the omitted
+/// first `omit_ns`: its intervals that start at or after it.
+struct AfterOmit {
+    bytes: u64,
+    packets: u64,
+    time_ns: u64,
+}
+
+fn after_omit(side: &SideReport, dir: FlowDir, role: FlowRole, omit_ns: u64) -> Option<AfterOmit> {
+    if omit_ns == 0 {
+        return None;
+    }
+    let mut out = AfterOmit {
+        bytes: 0,
+        packets: 0,
+        time_ns: 0,
+    };
+    let ivs = side
+        .flows
+        .iter()
+        .filter(|f| f.direction == dir && f.role == role)
+        .flat_map(|f| &f.intervals)
+        .filter(|iv| iv.start_ns >= omit_ns);
+    for iv in ivs {
+        out.bytes = out.bytes.saturating_add(iv.bytes);
+        out.packets = out.packets.saturating_add(iv.packets);
+        out.time_ns = out.time_ns.max(iv.end_ns - omit_ns.min(iv.end_ns));
+    }
+    Some(out)
 }
 
 /// Each direction's intervals summed over its streams, from its receivers
@@ -311,6 +356,7 @@ fn interval_figures(r: &ThroughputResult) -> Vec<DirectionIntervals> {
                     packets,
                     bits_per_s: bytes as f64 * 8.0 / span_s,
                     packets_per_s: packets as f64 / span_s,
+                    omitted: start.min(end) < r.omit_ns,
                 }
             })
             .collect();
@@ -905,6 +951,52 @@ mod tests {
             None,
         )
         .unwrap()
+    }
+
+    #[test]
+    fn omitted_seconds_are_left_out_of_the_figures_and_marked() {
+        use crate::stats::interval::Interval;
+        let iv = |s: u64, bytes: u64| Interval {
+            start_ns: s * 1_000_000_000,
+            end_ns: (s + 1) * 1_000_000_000,
+            bytes,
+            packets: bytes / 100,
+        };
+        let mut rx = flow(0, FlowRole::Receiver, 2_100, 3_000_000_000, 0);
+        rx.intervals = vec![iv(0, 100), iv(1, 1_000), iv(2, 1_000)];
+        let m = Measured {
+            client: side(
+                End::Client,
+                vec![flow(0, FlowRole::Sender, 2_100, 3_000_000_000, 0)],
+            ),
+            server: Some(side(End::Server, vec![rx])),
+            steal_share: None,
+        };
+        let setting = Setting {
+            omit_ns: 1_000_000_000,
+            ..Setting::default()
+        };
+        let r = result(&setting, udp(None), m.clone());
+        let d = r
+            .figures
+            .direction(FlowDir::Forward, FlowRole::Receiver)
+            .unwrap();
+        assert_eq!(
+            (d.bytes, d.time_ns, d.packets),
+            (2_000, 2_000_000_000, Some(20))
+        );
+        assert!((d.bytes_per_s - 1_000.0).abs() < 1e-9);
+        let rows = &r.figures.intervals[0].rows;
+        let marked: Vec<bool> = rows.iter().map(|r| r.omitted).collect();
+        assert_eq!(marked, [true, false, false]);
+        // Without omit: the whole test.
+        let r = result(&Setting::default(), udp(None), m);
+        let d = r
+            .figures
+            .direction(FlowDir::Forward, FlowRole::Receiver)
+            .unwrap();
+        assert_eq!(d.bytes, 2_100);
+        assert!(r.figures.intervals[0].rows.iter().all(|r| !r.omitted));
     }
 
     #[test]

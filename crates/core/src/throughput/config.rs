@@ -61,6 +61,9 @@ pub struct Request {
     pub sweep: Vec<String>,
     /// Runs of each point (1: one, no spread).
     pub repeat: u32,
+    /// Left out of the figures at the start (the test runs this much
+    /// longer; iperf3's `-O`).
+    pub omit: Duration,
 }
 
 /// The socket settings a throughput sweep may vary.
@@ -170,6 +173,7 @@ impl Default for Request {
             link: None,
             sweep: Vec::new(),
             repeat: 1,
+            omit: Duration::ZERO,
         }
     }
 }
@@ -246,6 +250,8 @@ pub struct Config {
     pub runs: Vec<ThroughputParams>,
     /// The link speed given for the test (it overrides a bed's).
     pub link: Option<BitRate>,
+    /// The first ns of each run left out of its figures.
+    pub omit_ns: u64,
 }
 
 impl Config {
@@ -266,7 +272,12 @@ impl Config {
                 return Err(ConfigError::DiscardReceives);
             }
         }
-        Ok(Self { target, runs, link })
+        Ok(Self {
+            target,
+            runs,
+            link,
+            omit_ns: 0,
+        })
     }
 
     /// The configuration `req` asks for against `target`: defaults applied
@@ -287,7 +298,7 @@ impl Config {
             protocol: req.protocol,
             direction: req.direction,
             streams: req.streams,
-            duration_ns: nanos(req.duration),
+            duration_ns: nanos(req.duration.saturating_add(req.omit)),
             size_bytes,
             rate_bits_per_s: req.rate.map(BitRate::bps),
             send_path: req.send_paths.first().copied().unwrap_or(SendPath::Ideal),
@@ -310,7 +321,9 @@ impl Config {
                 ..base.clone()
             })
             .collect();
-        Self::new(target, runs, req.link)
+        let mut cfg = Self::new(target, runs, req.link)?;
+        cfg.omit_ns = nanos(req.omit);
+        Ok(cfg)
     }
 
     /// The link speed for the maximum possible: the given one, else the bed's.

@@ -989,6 +989,10 @@ pub struct IntervalFigures {
     pub bits_per_s: f64,
     /// Datagrams or blocks per second over the interval.
     pub packets_per_s: f64,
+    /// The interval starts within the omitted first seconds (`omit_ns`):
+    /// shown, not counted in the figures.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub omitted: bool,
 }
 
 impl Figures {
@@ -1048,6 +1052,16 @@ pub struct ThroughputResult {
     /// `repeat`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat: Option<u32>,
+    /// The first ns of the test left out of the figures (iperf3's `-O`):
+    /// each direction's bytes, packets and time count from the first
+    /// interval starting at or after it; the test ran this much longer
+    /// than its `duration_ns` asked. 0: nothing omitted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omit_ns: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl ThroughputResult {

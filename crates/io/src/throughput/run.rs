@@ -95,6 +95,7 @@ pub fn run(
             interface: path.as_ref().map(|(i, _)| i.clone()),
             mtu_bytes: path.and_then(|(_, m)| m).or(bed_mtu),
             one_sided,
+            omit_ns: cfg.omit_ns,
         };
         let mut result = assess::result(&setting, params.clone(), measured);
         result.host_load = load.finish();
