@@ -36,8 +36,10 @@ use crate::units::{group_thousands, BitRate};
 
 /// The schema name of the result.
 pub const SCHEMA: &str = "linerate.rfc2544";
-/// The schema version this code writes.
-pub const VERSION: u32 = 2;
+/// The schema version this code writes. Version 3: sweeps and repeats
+/// (each size report's `settings` and `repeat`, the result's `spread`),
+/// `host_load` (version-2 documents read back without them).
+pub const VERSION: u32 = 3;
 
 /// The whole JSON document: the envelope around [`Rfc2544Result`].
 pub type Rfc2544Json = Envelope<Rfc2544Result>;
@@ -574,6 +576,13 @@ pub struct SizeReport {
     /// Invalid trials of every test together (absent in version 1).
     #[serde(default)]
     pub invalid_trials: u64,
+    /// The swept bed settings this report was measured with (empty
+    /// without sweeps).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settings: Vec<(String, String)>,
+    /// Which run of the suite (1-based; absent without `repeat`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
 }
 
 impl SizeReport {
@@ -594,6 +603,20 @@ impl SizeReport {
             single_frame: None,
             trace: Vec::new(),
             invalid_trials: 0,
+            settings: Vec::new(),
+            repeat: None,
+        }
+    }
+
+    /// The point and frame size it belongs to (`mtu=9000, 1518 B`).
+    pub fn point_label(&self) -> String {
+        match self.settings.is_empty() {
+            true => format!("{} B", self.frame_bytes),
+            false => format!(
+                "{}, {} B",
+                crate::sweep::label(&self.settings),
+                self.frame_bytes
+            ),
         }
     }
 
@@ -673,6 +696,115 @@ pub struct Rfc2544Result {
     /// `/proc` could not be read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_load: Option<crate::hostload::HostLoad>,
+    /// With sweeps or repeats: per point and frame size, the median with
+    /// min–max of its runs (absent in version 2).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spread: Vec<SizeSpread>,
+}
+
+/// One point and frame size run several times (or beside other points).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SizeSpread {
+    /// [`SizeReport::point_label`].
+    pub label: String,
+    /// Runs of it.
+    pub runs: u32,
+    /// Throughput (26.1), frames/s.
+    pub throughput_fps: Option<crate::sweep::Spread>,
+    /// Latency (26.2) median, ns.
+    pub latency_p50_ns: Option<crate::sweep::Spread>,
+    /// Single-frame throughput, L2 bit/s.
+    pub single_frame_bits_per_s: Option<crate::sweep::Spread>,
+}
+
+/// One run of the suite: its point's settings, its repeat and its document.
+pub type SuiteRun = (Vec<(String, String)>, Option<u32>, Rfc2544Json);
+
+/// Runs of the suite (per point of a sweep, per repeat) as one document:
+/// the first run's envelope and settings, every run's size reports (each
+/// saying its point and repeat), every run's flags (each saying which run
+/// raised it) and the spread per point and frame size. `None` without runs.
+pub fn combine(runs: Vec<SuiteRun>) -> Option<Rfc2544Json> {
+    let mut out: Option<Rfc2544Json> = None;
+    for (i, (settings, repeat, mut doc)) in runs.into_iter().enumerate() {
+        for s in &mut doc.result.sizes {
+            s.settings.clone_from(&settings);
+            s.repeat = repeat;
+        }
+        let mut name = crate::sweep::label(&settings);
+        if let Some(r) = repeat {
+            name = format!("{name}, run {r}");
+        }
+        let flags = doc.flags.iter().map(|f| {
+            let mut f = f.clone();
+            f.message = format!("{name}: {}", f.message);
+            f.with("run", i + 1)
+        });
+        match &mut out {
+            None => {
+                let flags: Vec<Flag> = flags.collect();
+                doc.flags = flags;
+                out = Some(doc);
+            }
+            Some(o) => {
+                o.flags.extend(flags);
+                o.result.sizes.extend(doc.result.sizes);
+            }
+        }
+    }
+    let mut out = out?;
+    out.result.spread = spread(&out.result.sizes);
+    out.flags.sort_by_key(|f| std::cmp::Reverse(f.severity));
+    Some(out)
+}
+
+/// The spread per point and frame size, in the order they first appear.
+fn spread(sizes: &[SizeReport]) -> Vec<SizeSpread> {
+    let mut labels: Vec<String> = Vec::new();
+    for s in sizes {
+        let l = s.point_label();
+        if !labels.contains(&l) {
+            labels.push(l);
+        }
+    }
+    labels
+        .into_iter()
+        .map(|label| {
+            let of: Vec<&SizeReport> = sizes.iter().filter(|s| s.point_label() == label).collect();
+            SizeSpread {
+                runs: u32::try_from(of.len()).unwrap_or(u32::MAX),
+                throughput_fps: crate::sweep::Spread::of(
+                    of.iter().filter_map(|s| s.throughput_fps()),
+                ),
+                latency_p50_ns: crate::sweep::Spread::of(
+                    of.iter()
+                        .filter_map(|s| s.latency.as_ref()?.merged.map(|m| m.p50_ns as f64)),
+                ),
+                single_frame_bits_per_s: crate::sweep::Spread::of(
+                    of.iter()
+                        .filter_map(|s| s.single_frame.as_ref()?.single_frame_bits_per_s),
+                ),
+                label,
+            }
+        })
+        .collect()
+}
+
+/// The bed settings `sweeps` make (only bed keys: [`crate::sweep::BED_KEYS`]),
+/// one list per point (one empty list without sweeps).
+pub fn sweep_points(
+    sweeps: &[String],
+) -> Result<Vec<crate::sweep::Point<Vec<crate::sweep::BedSetting>>>, crate::sweep::SweepError> {
+    crate::sweep::expand(
+        Vec::new(),
+        sweeps,
+        &crate::sweep::BED_KEYS,
+        crate::throughput::config::MAX_POINTS,
+        |c: &mut Vec<crate::sweep::BedSetting>, k, v| {
+            c.push(crate::sweep::BedSetting::parse(k, v)?);
+            Ok(())
+        },
+    )
 }
 
 /// The notes of XDP live frames: what they can and cannot verify, and what
@@ -973,6 +1105,7 @@ mod tests {
             iface_changes: vec![],
             sizes: vec![s],
             host_load: None,
+            spread: vec![],
         }
     }
 
@@ -1032,6 +1165,52 @@ mod tests {
         // 130 µs: 93.4 Mbit/s, below the 98.7 Mbit/s of L2 line rate.
         r.sizes[0].single_frame = Some(at(130_000));
         assert!(assess(&r).is_empty());
+    }
+
+    #[test]
+    fn runs_combine_into_one_document_with_their_spread() {
+        let doc = |fps: f64| {
+            let mut r = result(Limit::Device, vec![step(Verdict::Pass, 0)]);
+            r.sizes[0].throughput.as_mut().unwrap().throughput_fps = Some(fps);
+            let flags = vec![Flag::info("x", "a note")];
+            Envelope::new(SCHEMA, VERSION, r).flagged(flags)
+        };
+        let mtu = |m: &str| vec![("mtu".to_string(), m.to_string())];
+        let c = combine(vec![
+            (mtu("1500"), Some(1), doc(90_000.0)),
+            (mtu("1500"), Some(2), doc(99_000.0)),
+            (mtu("1500"), Some(3), doc(95_000.0)),
+            (mtu("9000"), Some(1), doc(148_000.0)),
+        ])
+        .unwrap();
+        assert_eq!(c.result.sizes.len(), 4);
+        assert_eq!(c.result.sizes[1].repeat, Some(2));
+        assert_eq!(c.result.spread.len(), 2);
+        let s = &c.result.spread[0];
+        assert_eq!(s.label, "mtu=1500, 64 B");
+        let t = s.throughput_fps.unwrap();
+        assert_eq!(
+            (t.runs, t.median, t.min, t.max),
+            (3, 95_000.0, 90_000.0, 99_000.0)
+        );
+        assert_eq!(c.flags.len(), 4);
+        assert!(
+            c.flags[3].message.starts_with("mtu=9000, run 1: "),
+            "{:?}",
+            c.flags[3]
+        );
+        assert_eq!(c.flags[3].evidence["run"], 4);
+        assert!(combine(vec![]).is_none());
+        let p = sweep_points(&["mtu=1500,9000".into(), "gro=off".into()]).unwrap();
+        assert_eq!(p.len(), 2);
+        assert_eq!(
+            p[1].config,
+            [
+                crate::sweep::BedSetting::Mtu(9000),
+                crate::sweep::BedSetting::Offload("gro".into(), false)
+            ]
+        );
+        assert!(sweep_points(&["size=64".into()]).is_err(), "bed keys only");
     }
 
     #[test]

@@ -251,6 +251,7 @@ fn run_inner(
         iface_changes: changes,
         sizes,
         host_load: load.finish(),
+        spread: Vec::new(),
     })
 }
 

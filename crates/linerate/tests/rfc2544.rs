@@ -80,6 +80,19 @@ fn bad_input_is_a_usage_error() {
         "speed",
     );
     assert_usage_error(&["rfc2544", "--bed", "lr-no-such-bed-x"], "no-such-bed");
+    // Sweeps and repeats are checked before anything runs.
+    assert_usage_error(
+        &["rfc2544", "--tx", "a", "--rx", "b", "--repeat", "0"],
+        "--repeat: 0: must be between 1 and 100",
+    );
+    assert_usage_error(
+        &["rfc2544", "--tx", "a", "--rx", "b", "--sweep", "mtu=9000"],
+        "--bed",
+    );
+    assert_usage_error(
+        &["rfc2544", "--bed", "x", "--sweep", "window=64K"],
+        "--sweep: unknown key 'window' (expected mtu, gro, gso, tso, tx-checksum, rx-checksum)",
+    );
 }
 
 #[test]
@@ -107,7 +120,7 @@ fn json_with(o: &Output, code: i32) -> serde_json::Value {
     common::validate(SCHEMA, &j);
     let doc: Rfc2544Json = serde_json::from_value(j.clone()).unwrap();
     assert_eq!(serde_json::to_value(&doc).unwrap(), j, "round trip");
-    assert_eq!(doc.version, 2);
+    assert_eq!(doc.version, 3);
     assert!(doc.started_at.is_some() && doc.host.is_some());
     // The flags decide the exit code.
     assert_eq!(i32::from(doc.exit_code()), code, "{:?}", doc.flags);

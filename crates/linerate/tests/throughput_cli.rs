@@ -411,8 +411,11 @@ fn several_paths_run_as_seed_000_scenarios() {
     );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["schema"], "linerate.throughput.scenarios");
-    assert_eq!(v["version"], 2);
+    assert_eq!(v["version"], 3);
     assert_eq!(v["runs"].as_array().unwrap().len(), 2);
+    // One point per path, each run once.
+    assert_eq!(v["points"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["points"][1]["label"], "path=typical");
     assert_eq!(v["runs"][1]["params"]["send_path"], "typical");
     assert_eq!(v["runs"][1]["schema"], "linerate.throughput");
     common::validate("linerate.throughput.scenarios", &v);
