@@ -184,3 +184,54 @@ fn bad_sweeps_are_usage_errors_before_anything_runs() {
     }
     assert_eq!(now(&bed), before);
 }
+
+#[test]
+fn rfc2544_repeats_each_point_and_restores_the_bed() {
+    if !linerate_bed::privileges::require("rfc2544_repeats_each_point_and_restores_the_bed") {
+        return;
+    }
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let name = format!("sr{}", std::process::id());
+    let bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).expect("bed up");
+    let before = now(&bed);
+    let o = linerate(&[
+        "rfc2544",
+        "--bed",
+        &name,
+        "--link",
+        "1G",
+        "--generator",
+        "packet",
+        "--tests",
+        "single",
+        "--frames",
+        "64",
+        "--trial",
+        "300ms",
+        "--drain",
+        "100ms",
+        "--ceiling-time",
+        "200ms",
+        "--sweep",
+        "gro=on,off",
+        "--repeat",
+        "2",
+        "--json",
+    ]);
+    let after = now(&bed);
+    drop(bed);
+    assert_eq!(after, before, "the bed is as before");
+    let err = String::from_utf8_lossy(&o.stderr);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {err}\n{}", String::from_utf8_lossy(&o.stdout)));
+    common::validate("linerate.rfc2544", &v);
+    assert_eq!(v["version"], 3);
+    let sizes = v["sizes"].as_array().unwrap();
+    assert_eq!(sizes.len(), 4, "{err}");
+    assert_eq!(sizes[1]["settings"][0], serde_json::json!(["gro", "on"]));
+    assert_eq!(sizes[1]["repeat"], 2);
+    let spread = v["spread"].as_array().unwrap();
+    assert_eq!(spread.len(), 2, "{v}");
+    assert_eq!(spread[1]["label"], "gro=off, 64 B");
+    assert_eq!(spread[1]["runs"], 2);
+}

@@ -491,3 +491,61 @@ fn server_once_exits_after_one_session() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn a_socket_matrix_repeats_each_point_and_omits_the_first_interval() {
+    let (srv, addr) = server_child();
+    let port = addr.port().to_string();
+    let base = [
+        "throughput",
+        "127.0.0.1",
+        "--port",
+        &port,
+        "--udp",
+        "--time",
+        "0.4",
+        "--interval",
+        "0.1",
+        "--omit",
+        "0.1",
+        "--link",
+        "10G",
+        "--sweep",
+        "size=100,1472",
+        "--repeat",
+        "2",
+    ];
+    let o = Command::new(BIN).args(base).arg("--json").output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
+    common::validate("linerate.throughput.scenarios", &v);
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4, "{err}");
+    assert_eq!(runs[3]["settings"], serde_json::json!([["size", "1472"]]));
+    assert_eq!(runs[3]["repeat"], 2);
+    assert_eq!(runs[3]["params"]["size_bytes"], 1472);
+    // --omit: the test ran 0.1 s longer, its first interval is marked.
+    assert_eq!(runs[0]["omit_ns"], 100_000_000);
+    assert_eq!(runs[0]["params"]["duration_ns"], 500_000_000);
+    let rows = runs[0]["figures"]["intervals"][0]["rows"]
+        .as_array()
+        .unwrap();
+    assert_eq!(
+        rows[0]["omitted"], true,
+        "{}",
+        runs[0]["figures"]["intervals"]
+    );
+    assert!(rows[1].get("omitted").is_none());
+    let points = v["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    assert_eq!(points[0]["label"], "size=100 path=ideal");
+    assert_eq!(points[0]["bits_per_s"]["runs"], 2);
+    // The table: a row per point.
+    let o = Command::new(BIN).args(base).output().unwrap();
+    kill(srv);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("Settings matrix"), "{out}");
+    assert!(out.contains("size=1472 path=ideal     2"), "{out}");
+    assert!(out.lines().all(|l| l.chars().count() <= 100), "{out}");
+}
