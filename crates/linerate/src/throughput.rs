@@ -139,8 +139,8 @@ pub(crate) struct ThroughputArgs {
     #[arg(long, value_name = "S", default_value = "1", value_parser = parse_duration)]
     pub(crate) interval: Duration,
 
-    /// One JSON document (schema linerate.throughput, version 2; several
-    /// paths: linerate.throughput.scenarios, version 2).
+    /// One JSON document (schema linerate.throughput, version 3; several
+    /// paths, sweeps or repeats: linerate.throughput.scenarios, version 3).
     #[arg(long)]
     pub(crate) json: bool,
 

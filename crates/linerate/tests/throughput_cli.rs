@@ -162,7 +162,7 @@ fn json_result_is_versioned_and_complete() {
     );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["schema"], "linerate.throughput");
-    assert_eq!(v["version"], 2);
+    assert_eq!(v["version"], 3);
     assert!(
         v["flags"]
             .as_array()

@@ -17,8 +17,10 @@ use crate::wire::probe::HEADER_LEN;
 
 /// Schema name of the JSON result.
 pub const SCHEMA: &str = "linerate.throughput";
-/// Version of the JSON result.
-pub const VERSION: u32 = 2;
+/// Version of the JSON result. Version 3: `host_load`, a run's point
+/// (`settings`, `repeat`) and `omit_ns` with intervals marked `omitted`
+/// (version-2 documents read back without them).
+pub const VERSION: u32 = 3;
 /// Largest UDP datagram payload (IPv4: 65 535 − 20 − 8).
 pub const MAX_UDP_PAYLOAD: u32 = 65_507;
 /// Largest TCP block (bounds a session's memory on the server).
