@@ -222,3 +222,56 @@ fn a_lossy_bed_sizes_the_timeout_from_the_rtts() {
         .collect();
     assert!(codes.contains(&"lost_replies"), "{codes:?}");
 }
+
+#[test]
+fn a_round_trip_faster_than_the_wire_is_flagged_on_a_shaped_bed() {
+    if !linerate_bed::privileges::require(
+        "a_round_trip_faster_than_the_wire_is_flagged_on_a_shaped_bed",
+    ) {
+        return;
+    }
+    let name = format!("lw{}", std::process::id());
+    let mut spec = BedSpec::new(name.clone(), Topology::Pair);
+    spec.link = Some(linerate_core::units::BitRate::from_mbps(100));
+    let bed = Bed::up(&spec).expect("bed up");
+    // 1472-byte requests: 1518-byte frames, 2 × 123.04 µs on a 100 Mbit/s
+    // wire; tbf delays no frame that finds tokens in its bucket.
+    let o = linerate(&[
+        "latency",
+        "--bed",
+        &name,
+        "--size",
+        "1472",
+        "--count",
+        "200",
+        "--timeout",
+        "1s",
+        "--json",
+    ]);
+    drop(bed);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(v["link_bits_per_s"], 100_000_000);
+    let run = &v["runs"][0];
+    let wire = run["wire_rtt_ns"].as_f64().unwrap();
+    assert!((wire - 246_080.0).abs() < 1e-6, "{wire}");
+    let fastest = [&run["rtt_unstamped"]["min_ns"], &run["stages"]]
+        .iter()
+        .filter_map(|x| x.as_u64())
+        .chain(
+            run["stages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|s| s["stage"] == "rtt")
+                .filter_map(|s| s["min_ns"].as_u64()),
+        )
+        .min()
+        .unwrap();
+    let flagged = v["flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["code"] == "below_wire_time" && f["severity"] == "invalid");
+    assert_eq!((fastest as f64) < wire, flagged, "{}", v["flags"]);
+    assert_eq!(o.status.code(), Some(if flagged { 1 } else { 0 }));
+}
