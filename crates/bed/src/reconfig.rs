@@ -84,6 +84,7 @@ pub fn check<'a>(
                 }
             }
             BedSetting::Offload(name, on) => check_offload(bed, name, *on)?,
+            BedSetting::Rps(_) | BedSetting::TcpMem(..) => {}
         }
     }
     Ok(())
@@ -137,7 +138,7 @@ impl Drop for StepGuard {
 /// One change of a point, as its guard.
 #[derive(Debug)]
 enum Change {
-    Mtu(StepGuard),
+    Step(StepGuard),
     Offload(OffloadGuard),
 }
 
@@ -152,7 +153,8 @@ pub struct PointSettings {
 
 impl PointSettings {
     /// Applies `settings` to every interface of `bed` they concern (MTU:
-    /// all, veth ends first; offloads: the veth ends), each read back.
+    /// all, veth ends first; offloads and RPS: the veth ends; TCP buffer
+    /// sysctls: every host), each read back.
     pub fn apply(bed: &Bed, settings: &[BedSetting]) -> Result<Self, BedError> {
         let mut me = Self {
             changes: Vec::new(),
@@ -175,7 +177,7 @@ impl PointSettings {
                             mtu,
                         };
                         me.changes
-                            .push(Change::Mtu(StepGuard::apply(&step(*mtu), step(now))?));
+                            .push(Change::Step(StepGuard::apply(&step(*mtu), step(now))?));
                     }
                     me.applied.push(format!("mtu {mtu}"));
                 }
@@ -186,6 +188,49 @@ impl PointSettings {
                     }
                     me.applied
                         .push(format!("{name} {}", if *on { "on" } else { "off" }));
+                }
+                BedSetting::Rps(on) => {
+                    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+                    let mask = if *on {
+                        crate::plan::cpu_mask(cpus)
+                    } else {
+                        "0".into()
+                    };
+                    for i in ifaces.iter().filter(|i| i.veth) {
+                        let now = read(&[
+                            "ip",
+                            "netns",
+                            "exec",
+                            &i.netns,
+                            "sh",
+                            "-c",
+                            &format!("cat /sys/class/net/{}/queues/rx-0/rps_cpus", i.name),
+                        ])?;
+                        let step = |mask: String| Step::Rps {
+                            netns: i.netns.clone(),
+                            dev: i.name.clone(),
+                            mask,
+                        };
+                        let (set, back) = (step(mask.clone()), step(now.trim().to_string()));
+                        me.changes.push(Change::Step(StepGuard::apply(&set, back)?));
+                    }
+                    me.applied
+                        .push(format!("rps {}", if *on { "on" } else { "off" }));
+                }
+                BedSetting::TcpMem(key, [min, def, max]) => {
+                    for h in &layout.hosts {
+                        let now = read(&["ip", "netns", "exec", &h.netns, "sysctl", "-n", key])?;
+                        let step = |value: String| Step::Sysctl {
+                            netns: h.netns.clone(),
+                            key: (*key).to_string(),
+                            value,
+                        };
+                        let now = now.split_whitespace().collect::<Vec<_>>().join(" ");
+                        let set = step(format!("{min} {def} {max}"));
+                        me.changes
+                            .push(Change::Step(StepGuard::apply(&set, step(now))?));
+                    }
+                    me.applied.push(format!("{key} {min} {def} {max}"));
                 }
             }
         }
@@ -203,7 +248,7 @@ impl PointSettings {
         let mut errors = Vec::new();
         while let Some(c) = self.changes.pop() {
             let r = match c {
-                Change::Mtu(mut g) => g.restore_now(),
+                Change::Step(mut g) => g.restore_now(),
                 Change::Offload(g) => g.restore(),
             };
             if let Err(e) = r {

@@ -145,8 +145,20 @@ pub fn label(settings: &[(String, String)]) -> String {
 }
 
 /// The bed settings a sweep may vary on a testbed: the MTU of every
-/// interface, and offloads of every veth end.
-pub const BED_KEYS: [&str; 6] = ["mtu", "gro", "gso", "tso", "tx-checksum", "rx-checksum"];
+/// interface, offloads and RPS of every veth end, and each host's TCP
+/// buffer sysctls (`tcp-rmem=4096:131072:6291456`, colons between the three
+/// values since commas separate a sweep's values).
+pub const BED_KEYS: [&str; 9] = [
+    "mtu",
+    "gro",
+    "gso",
+    "tso",
+    "tx-checksum",
+    "rx-checksum",
+    "rps",
+    "tcp-rmem",
+    "tcp-wmem",
+];
 
 /// One bed setting of a point, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,6 +168,11 @@ pub enum BedSetting {
     /// An offload of every veth end (`ethtool -K` name: `gro`, `gso`, `tso`,
     /// `tx-checksum`, `rx-checksum`), on or off.
     Offload(String, bool),
+    /// Receive packet steering on every veth end: over all CPUs, or off.
+    Rps(bool),
+    /// A TCP buffer sysctl of every host (`net.ipv4.tcp_rmem` or
+    /// `net.ipv4.tcp_wmem`): min, default and max bytes.
+    TcpMem(&'static str, [u64; 3]),
 }
 
 /// Smallest MTU a bed takes (IPv4's minimum datagram).
@@ -173,6 +190,28 @@ impl BedSetting {
                     return Err(format!("{mtu} is outside {MIN_BED_MTU}..={MAX_BED_MTU}"));
                 }
                 Ok(Self::Mtu(mtu))
+            }
+            "rps" => Ok(Self::Rps(on_off(v)?)),
+            "tcp-rmem" | "tcp-wmem" => {
+                let n: Vec<u64> = v
+                    .split([':', '/'])
+                    .map(|x| {
+                        x.trim()
+                            .parse()
+                            .map_err(|_| format!("'{v}' is not MIN:DEFAULT:MAX bytes"))
+                    })
+                    .collect::<Result<_, _>>()?;
+                let [min, def, max] = n[..] else {
+                    return Err(format!("'{v}' is not MIN:DEFAULT:MAX bytes"));
+                };
+                if !(min <= def && def <= max && min > 0) {
+                    return Err(format!("'{v}': needs 0 < MIN <= DEFAULT <= MAX"));
+                }
+                let sysctl = match key {
+                    "tcp-rmem" => "net.ipv4.tcp_rmem",
+                    _ => "net.ipv4.tcp_wmem",
+                };
+                Ok(Self::TcpMem(sysctl, [min, def, max]))
             }
             _ => Ok(Self::Offload(key.to_string(), on_off(v)?)),
         }
@@ -315,6 +354,20 @@ mod tests {
             Ok(BedSetting::Offload("gro".into(), false))
         );
         assert!(BedSetting::parse("tso", "sometimes").is_err());
+        assert_eq!(BedSetting::parse("rps", "on"), Ok(BedSetting::Rps(true)));
+        assert_eq!(
+            BedSetting::parse("tcp-rmem", "4096:131072:6291456"),
+            Ok(BedSetting::TcpMem(
+                "net.ipv4.tcp_rmem",
+                [4096, 131_072, 6_291_456]
+            ))
+        );
+        assert!(BedSetting::parse("tcp-wmem", "1:2")
+            .unwrap_err()
+            .contains("MIN:DEFAULT:MAX"));
+        assert!(BedSetting::parse("tcp-wmem", "9:2:3")
+            .unwrap_err()
+            .contains("<="));
     }
 
     #[test]

@@ -145,8 +145,9 @@ pub(crate) struct Rfc2544Args {
     #[arg(long)]
     pub(crate) json: bool,
     /// With --bed, a matrix of bed settings: KEY=V1,V2 with KEY mtu, gro,
-    /// gso, tso, tx-checksum or rx-checksum (set for the point, read back,
-    /// restored after). Repeat for a cartesian product.
+    /// gso, tso, tx-checksum, rx-checksum, rps, tcp-rmem or tcp-wmem (set
+    /// for the point, read back, restored after). Repeat for a cartesian
+    /// product.
     #[arg(long, value_name = "KEY=V1,V2,…")]
     pub(crate) sweep: Vec<String>,
     /// Run the whole suite N times (per point) and report each run and the

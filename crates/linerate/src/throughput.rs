@@ -151,9 +151,9 @@ pub(crate) struct ThroughputArgs {
 
     /// A settings matrix, one row per point: KEY=V1,V2 with KEY a socket
     /// setting (size, window, mss, path, recv-path, cc, nodelay) or, with
-    /// --bed, a bed setting (mtu, gro, gso, tso, tx-checksum, rx-checksum:
-    /// set on the bed for the point, read back, restored after). Repeat for
-    /// a cartesian product.
+    /// --bed, a bed setting (mtu, gro, gso, tso, tx-checksum, rx-checksum,
+    /// rps, tcp-rmem, tcp-wmem as MIN:DEFAULT:MAX: set on the bed for the
+    /// point, read back, restored after). Repeat for a cartesian product.
     #[arg(long, value_name = "KEY=V1,V2,…")]
     pub(crate) sweep: Vec<String>,
 

@@ -30,6 +30,35 @@ fn now(bed: &Bed) -> Vec<IfaceNow> {
     read_back(bed, "gro").unwrap()
 }
 
+/// Host a's `net.ipv4.tcp_rmem` and its interface's RPS mask, now.
+fn sysctl_and_rps(bed: &Bed) -> (String, String) {
+    let ns = bed.netns("a").unwrap().to_string();
+    let run = |cmd: &[&str]| {
+        let argv: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
+        linerate_bed::run_command(&argv).unwrap()
+    };
+    (
+        run(&[
+            "ip",
+            "netns",
+            "exec",
+            &ns,
+            "sysctl",
+            "-n",
+            "net.ipv4.tcp_rmem",
+        ]),
+        run(&[
+            "ip",
+            "netns",
+            "exec",
+            &ns,
+            "sh",
+            "-c",
+            "cat /sys/class/net/*/queues/rx-0/rps_cpus",
+        ]),
+    )
+}
+
 #[test]
 fn every_point_sets_the_bed_and_the_bed_is_restored() {
     if !linerate_bed::privileges::require("every_point_sets_the_bed_and_the_bed_is_restored") {
@@ -91,6 +120,7 @@ fn sigint_mid_sweep_restores_the_bed() {
     let name = format!("si{}", std::process::id());
     let bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).expect("bed up");
     let before = now(&bed);
+    let before_sysctl = sysctl_and_rps(&bed);
     let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
         .args([
             "throughput",
@@ -103,6 +133,10 @@ fn sigint_mid_sweep_restores_the_bed() {
             "mtu=9000",
             "--sweep",
             "gro=off",
+            "--sweep",
+            "tcp-rmem=4096:65536:1048576",
+            "--sweep",
+            "rps=on",
             "--json",
         ])
         .stdout(Stdio::piped())
@@ -111,7 +145,7 @@ fn sigint_mid_sweep_restores_the_bed() {
         .unwrap();
     // Wait (at most 20 s) until the point's settings are on the bed.
     let t0 = Instant::now();
-    while !now(&bed).iter().all(|i| i.mtu == 9000) {
+    while !now(&bed).iter().all(|i| i.mtu == 9000) || !sysctl_and_rps(&bed).0.contains("65536") {
         assert!(t0.elapsed() < Duration::from_secs(20), "never set");
         assert!(child.try_wait().unwrap().is_none(), "ended early");
         std::thread::sleep(Duration::from_millis(100));
@@ -135,8 +169,13 @@ fn sigint_mid_sweep_restores_the_bed() {
         std::thread::sleep(Duration::from_millis(100));
     };
     let after = now(&bed);
+    let after_sysctl = sysctl_and_rps(&bed);
     drop(bed);
     assert_eq!(after, before, "restored after SIGINT");
+    assert_eq!(
+        after_sysctl, before_sysctl,
+        "sysctl and RPS restored after SIGINT"
+    );
     // The run it cut short is reported, flagged incomplete.
     let out = child.wait_with_output().unwrap();
     assert_eq!(
