@@ -123,6 +123,11 @@ pub(crate) struct ThroughputArgs {
     #[arg(long)]
     pub(crate) nodelay: bool,
 
+    /// SO_NO_CHECK on UDP data sockets: no UDP checksum on transmit (IPv4;
+    /// seed 004's checksum row).
+    #[arg(long)]
+    pub(crate) no_udp_checksum: bool,
+
     /// TCP congestion control (TCP_CONGESTION), e.g. cubic, reno, bbr.
     #[arg(long, value_name = "NAME")]
     pub(crate) cc: Option<String>,
@@ -150,7 +155,8 @@ pub(crate) struct ThroughputArgs {
     pub(crate) discard: bool,
 
     /// A settings matrix, one row per point: KEY=V1,V2 with KEY a socket
-    /// setting (size, window, mss, path, recv-path, cc, nodelay) or, with
+    /// setting (size, window, mss, path, recv-path, cc, nodelay,
+    /// udp-checksum) or, with
     /// --bed, a bed setting (mtu, gro, gso, tso, tx-checksum, rx-checksum,
     /// rps, tcp-rmem, tcp-wmem as MIN:DEFAULT:MAX: set on the bed for the
     /// point, read back, restored after). Repeat for a cartesian product.
@@ -170,7 +176,8 @@ pub(crate) struct ThroughputArgs {
 
 /// The flag of each parameter of `ThroughputParams` (core names the
 /// parameter; the command line names its flag).
-const PARAM_FLAGS: [(&str, &str); 13] = [
+const PARAM_FLAGS: [(&str, &str); 14] = [
+    ("no_udp_checksum", "--no-udp-checksum"),
     ("recv_lowat_bytes", "--recv-lowat"),
     ("recv_nap_us", "--recv-nap"),
     ("recv_spin", "--recv-spin"),
@@ -245,6 +252,7 @@ impl ThroughputArgs {
             sweep: self.sweep.clone(),
             repeat: self.repeat,
             omit: self.omit,
+            no_udp_checksum: self.no_udp_checksum,
         };
         req.points(&target).map_err(|e| match e {
             ConfigError::Params(p) => param_usage(&p),

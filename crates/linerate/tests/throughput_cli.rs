@@ -549,3 +549,40 @@ fn a_socket_matrix_repeats_each_point_and_omits_the_first_interval() {
     assert!(out.contains("size=1472 path=ideal     2"), "{out}");
     assert!(out.lines().all(|l| l.chars().count() <= 100), "{out}");
 }
+
+#[test]
+fn udp_checksums_can_be_turned_off_and_swept() {
+    let (srv, addr) = server_child();
+    let port = addr.port().to_string();
+    let base = ["throughput", "127.0.0.1", "--port", &port, "--time", "0.3"];
+    let o = Command::new(BIN)
+        .args(base)
+        .args(["--udp", "--sweep", "udp-checksum=on,off", "--json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{err}");
+    assert!(runs[0]["params"].get("no_udp_checksum").is_none());
+    assert_eq!(runs[1]["params"]["no_udp_checksum"], true);
+    assert!(
+        runs[1]["figures"]["directions"][0]["bytes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    let o = Command::new(BIN)
+        .args(base)
+        .args(["--tcp", "--no-udp-checksum"])
+        .output()
+        .unwrap();
+    kill(srv);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--no-udp-checksum: applies to UDP only"),
+        "{err}"
+    );
+}

@@ -64,10 +64,12 @@ pub struct Request {
     /// Left out of the figures at the start (the test runs this much
     /// longer; iperf3's `-O`).
     pub omit: Duration,
+    /// SO_NO_CHECK on UDP data sockets.
+    pub no_udp_checksum: bool,
 }
 
 /// The socket settings a throughput sweep may vary.
-pub const SOCKET_SWEEP_KEYS: [&str; 7] = [
+pub const SOCKET_SWEEP_KEYS: [&str; 8] = [
     "size",
     "window",
     "mss",
@@ -75,6 +77,7 @@ pub const SOCKET_SWEEP_KEYS: [&str; 7] = [
     "recv-path",
     "cc",
     "nodelay",
+    "udp-checksum",
 ];
 
 /// A checked point of a throughput matrix: its configuration and the bed
@@ -107,6 +110,7 @@ fn apply(p: &mut PointRequest, key: &str, v: &str) -> Result<(), String> {
         "recv-path" => r.recv_path = v.parse()?,
         "cc" => r.congestion = Some(v.to_string()),
         "nodelay" => r.nodelay = crate::sweep::on_off(v)?,
+        "udp-checksum" => r.no_udp_checksum = !crate::sweep::on_off(v)?,
         _ => p.bed.push(crate::sweep::BedSetting::parse(key, v)?),
     }
     Ok(())
@@ -174,6 +178,7 @@ impl Default for Request {
             sweep: Vec::new(),
             repeat: 1,
             omit: Duration::ZERO,
+            no_udp_checksum: false,
         }
     }
 }
@@ -311,6 +316,7 @@ impl Config {
             congestion: req.congestion.clone(),
             mss_bytes: req.mss_bytes,
             interval_ns: nanos(req.interval),
+            no_udp_checksum: req.no_udp_checksum,
         };
         // Every run (the first is `base`) is checked in `new`.
         let runs = req
@@ -409,6 +415,7 @@ mod tests {
         assert!(e("path=warp", &bed).contains("path: unknown value 'warp'"));
         assert!(e("gro=maybe", &bed).contains("gro: 'maybe' is not on or off"));
         assert!(e("mtu=10", &bed).contains("mtu: 10 is outside"));
+        assert!(e("udp-checksum=off", &server).contains("no_udp_checksum: applies to UDP only"));
         assert!(
             e("size=1", &server).contains("size_bytes"),
             "checked by params"

@@ -183,6 +183,10 @@ pub struct ThroughputParams {
     pub mss_bytes: Option<u32>,
     /// Reporting interval, ns.
     pub interval_ns: u64,
+    /// SO_NO_CHECK on UDP data sockets: the senders compute no UDP
+    /// checksum (IPv4; seed 004's checksum row). Absent before: off.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_udp_checksum: bool,
 }
 
 impl Default for ThroughputParams {
@@ -204,6 +208,7 @@ impl Default for ThroughputParams {
             congestion: None,
             mss_bytes: None,
             interval_ns: 1_000_000_000,
+            no_udp_checksum: false,
         }
     }
 }
@@ -277,6 +282,9 @@ impl ThroughputParams {
                 return bad("send_path", "send path 'sendfile' is TCP-only here".into())
             }
             _ => {}
+        }
+        if self.protocol == Protocol::Tcp && self.no_udp_checksum {
+            return bad("no_udp_checksum", "applies to UDP only".into());
         }
         if self.protocol == Protocol::Tcp
             && matches!(self.recv_path, RecvPath::Mmsg | RecvPath::Gro)
