@@ -66,6 +66,24 @@ fn check_offload(bed: &Bed, name: &str, on: bool) -> Result<(), BedError> {
     Ok(())
 }
 
+/// Whether the driver of every veth end of `bed` supports interrupt
+/// coalescing (`ethtool -c`; veth does not). Changing it is not built: a
+/// driver that supports it is refused too, saying so.
+fn check_coalescing(bed: &Bed) -> Result<(), BedError> {
+    for i in bed.layout().ifaces.iter().filter(|i| i.veth) {
+        let shown = read(&["ip", "netns", "exec", &i.netns, "ethtool", "-c", &i.name]);
+        if let Err(e) = shown {
+            return Err(BedError::Invalid(format!(
+                "rx-usecs: the driver of {} in {} has no interrupt coalescing ({e})",
+                i.name, i.netns
+            )));
+        }
+    }
+    Err(BedError::Invalid(
+        "rx-usecs: changing interrupt coalescing on a bed is not built yet".into(),
+    ))
+}
+
 /// Whether every interface of `bed` can take every setting in `points`
 /// (offloads the driver fixes or lacks are refused), before anything runs.
 pub fn check<'a>(
@@ -85,6 +103,7 @@ pub fn check<'a>(
             }
             BedSetting::Offload(name, on) => check_offload(bed, name, *on)?,
             BedSetting::Rps(_) | BedSetting::TcpMem(..) => {}
+            BedSetting::RxUsecs(_) => check_coalescing(bed)?,
         }
     }
     Ok(())
@@ -217,6 +236,7 @@ impl PointSettings {
                     me.applied
                         .push(format!("rps {}", if *on { "on" } else { "off" }));
                 }
+                BedSetting::RxUsecs(_) => check_coalescing(bed)?,
                 BedSetting::TcpMem(key, [min, def, max]) => {
                     for h in &layout.hosts {
                         let now = read(&["ip", "netns", "exec", &h.netns, "sysctl", "-n", key])?;

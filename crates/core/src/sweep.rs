@@ -148,7 +148,7 @@ pub fn label(settings: &[(String, String)]) -> String {
 /// interface, offloads and RPS of every veth end, and each host's TCP
 /// buffer sysctls (`tcp-rmem=4096:131072:6291456`, colons between the three
 /// values since commas separate a sweep's values).
-pub const BED_KEYS: [&str; 9] = [
+pub const BED_KEYS: [&str; 10] = [
     "mtu",
     "gro",
     "gso",
@@ -158,6 +158,7 @@ pub const BED_KEYS: [&str; 9] = [
     "rps",
     "tcp-rmem",
     "tcp-wmem",
+    "rx-usecs",
 ];
 
 /// One bed setting of a point, checked.
@@ -173,6 +174,9 @@ pub enum BedSetting {
     /// A TCP buffer sysctl of every host (`net.ipv4.tcp_rmem` or
     /// `net.ipv4.tcp_wmem`): min, default and max bytes.
     TcpMem(&'static str, [u64; 3]),
+    /// Interrupt coalescing on receive (`ethtool -C rx-usecs`), µs, where
+    /// the driver supports it (veth does not).
+    RxUsecs(u32),
 }
 
 /// Smallest MTU a bed takes (IPv4's minimum datagram).
@@ -192,6 +196,10 @@ impl BedSetting {
                 Ok(Self::Mtu(mtu))
             }
             "rps" => Ok(Self::Rps(on_off(v)?)),
+            "rx-usecs" => Ok(Self::RxUsecs(
+                v.parse()
+                    .map_err(|_| format!("'{v}' is not a number of µs"))?,
+            )),
             "tcp-rmem" | "tcp-wmem" => {
                 let n: Vec<u64> = v
                     .split([':', '/'])

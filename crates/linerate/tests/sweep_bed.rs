@@ -205,6 +205,8 @@ fn bad_sweeps_are_usage_errors_before_anything_runs() {
         // and the checker refuses an MTU the bed cannot take.
         ("lro=on", "unknown key 'lro'"),
         ("mtu=1000", "mtu 1000 is outside"),
+        // veth has no interrupt coalescing: refused, naming the interface.
+        ("rx-usecs=0,50", "has no interrupt coalescing"),
     ] {
         let o = linerate(&[
             "throughput",
