@@ -102,10 +102,10 @@ fn every_point_sets_the_bed_and_the_bed_is_restored() {
     assert_eq!(
         labels,
         [
-            "mtu=1500 gro=on path=ideal",
-            "mtu=1500 gro=off path=ideal",
-            "mtu=9000 gro=on path=ideal",
-            "mtu=9000 gro=off path=ideal"
+            "mtu=1500 gro=on",
+            "mtu=1500 gro=off",
+            "mtu=9000 gro=on",
+            "mtu=9000 gro=off"
         ]
     );
     assert!(doc.result.points.iter().all(|p| p.bits_per_s.is_some()));

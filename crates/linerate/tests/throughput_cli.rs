@@ -539,14 +539,14 @@ fn a_socket_matrix_repeats_each_point_and_omits_the_first_interval() {
     assert!(rows[1].get("omitted").is_none());
     let points = v["points"].as_array().unwrap();
     assert_eq!(points.len(), 2);
-    assert_eq!(points[0]["label"], "size=100 path=ideal");
+    assert_eq!(points[0]["label"], "size=100");
     assert_eq!(points[0]["bits_per_s"]["runs"], 2);
     // The table: a row per point.
     let o = Command::new(BIN).args(base).output().unwrap();
     kill(srv);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("Settings matrix"), "{out}");
-    assert!(out.contains("size=1472 path=ideal     2"), "{out}");
+    assert!(out.contains("size=1472     2"), "{out}");
     assert!(out.lines().all(|l| l.chars().count() <= 100), "{out}");
 }
 

@@ -1120,11 +1120,18 @@ pub struct PointSpread {
 }
 
 impl PointSpread {
-    /// The points of `runs`, in the order they first appear.
+    /// The points of `runs`, in the order they first appear (named by
+    /// their settings alone when every run took the same send path).
     pub fn of(runs: &[crate::result::Envelope<ThroughputResult>]) -> Vec<Self> {
         let mut out: Vec<Self> = Vec::new();
+        let one_path = runs
+            .windows(2)
+            .all(|w| w[0].result.params.send_path == w[1].result.params.send_path);
         for (i, r) in runs.iter().enumerate() {
-            let label = r.result.point_label();
+            let label = match one_path && !r.result.settings.is_empty() {
+                true => crate::sweep::label(&r.result.settings),
+                false => r.result.point_label(),
+            };
             match out.iter_mut().find(|p| p.label == label) {
                 Some(p) => p.runs.push(i),
                 None => out.push(Self {
