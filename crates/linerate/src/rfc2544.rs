@@ -274,6 +274,9 @@ pub(crate) fn run(args: &Rfc2544Args, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
             ),
             None => None,
         };
+        if let Some(s) = &set {
+            eprintln!("linerate rfc2544: bed set (read back): {}", s.describe());
+        }
         for r in 1..=args.repeat {
             if matrix {
                 let l = linerate_core::sweep::label(&p.settings);

@@ -296,6 +296,9 @@ fn run_points(
             ),
             _ => None,
         };
+        if let Some(s) = &settings {
+            eprintln!("linerate throughput: bed set (read back): {}", s.describe());
+        }
         for r in 1..=repeats {
             if interrupt.load(Ordering::Relaxed) {
                 break 'points;
