@@ -516,6 +516,8 @@ fn a_socket_matrix_repeats_each_point_and_omits_the_first_interval() {
         "2",
     ];
     let o = Command::new(BIN).args(base).arg("--json").output().unwrap();
+    let table = Command::new(BIN).args(base).output().unwrap();
+    kill(srv);
     let err = String::from_utf8_lossy(&o.stderr);
     let v: serde_json::Value =
         serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
@@ -542,9 +544,7 @@ fn a_socket_matrix_repeats_each_point_and_omits_the_first_interval() {
     assert_eq!(points[0]["label"], "size=100");
     assert_eq!(points[0]["bits_per_s"]["runs"], 2);
     // The table: a row per point.
-    let o = Command::new(BIN).args(base).output().unwrap();
-    kill(srv);
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = String::from_utf8_lossy(&table.stdout);
     assert!(out.contains("Settings matrix"), "{out}");
     assert!(out.contains("size=1472     2"), "{out}");
     assert!(out.lines().all(|l| l.chars().count() <= 100), "{out}");
@@ -560,6 +560,12 @@ fn udp_checksums_can_be_turned_off_and_swept() {
         .args(["--udp", "--sweep", "udp-checksum=on,off", "--json"])
         .output()
         .unwrap();
+    let tcp = Command::new(BIN)
+        .args(base)
+        .args(["--tcp", "--no-udp-checksum"])
+        .output()
+        .unwrap();
+    kill(srv);
     let err = String::from_utf8_lossy(&o.stderr);
     let v: serde_json::Value =
         serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
@@ -573,14 +579,8 @@ fn udp_checksums_can_be_turned_off_and_swept() {
             .unwrap()
             > 0
     );
-    let o = Command::new(BIN)
-        .args(base)
-        .args(["--tcp", "--no-udp-checksum"])
-        .output()
-        .unwrap();
-    kill(srv);
-    assert_eq!(o.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(tcp.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&tcp.stderr);
     assert!(
         err.contains("--no-udp-checksum: applies to UDP only"),
         "{err}"
