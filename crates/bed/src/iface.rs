@@ -114,9 +114,9 @@ pub(crate) fn repair_leftovers(
 
 /// Restores that are due, by guard id.
 static RESTORES: Mutex<Vec<(u64, Step)>> = Mutex::new(Vec::new());
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+pub(crate) static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-fn restores() -> MutexGuard<'static, Vec<(u64, Step)>> {
+pub(crate) fn restores() -> MutexGuard<'static, Vec<(u64, Step)>> {
     RESTORES.lock().unwrap_or_else(PoisonError::into_inner)
 }
 

@@ -61,6 +61,7 @@ pub mod inspect;
 pub mod layout;
 pub mod plan;
 pub mod privileges;
+pub mod reconfig;
 mod spec;
 pub mod state;
 pub mod sweep;

@@ -46,5 +46,6 @@ pub fn latency(name: &str, ipv6: bool) -> Result<BedPeer, BedError> {
         client_netns: bed.netns("a").map(str::to_string),
         responder_netns: bed.netns("b").map(str::to_string),
         responder_ip: server_ip(&bed, ipv6)?,
+        link: bed.link(),
     })
 }

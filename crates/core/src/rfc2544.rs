@@ -36,8 +36,10 @@ use crate::units::{group_thousands, BitRate};
 
 /// The schema name of the result.
 pub const SCHEMA: &str = "linerate.rfc2544";
-/// The schema version this code writes.
-pub const VERSION: u32 = 2;
+/// The schema version this code writes. Version 3: sweeps and repeats
+/// (each size report's `settings` and `repeat`, the result's `spread`),
+/// `host_load` (version-2 documents read back without them).
+pub const VERSION: u32 = 3;
 
 /// The whole JSON document: the envelope around [`Rfc2544Result`].
 pub type Rfc2544Json = Envelope<Rfc2544Result>;
@@ -588,6 +590,13 @@ pub struct SizeReport {
     /// Invalid trials of every test together (absent in version 1).
     #[serde(default)]
     pub invalid_trials: u64,
+    /// The swept bed settings this report was measured with (empty
+    /// without sweeps).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settings: Vec<(String, String)>,
+    /// Which run of the suite (1-based; absent without `repeat`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
 }
 
 impl SizeReport {
@@ -608,6 +617,20 @@ impl SizeReport {
             single_frame: None,
             trace: Vec::new(),
             invalid_trials: 0,
+            settings: Vec::new(),
+            repeat: None,
+        }
+    }
+
+    /// The point and frame size it belongs to (`mtu=9000, 1518 B`).
+    pub fn point_label(&self) -> String {
+        match self.settings.is_empty() {
+            true => format!("{} B", self.frame_bytes),
+            false => format!(
+                "{}, {} B",
+                crate::sweep::label(&self.settings),
+                self.frame_bytes
+            ),
         }
     }
 
@@ -683,6 +706,119 @@ pub struct Rfc2544Result {
     pub iface_changes: Vec<IfaceChange>,
     /// One report per frame size.
     pub sizes: Vec<SizeReport>,
+    /// Load from elsewhere during the run (absent in version 2, or when
+    /// `/proc` could not be read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_load: Option<crate::hostload::HostLoad>,
+    /// With sweeps or repeats: per point and frame size, the median with
+    /// min–max of its runs (absent in version 2).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spread: Vec<SizeSpread>,
+}
+
+/// One point and frame size run several times (or beside other points).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SizeSpread {
+    /// [`SizeReport::point_label`].
+    pub label: String,
+    /// Runs of it.
+    pub runs: u32,
+    /// Throughput (26.1), frames/s.
+    pub throughput_fps: Option<crate::sweep::Spread>,
+    /// Latency (26.2) median, ns.
+    pub latency_p50_ns: Option<crate::sweep::Spread>,
+    /// Single-frame throughput, L2 bit/s.
+    pub single_frame_bits_per_s: Option<crate::sweep::Spread>,
+}
+
+/// One run of the suite: its point's settings, its repeat and its document.
+pub type SuiteRun = (Vec<(String, String)>, Option<u32>, Rfc2544Json);
+
+/// Runs of the suite (per point of a sweep, per repeat) as one document:
+/// the first run's envelope and settings, every run's size reports (each
+/// saying its point and repeat), every run's flags (each saying which run
+/// raised it) and the spread per point and frame size. `None` without runs.
+pub fn combine(runs: Vec<SuiteRun>) -> Option<Rfc2544Json> {
+    let mut out: Option<Rfc2544Json> = None;
+    for (i, (settings, repeat, mut doc)) in runs.into_iter().enumerate() {
+        for s in &mut doc.result.sizes {
+            s.settings.clone_from(&settings);
+            s.repeat = repeat;
+        }
+        let mut name = crate::sweep::label(&settings);
+        if let Some(r) = repeat {
+            name = format!("{name}, run {r}");
+        }
+        let flags = doc.flags.iter().map(|f| {
+            let mut f = f.clone();
+            f.message = format!("{name}: {}", f.message);
+            f.with("run", i + 1)
+        });
+        match &mut out {
+            None => {
+                let flags: Vec<Flag> = flags.collect();
+                doc.flags = flags;
+                out = Some(doc);
+            }
+            Some(o) => {
+                o.flags.extend(flags);
+                o.result.sizes.extend(doc.result.sizes);
+            }
+        }
+    }
+    let mut out = out?;
+    out.result.spread = spread(&out.result.sizes);
+    out.flags.sort_by_key(|f| std::cmp::Reverse(f.severity));
+    Some(out)
+}
+
+/// The spread per point and frame size, in the order they first appear.
+fn spread(sizes: &[SizeReport]) -> Vec<SizeSpread> {
+    let mut labels: Vec<String> = Vec::new();
+    for s in sizes {
+        let l = s.point_label();
+        if !labels.contains(&l) {
+            labels.push(l);
+        }
+    }
+    labels
+        .into_iter()
+        .map(|label| {
+            let of: Vec<&SizeReport> = sizes.iter().filter(|s| s.point_label() == label).collect();
+            SizeSpread {
+                runs: u32::try_from(of.len()).unwrap_or(u32::MAX),
+                throughput_fps: crate::sweep::Spread::of(
+                    of.iter().filter_map(|s| s.throughput_fps()),
+                ),
+                latency_p50_ns: crate::sweep::Spread::of(
+                    of.iter()
+                        .filter_map(|s| s.latency.as_ref()?.merged.map(|m| m.p50_ns as f64)),
+                ),
+                single_frame_bits_per_s: crate::sweep::Spread::of(
+                    of.iter()
+                        .filter_map(|s| s.single_frame.as_ref()?.single_frame_bits_per_s),
+                ),
+                label,
+            }
+        })
+        .collect()
+}
+
+/// The bed settings `sweeps` make (only bed keys: [`crate::sweep::BED_KEYS`]),
+/// one list per point (one empty list without sweeps).
+pub fn sweep_points(
+    sweeps: &[String],
+) -> Result<Vec<crate::sweep::Point<Vec<crate::sweep::BedSetting>>>, crate::sweep::SweepError> {
+    crate::sweep::expand(
+        Vec::new(),
+        sweeps,
+        &crate::sweep::BED_KEYS,
+        crate::throughput::config::MAX_POINTS,
+        |c: &mut Vec<crate::sweep::BedSetting>, k, v| {
+            c.push(crate::sweep::BedSetting::parse(k, v)?);
+            Ok(())
+        },
+    )
 }
 
 /// The notes of XDP live frames: what they can and cannot verify, and what
@@ -732,7 +868,9 @@ pub const GRO_FOR_LIVE_FRAMES: &str = "veth ndo_xdp_xmit needs NAPI on the peer,
 /// a user-space receive stamp), `generator_fallback` (info: faster
 /// generators not used), `live_frames_caveats` (info: what XDP live frames
 /// cannot verify), `iface_setting_changed` (info: an interface setting
-/// changed for the run and restored).
+/// changed for the run and restored), `single_frame_above_line_rate`
+/// (invalid: physically impossible), `noisy_host` (warning: other work
+/// competed for the CPUs).
 pub fn assess(r: &Rfc2544Result) -> Vec<Flag> {
     let mut flags = Vec::new();
     for s in &r.sizes {
@@ -769,6 +907,7 @@ pub fn assess(r: &Rfc2544Result) -> Vec<Flag> {
             None => f,
         });
     }
+    flags.extend(r.host_load.as_ref().and_then(crate::hostload::assess));
     for c in &r.iface_changes {
         flags.push(
             Flag::info("iface_setting_changed", gro_note(c))
@@ -783,6 +922,9 @@ pub fn assess(r: &Rfc2544Result) -> Vec<Flag> {
 
 fn size_flags(s: &SizeReport, flags: &mut Vec<Flag>) {
     let b = s.frame_bytes;
+    if let Some(f) = single_frame_above_line_rate(s) {
+        flags.push(f);
+    }
     if s.latency.is_some() && s.latency_at_line_rate {
         flags.push(
             Flag::warning(
@@ -885,6 +1027,30 @@ fn size_flags(s: &SizeReport, flags: &mut Vec<Flag>) {
     }
 }
 
+/// `single_frame_above_line_rate` (invalid): frames sent one at a time
+/// crossed faster than the link can serialise them (frame bits over the
+/// median one-way latency above the line rate's L2 bit rate): physically
+/// impossible, so the link does not delay frames as a cable would (a
+/// rate-only shaper) or is faster than the model's.
+fn single_frame_above_line_rate(s: &SizeReport) -> Option<Flag> {
+    let single = s.single_frame.as_ref()?.single_frame_bits_per_s?;
+    let line = l2_bits_per_s(s.frame_bytes, s.line_rate_frames_per_s);
+    (line > 0.0 && single > line).then(|| {
+        Flag::invalid(
+            "single_frame_above_line_rate",
+            format!(
+                "{}-byte frames sent one at a time imply {} against a line rate of {} at L2: physically impossible, so the link does not delay frames as a cable would (a rate-only shaper such as tbf) or is faster than the model's",
+                s.frame_bytes,
+                crate::units::format_bits_per_s(single),
+                crate::units::format_bits_per_s(line)
+            ),
+        )
+        .with("frame_bytes", s.frame_bytes)
+        .with("single_frame_bits_per_s", single)
+        .with("line_rate_l2_bits_per_s", line)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -952,6 +1118,8 @@ mod tests {
             sent_from_device_counter: None,
             iface_changes: vec![],
             sizes: vec![s],
+            host_load: None,
+            spread: vec![],
         }
     }
 
@@ -980,6 +1148,83 @@ mod tests {
         );
         assert_eq!(sf.streaming_bits_per_s, Some(8127.0 * 1518.0 * 8.0));
         assert_eq!(sf.single_frame_bits_per_s, None);
+    }
+
+    #[test]
+    fn single_frames_above_line_rate_are_impossible() {
+        // 1518-byte frames one at a time on 100 Mbit/s: 368.5 Mbit/s (the
+        // bug report's figure: 33 µs one way) cannot be.
+        let mut r = result(Limit::Device, vec![step(Verdict::Pass, 0)]);
+        let s = &mut r.sizes[0];
+        s.frame_bytes = 1518;
+        s.line_rate_frames_per_s = 8_127.4;
+        let at = |p50_ns: u64| {
+            let mut h = crate::stats::Histogram::new();
+            h.record(p50_ns);
+            let merged = h.summary();
+            let l = LatencyResult {
+                rate_fps: 100.0,
+                trials: vec![],
+                invalid_trials: 0,
+                merged,
+                mean_of_trials_ns: None,
+            };
+            SingleFrame::new(1518, l, None)
+        };
+        s.single_frame = Some(at(32_954));
+        let f = assess(&r);
+        assert_eq!(codes(&f), ["single_frame_above_line_rate"]);
+        assert_eq!(f[0].severity, crate::result::Severity::Invalid);
+        assert!(f[0].message.contains("368.5 Mbit/s"), "{}", f[0].message);
+        // 130 µs: 93.4 Mbit/s, below the 98.7 Mbit/s of L2 line rate.
+        r.sizes[0].single_frame = Some(at(130_000));
+        assert!(assess(&r).is_empty());
+    }
+
+    #[test]
+    fn runs_combine_into_one_document_with_their_spread() {
+        let doc = |fps: f64| {
+            let mut r = result(Limit::Device, vec![step(Verdict::Pass, 0)]);
+            r.sizes[0].throughput.as_mut().unwrap().throughput_fps = Some(fps);
+            let flags = vec![Flag::info("x", "a note")];
+            Envelope::new(SCHEMA, VERSION, r).flagged(flags)
+        };
+        let mtu = |m: &str| vec![("mtu".to_string(), m.to_string())];
+        let c = combine(vec![
+            (mtu("1500"), Some(1), doc(90_000.0)),
+            (mtu("1500"), Some(2), doc(99_000.0)),
+            (mtu("1500"), Some(3), doc(95_000.0)),
+            (mtu("9000"), Some(1), doc(148_000.0)),
+        ])
+        .unwrap();
+        assert_eq!(c.result.sizes.len(), 4);
+        assert_eq!(c.result.sizes[1].repeat, Some(2));
+        assert_eq!(c.result.spread.len(), 2);
+        let s = &c.result.spread[0];
+        assert_eq!(s.label, "mtu=1500, 64 B");
+        let t = s.throughput_fps.unwrap();
+        assert_eq!(
+            (t.runs, t.median, t.min, t.max),
+            (3, 95_000.0, 90_000.0, 99_000.0)
+        );
+        assert_eq!(c.flags.len(), 4);
+        assert!(
+            c.flags[3].message.starts_with("mtu=9000, run 1: "),
+            "{:?}",
+            c.flags[3]
+        );
+        assert_eq!(c.flags[3].evidence["run"], 4);
+        assert!(combine(vec![]).is_none());
+        let p = sweep_points(&["mtu=1500,9000".into(), "gro=off".into()]).unwrap();
+        assert_eq!(p.len(), 2);
+        assert_eq!(
+            p[1].config,
+            [
+                crate::sweep::BedSetting::Mtu(9000),
+                crate::sweep::BedSetting::Offload("gro".into(), false)
+            ]
+        );
+        assert!(sweep_points(&["size=64".into()]).is_err(), "bed keys only");
     }
 
     #[test]

@@ -235,6 +235,7 @@ fn run_inner(
     ));
     let mut sizes = Vec::new();
     let mut counted_by_device = None;
+    let load = crate::host::LoadSampler::start();
     for &s in &cfg.sizes {
         if crate::signal::interrupted() {
             break;
@@ -266,6 +267,8 @@ fn run_inner(
         sent_from_device_counter: if live { counted_by_device } else { None },
         iface_changes: changes,
         sizes,
+        host_load: load.finish(),
+        spread: Vec::new(),
     })
 }
 

@@ -70,9 +70,10 @@ pub(crate) struct LatencyArgs {
     #[arg(long, group = "pace", value_name = "PPS")]
     pub(crate) rate: Option<f64>,
 
-    /// A reply later than this counts as lost.
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
-    pub(crate) timeout: Duration,
+    /// A reply later than this counts as lost [default: UDP and ICMP size it
+    /// from the RTTs seen, 10 × their p99 between 10 ms and 1 s; TCP 1 s].
+    #[arg(long, value_parser = parse_duration)]
+    pub(crate) timeout: Option<Duration>,
 
     /// The client spins on non-blocking receives instead of sleeping.
     #[arg(long)]
@@ -122,7 +123,12 @@ pub(crate) struct LatencyArgs {
     #[arg(long, value_name = "KEY=V1,V2,…")]
     pub(crate) sweep: Vec<String>,
 
-    /// One JSON document (schema linerate.latency, version 2).
+    /// Run each configuration N times (round after round) and report each
+    /// run and the median with min–max.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub(crate) repeat: u32,
+
+    /// One JSON document (schema linerate.latency, version 3).
     #[arg(long)]
     pub(crate) json: bool,
     #[command(flatten)]
@@ -157,6 +163,7 @@ fn usage(e: &ConfigError, args: &LatencyArgs) -> Failure {
         Parameter::NoUdpChecksum => "--no-udp-checksum",
         Parameter::Sweep => "--sweep",
         Parameter::Timeout => "--timeout",
+        Parameter::Repeat => "--repeat",
     };
     Failure::Usage(anyhow!("{flag}: {}", e.reason))
 }
@@ -197,6 +204,7 @@ fn config(args: &LatencyArgs) -> Result<Config, Failure> {
         kernel_stamps: !args.no_kernel_stamps,
         stamp_every: args.stamp_every,
         sweep: args.sweep.clone(),
+        repeat: args.repeat,
         ..Request::new(peer(args)?, protocol)
     };
     Config::new(&req).map_err(|e| usage(&e, args))

@@ -7,6 +7,7 @@ use anyhow::{anyhow, Context as _};
 use clap::{Args, ValueEnum};
 use linerate_bed::dut_target;
 use linerate_bed::iface::BedIfaceSettings;
+use linerate_bed::Bed;
 use linerate_core::calc::SizeList;
 use linerate_core::energy::flag_for;
 use linerate_core::result::Flag;
@@ -14,6 +15,7 @@ use linerate_core::rfc2544::{self as core, parse_fps, parse_mac, parse_pct, Conf
 use linerate_core::rfc2544::{Generator, GeneratorChoice};
 use linerate_core::units::{parse_duration as parse_dur, BitRate};
 
+use crate::output::elog;
 use crate::Failure;
 
 /// Which RFC 2544 tests to run.
@@ -139,11 +141,21 @@ pub(crate) struct Rfc2544Args {
     /// Line speed for the line-rate model (default: the bed's --link).
     #[arg(long, value_name = "SPEED")]
     pub(crate) link: Option<BitRate>,
-    /// One JSON document (schema linerate.rfc2544, version 2).
+    /// One JSON document (schema linerate.rfc2544, version 3).
     #[arg(long)]
     pub(crate) json: bool,
     #[command(flatten)]
     pub(crate) plot: crate::report::PlotArgs,
+    /// With --bed, a matrix of bed settings: KEY=V1,V2 with KEY mtu, gro,
+    /// gso, tso, tx-checksum, rx-checksum, rps, tcp-rmem or tcp-wmem (set
+    /// for the point, read back, restored after). Repeat for a cartesian
+    /// product.
+    #[arg(long, value_name = "KEY=V1,V2,…")]
+    pub(crate) sweep: Vec<String>,
+    /// Run the whole suite N times (per point) and report each run and the
+    /// median with min–max per frame size.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub(crate) repeat: u32,
 }
 
 impl From<TestKind> for core::TestKind {
@@ -223,18 +235,77 @@ fn config(args: &Rfc2544Args) -> Result<Config, Failure> {
     Ok(cfg)
 }
 
+/// The points of `--sweep` and the bed they set (opened, every value
+/// checked against its interfaces), before anything runs.
+fn sweep_points(args: &Rfc2544Args) -> Result<(Vec<SweepPoint>, Option<Bed>), Failure> {
+    let usage = |e: String| Failure::Usage(anyhow::anyhow!(e));
+    let points = core::sweep_points(&args.sweep).map_err(|e| usage(format!("--sweep: {e}")))?;
+    linerate_core::sweep::check_repeat(args.repeat).map_err(|e| usage(format!("--repeat: {e}")))?;
+    let bed = match (&args.bed, args.sweep.is_empty()) {
+        (Some(name), false) => {
+            let bed = Bed::open(name).with_context(|| format!("testbed '{name}'"))?;
+            linerate_bed::reconfig::check(&bed, points.iter().flat_map(|p| &p.config))
+                .map_err(|e| usage(format!("--sweep: {e}")))?;
+            Some(bed)
+        }
+        (None, false) => return Err(usage("--sweep: bed settings need --bed".into())),
+        _ => None,
+    };
+    Ok((points, bed))
+}
+
+/// A point of `--sweep`: the bed settings it makes.
+type SweepPoint = linerate_core::sweep::Point<Vec<linerate_core::sweep::BedSetting>>;
+
 /// Runs `linerate rfc2544`.
 pub(crate) fn run(args: &Rfc2544Args, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
+    let (points, bed) = sweep_points(args)?;
     let cfg = config(args)?;
-    // Interface changes (GRO for XDP live frames) go through the bed, which
-    // restores them on every exit path, termination signals included. The
-    // first SIGINT/SIGTERM stops at the next trial and prints what was
-    // measured (flagged incomplete); a second one exits at once.
+    // Interface changes (GRO for XDP live frames, a sweep's bed settings)
+    // go through the bed, which restores them on every exit path,
+    // termination signals included. The first SIGINT/SIGTERM stops at the
+    // next trial and prints what was measured (flagged incomplete); a
+    // second one exits at once.
     linerate_bed::guard::install_signal_interrupt_then_teardown()
         .context("installing the signal guard")?;
     let mut progress = ctx.progress(crate::progress::StepLines::Keep);
     let meter = linerate_io::energy::Meter::start();
-    let mut doc = linerate_io::rfc2544::run(&cfg, &mut progress, &mut BedIfaceSettings::new())?;
+    let matrix = points.len() > 1 || args.repeat > 1;
+    let mut runs = Vec::new();
+    'points: for p in &points {
+        let set = match &bed {
+            Some(bed) => Some(
+                linerate_bed::reconfig::PointSettings::apply(bed, &p.config)
+                    .context("setting the bed for the point")?,
+            ),
+            None => None,
+        };
+        if let Some(s) = &set {
+            elog!("linerate rfc2544: bed set (read back): {}", s.describe());
+        }
+        for r in 1..=args.repeat {
+            if matrix {
+                let l = linerate_core::sweep::label(&p.settings);
+                elog!("linerate rfc2544: {l}, run {r}/{}", args.repeat);
+            }
+            let doc = linerate_io::rfc2544::run(&cfg, &mut progress, &mut BedIfaceSettings::new())?;
+            runs.push((p.settings.clone(), matrix.then_some(r), doc));
+            if linerate_io::signal::interrupt_signal().is_some() {
+                if let Some(s) = set {
+                    s.restore().context("restoring the bed after the point")?;
+                }
+                break 'points;
+            }
+        }
+        if let Some(s) = set {
+            s.restore().context("restoring the bed after the point")?;
+        }
+    }
+    let doc = match matrix {
+        true => core::combine(runs),
+        false => runs.pop().map(|(_, _, doc)| doc),
+    };
+    let mut doc = doc.context("no run was made")?;
     doc.flags.push(flag_for(&meter.read(), &doc.result));
     args.plot
         .write(&linerate_core::plot::of_rfc2544(&doc.result))?;

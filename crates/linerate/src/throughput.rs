@@ -8,15 +8,19 @@ use anyhow::{anyhow, Context as _};
 use clap::Args;
 use linerate_core::energy::flag_for;
 use linerate_core::result::Flag;
-use linerate_core::throughput::config::{Config, ConfigError, Request, Target};
+use std::sync::atomic::Ordering;
+
+use linerate_core::result::Envelope;
+use linerate_core::throughput::config::{ConfigError, Point, Request, Target};
 use linerate_core::throughput::model::{
-    Direction, ParamError, Protocol, RecvPath, Scenarios, SendPath,
+    Direction, ParamError, Protocol, RecvPath, Scenarios, SendPath, ThroughputResult,
 };
 use linerate_core::units::{parse_duration, BitRate, ByteCount};
 use linerate_core::wire::control::DEFAULT_PORT;
 use linerate_io::resolve::{resolve, ResolveError};
 use linerate_io::throughput::run::RunError;
 
+use crate::output::elog;
 use crate::Failure;
 
 /// Flags of `linerate throughput`.
@@ -120,6 +124,11 @@ pub(crate) struct ThroughputArgs {
     #[arg(long)]
     pub(crate) nodelay: bool,
 
+    /// SO_NO_CHECK on UDP data sockets: no UDP checksum on transmit (IPv4;
+    /// seed 004's checksum row).
+    #[arg(long)]
+    pub(crate) no_udp_checksum: bool,
+
     /// TCP congestion control (TCP_CONGESTION), e.g. cubic, reno, bbr.
     #[arg(long, value_name = "NAME")]
     pub(crate) cc: Option<String>,
@@ -136,8 +145,8 @@ pub(crate) struct ThroughputArgs {
     #[arg(long, value_name = "S", default_value = "1", value_parser = parse_duration)]
     pub(crate) interval: Duration,
 
-    /// One JSON document (schema linerate.throughput, version 2; several
-    /// paths: linerate.throughput.scenarios, version 2).
+    /// One JSON document (schema linerate.throughput, version 3; several
+    /// paths, sweeps or repeats: linerate.throughput.scenarios, version 3).
     #[arg(long)]
     pub(crate) json: bool,
 
@@ -148,11 +157,31 @@ pub(crate) struct ThroughputArgs {
 
     #[command(flatten)]
     pub(crate) plot: crate::report::PlotArgs,
+
+    /// A settings matrix, one row per point: KEY=V1,V2 with KEY a socket
+    /// setting (size, window, mss, path, recv-path, cc, nodelay,
+    /// udp-checksum) or, with
+    /// --bed, a bed setting (mtu, gro, gso, tso, tx-checksum, rx-checksum,
+    /// rps, tcp-rmem, tcp-wmem as MIN:DEFAULT:MAX: set on the bed for the
+    /// point, read back, restored after). Repeat for a cartesian product.
+    #[arg(long, value_name = "KEY=V1,V2,…")]
+    pub(crate) sweep: Vec<String>,
+
+    /// Leave the first S seconds out of the figures (iperf3's -O): the test
+    /// runs S longer, those intervals are shown marked omitted.
+    #[arg(long, value_name = "S", default_value = "0", value_parser = parse_duration)]
+    pub(crate) omit: Duration,
+
+    /// Run each point N times and report each run and the median with
+    /// min–max.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub(crate) repeat: u32,
 }
 
 /// The flag of each parameter of `ThroughputParams` (core names the
 /// parameter; the command line names its flag).
-const PARAM_FLAGS: [(&str, &str); 13] = [
+const PARAM_FLAGS: [(&str, &str); 14] = [
+    ("no_udp_checksum", "--no-udp-checksum"),
     ("recv_lowat_bytes", "--recv-lowat"),
     ("recv_nap_us", "--recv-nap"),
     ("recv_spin", "--recv-spin"),
@@ -179,9 +208,10 @@ fn param_usage(e: &ParamError) -> Failure {
 }
 
 impl ThroughputArgs {
-    /// The validated configuration: the target resolved (a bed to its
-    /// namespaces, address, link and MTU), one run per send path.
-    fn config(&self) -> Result<Config, Failure> {
+    /// The validated points: the target resolved (a bed to its
+    /// namespaces, address, link and MTU), per point one run per send path
+    /// and the bed settings it needs.
+    fn config(&self) -> Result<Vec<Point>, Failure> {
         let target = if let Some(name) = &self.bed {
             let bed = linerate_bed::target::throughput(name, self.ipv6, self.port);
             Target::Bed(bed.with_context(|| format!("testbed '{name}'"))?)
@@ -223,27 +253,94 @@ impl ThroughputArgs {
             mss_bytes: self.mss,
             interval: self.interval,
             link: self.link,
+            sweep: self.sweep.clone(),
+            repeat: self.repeat,
+            omit: self.omit,
+            no_udp_checksum: self.no_udp_checksum,
         };
-        Config::from_request(target, &req).map_err(|e| match e {
+        req.points(&target).map_err(|e| match e {
             ConfigError::Params(p) => param_usage(&p),
             ConfigError::DiscardReceives => Failure::Usage(anyhow!("--discard: {e}")),
             ConfigError::NoRuns => Failure::Usage(anyhow!("--path: {e}")),
+            ConfigError::Sweep(_) => Failure::Usage(anyhow!("--sweep: {e}")),
+            ConfigError::Repeat(_) => Failure::Usage(anyhow!("--repeat: {e}")),
         })
     }
 }
 
-/// Runs `linerate throughput`: one test per send path given. Returns the
-/// result's flags (every run's, with several paths).
-pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
-    let cfg = args.config()?;
+/// The bed's settings for each point, checked before anything runs: the
+/// bed opened once, every value its interfaces cannot take refused.
+fn bed_for(args: &ThroughputArgs, points: &[Point]) -> Result<Option<linerate_bed::Bed>, Failure> {
+    let (Some(name), true) = (&args.bed, points.iter().any(|p| !p.config.1.is_empty())) else {
+        return Ok(None);
+    };
+    let bed = linerate_bed::Bed::open(name).with_context(|| format!("testbed '{name}'"))?;
+    linerate_bed::reconfig::check(&bed, points.iter().flat_map(|p| &p.config.1))
+        .map_err(|e| Failure::Usage(anyhow!("--sweep: {e}")))?;
+    Ok(Some(bed))
+}
+
+/// Runs every point (each `repeat` times), the bed set for it and restored
+/// after; stops early, restoring, when interrupted.
+fn run_points(
+    args: &ThroughputArgs,
+    points: &[Point],
+    progress: &mut dyn linerate_core::progress::Progress,
+) -> Result<Vec<Envelope<ThroughputResult>>, Failure> {
+    let bed = bed_for(args, points)?;
     let interrupt = linerate_io::signal::interrupt_flag();
+    let mut out = Vec::new();
+    let repeats = args.repeat.max(1);
+    'points: for (i, p) in points.iter().enumerate() {
+        let (cfg, bed_settings) = &p.config;
+        let settings = match (&bed, bed_settings.is_empty()) {
+            (Some(bed), false) => Some(
+                linerate_bed::reconfig::PointSettings::apply(bed, bed_settings)
+                    .context("setting the bed for the point")?,
+            ),
+            _ => None,
+        };
+        if let Some(s) = &settings {
+            elog!("linerate throughput: bed set (read back): {}", s.describe());
+        }
+        for r in 1..=repeats {
+            if interrupt.load(Ordering::Relaxed) {
+                break 'points;
+            }
+            if points.len() > 1 || repeats > 1 {
+                elog!(
+                    "linerate throughput: point {}/{} ({}), run {r}/{repeats}",
+                    i + 1,
+                    points.len(),
+                    linerate_core::sweep::label(&p.settings)
+                );
+            }
+            for mut doc in linerate_io::throughput::run::run(cfg, progress, &interrupt)? {
+                doc.result.settings.clone_from(&p.settings);
+                doc.result.repeat = (repeats > 1).then_some(r);
+                out.push(doc);
+            }
+        }
+        if let Some(s) = settings {
+            s.restore().context("restoring the bed after the point")?;
+        }
+    }
+    Ok(out)
+}
+
+/// Runs `linerate throughput`: one test per send path given, per point of
+/// the sweeps, per repeat. Returns the result's flags (every run's, with
+/// several runs).
+pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
+    let points = args.config()?;
+    let matrix = points.len() > 1 || args.repeat > 1;
     let mut progress = ctx.progress(crate::progress::StepLines::Replace);
     let meter = linerate_io::energy::Meter::start();
-    let mut runs = linerate_io::throughput::run::run(&cfg, &mut progress, &interrupt)?;
+    let mut runs = run_points(args, &points, &mut progress)?;
     let energy = meter.read();
     args.plot.write(&crate::report::throughput_plots(&runs))?;
     let render = |r| linerate_report::throughput::render(r, ctx.width);
-    if cfg.runs.len() == 1 {
+    if runs.len() == 1 && !matrix {
         let mut doc = runs.pop().ok_or(RunError::NoResult)?;
         doc.flags.push(flag_for(&energy, &doc.result));
         ctx.output(&doc, args.json, || render(&doc))?;
@@ -251,9 +348,13 @@ pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, 
     }
     let mut doc = Scenarios::document(runs, linerate_io::host::facts());
     doc.flags.push(flag_for(&energy, &doc.result));
-    ctx.output(&doc, args.json, || {
-        let each = doc.result.runs.iter().map(|r| render(r) + "\n");
-        each.collect::<String>() + &linerate_report::throughput::render_scenarios(&doc, ctx.width)
+    ctx.output(&doc, args.json, || match matrix {
+        true => linerate_report::throughput::render_points(&doc, ctx.width),
+        false => {
+            let each = doc.result.runs.iter().map(|r| render(r) + "\n");
+            each.collect::<String>()
+                + &linerate_report::throughput::render_scenarios(&doc, ctx.width)
+        }
     })?;
     Ok(doc.flags)
 }

@@ -33,13 +33,21 @@ fn latency_across_a_veth_pair() {
     let name = format!("l{}", std::process::id());
     let bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).expect("bed up");
 
-    // UDP through linerate's reflector in host b: every stage, one clock.
+    // UDP through linerate's reflector in host b: every stage, one clock
+    // (an explicit timeout: a reply late on a busy test host is not lost).
     let v = json(&linerate(&[
-        "latency", "--bed", &name, "--count", "300", "--json",
+        "latency",
+        "--bed",
+        &name,
+        "--count",
+        "300",
+        "--timeout",
+        "1s",
+        "--json",
     ]));
     assert_eq!(
         (v["schema"].as_str(), v["version"].as_u64()),
-        (Some("linerate.latency"), Some(2))
+        (Some("linerate.latency"), Some(3))
     );
     assert!(v["flags"].is_array(), "{v}");
     assert_eq!(
@@ -102,7 +110,15 @@ fn latency_across_a_veth_pair() {
 
     // ICMP: the kernel of host b answers; client-side stages only.
     let v = json(&linerate(&[
-        "latency", "--bed", &name, "--icmp", "--count", "100", "--json",
+        "latency",
+        "--bed",
+        &name,
+        "--icmp",
+        "--count",
+        "100",
+        "--timeout",
+        "1s",
+        "--json",
     ]));
     assert_eq!(v["responder"], "kernel");
     let run = &v["runs"][0];
@@ -178,4 +194,84 @@ fn throughput_on_a_bed_runs_both_ends_and_knows_the_line_rate() {
     assert_eq!(o.status.code(), Some(2));
     let o = linerate(&["throughput", "--bed", "lr-no-such-bed-y", "--time", "1"]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn a_lossy_bed_sizes_the_timeout_from_the_rtts() {
+    if !linerate_bed::privileges::require("a_lossy_bed_sizes_the_timeout_from_the_rtts") {
+        return;
+    }
+    let name = format!("lt{}", std::process::id());
+    let mut spec = BedSpec::new(name.clone(), Topology::Pair);
+    spec.loss_pct = Some(5.0);
+    let bed = Bed::up(&spec).expect("bed up");
+    let o = linerate(&["latency", "--bed", &name, "--count", "400", "--json"]);
+    drop(bed);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let run = &v["runs"][0];
+    // Lost requests (5 % each way) waited 10 × p99 of the RTTs seen, not
+    // a second each.
+    assert!(run["counts"]["lost"].as_u64().unwrap() > 0, "{run}");
+    let t = run["timeout_ns"].as_u64().unwrap();
+    assert!(t < 1_000_000_000, "timeout {t} ns was not sized");
+    let codes: Vec<&str> = v["flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["code"].as_str())
+        .collect();
+    assert!(codes.contains(&"lost_replies"), "{codes:?}");
+}
+
+#[test]
+fn a_round_trip_faster_than_the_wire_is_flagged_on_a_shaped_bed() {
+    if !linerate_bed::privileges::require(
+        "a_round_trip_faster_than_the_wire_is_flagged_on_a_shaped_bed",
+    ) {
+        return;
+    }
+    let name = format!("lw{}", std::process::id());
+    let mut spec = BedSpec::new(name.clone(), Topology::Pair);
+    spec.link = Some(linerate_core::units::BitRate::from_mbps(100));
+    let bed = Bed::up(&spec).expect("bed up");
+    // 1472-byte requests: 1518-byte frames, 2 × 123.04 µs on a 100 Mbit/s
+    // wire; tbf delays no frame that finds tokens in its bucket.
+    let o = linerate(&[
+        "latency",
+        "--bed",
+        &name,
+        "--size",
+        "1472",
+        "--count",
+        "200",
+        "--timeout",
+        "1s",
+        "--json",
+    ]);
+    drop(bed);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(v["link_bits_per_s"], 100_000_000);
+    let run = &v["runs"][0];
+    let wire = run["wire_rtt_ns"].as_f64().unwrap();
+    assert!((wire - 246_080.0).abs() < 1e-6, "{wire}");
+    let fastest = [&run["rtt_unstamped"]["min_ns"], &run["stages"]]
+        .iter()
+        .filter_map(|x| x.as_u64())
+        .chain(
+            run["stages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|s| s["stage"] == "rtt")
+                .filter_map(|s| s["min_ns"].as_u64()),
+        )
+        .min()
+        .unwrap();
+    let flagged = v["flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["code"] == "below_wire_time" && f["severity"] == "invalid");
+    assert_eq!((fastest as f64) < wire, flagged, "{}", v["flags"]);
+    assert_eq!(o.status.code(), Some(if flagged { 1 } else { 0 }));
 }

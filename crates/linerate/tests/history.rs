@@ -544,7 +544,9 @@ fn a_result_on_a_bed_is_saved_with_the_bed_and_its_settings() {
         ],
     );
     drop(bed);
-    assert!(o.status.success(), "{}", stderr(&o));
+    // A tbf-shaped bed has a rate and no wire: the latency may be flagged
+    // below_wire_time (exit 1); it is saved all the same.
+    assert!(o.status.code() != Some(2), "{}", stderr(&o));
     assert!(rfc.status.code() != Some(2), "{}", stderr(&rfc));
     let events = framed(&rfc, "step");
     assert_eq!(events.last().unwrap()["data"]["schema"], "linerate.rfc2544");

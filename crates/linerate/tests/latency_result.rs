@@ -27,27 +27,48 @@ fn real_output_validates_and_round_trips() {
         &[][..],
         &["--tcp"],
         &["--sweep", "reflector-mode=blocking,busy"],
+        &["--repeat", "2"],
     ] {
-        let mut args = vec!["127.0.0.1", "--in-process", "--count", "120", "--json"];
+        // An explicit timeout: a reply late on a busy test host is not lost.
+        let mut args = vec![
+            "127.0.0.1",
+            "--in-process",
+            "--count",
+            "120",
+            "--timeout",
+            "1s",
+            "--json",
+        ];
         args.extend_from_slice(extra);
         let mut argv = vec!["latency"];
         argv.extend_from_slice(&args);
         let v = common::json_of(&argv);
         let doc = common::round_trip::<LatencyReport>(SCHEMA, &v);
-        assert_eq!(v["version"], 2);
+        assert_eq!(v["version"], 3);
         assert!(v["started_at"].is_string() && v["host"].is_object(), "{v}");
         assert!(v.get("warnings").is_none(), "flags replace warnings");
         let udp = doc.result.protocol == EchoProtocol::Udp;
         // UDP stamps 1 exchange in 4: 30 of 120 are too few for percentiles.
-        // Energy is said once (measured or not available); the rest are the run's.
-        let (energy, flags): (Vec<_>, Vec<_>) =
-            doc.flags.iter().partition(|f| f.code.starts_with("energy"));
+        // Energy is said once (measured or not available), and a busy test
+        // host may be said to be noisy; the rest are the run's.
+        let (energy, flags): (Vec<_>, Vec<_>) = doc
+            .flags
+            .iter()
+            .filter(|f| f.code != codes::NOISY_HOST)
+            .partition(|f| f.code.starts_with("energy"));
         assert_eq!(energy.len(), 1, "{energy:?}");
         for f in &flags {
             assert_eq!(f.code, codes::FEW_STAMPED_EXCHANGES, "{f:?}");
             assert_eq!(f.severity, Severity::Warning);
         }
-        assert_eq!(flags.is_empty(), !udp, "{flags:?}");
+        assert_eq!(flags.is_empty(), !udp, "{:?}", doc.flags);
+        assert!(v["host_load"]["samples"].as_u64().unwrap() >= 2, "{v}");
+        let repeats = extra.contains(&"--repeat");
+        assert_eq!(
+            doc.result.runs.len(),
+            if repeats { 2 } else { doc.result.runs.len() }
+        );
+        assert_eq!(doc.result.spread.len(), usize::from(repeats), "{v}");
         if udp {
             let run = &doc.result.runs[0];
             assert!(run.stamping_cost_ns.is_some(), "derived figure in the JSON");
@@ -121,5 +142,49 @@ fn terminal_output_fits_100_columns_unless_wide() {
         .expect("the median table");
     for col in ["RTT stamped", "sent", "lost"] {
         assert!(header.contains(col), "--wide shows {col}: {header}");
+    }
+}
+
+#[test]
+fn a_long_run_keeps_talking_on_a_log() {
+    // stderr is a pipe here: a plain progress line every 5 s once the run
+    // has lasted 10 s.
+    let out = latency(&[
+        "127.0.0.1",
+        "--in-process",
+        "--time",
+        "11",
+        "--interval",
+        "10ms",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("linerate latency: 10 s of 11 s")),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_repeats_and_sweeps_are_usage_errors() {
+    for (args, says) in [
+        (
+            &["--repeat", "0"][..],
+            "--repeat: 0: must be between 1 and 100",
+        ),
+        (&["--sweep", "colour=red"], "--sweep: unknown key 'colour'"),
+        (
+            &["--sweep", "spin=on", "--sweep", "spin=off"],
+            "'spin' is swept twice",
+        ),
+    ] {
+        let mut argv = vec!["127.0.0.1", "--in-process", "--count", "5"];
+        argv.extend_from_slice(args);
+        let out = latency(&argv);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
     }
 }

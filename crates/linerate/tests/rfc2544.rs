@@ -80,6 +80,19 @@ fn bad_input_is_a_usage_error() {
         "speed",
     );
     assert_usage_error(&["rfc2544", "--bed", "lr-no-such-bed-x"], "no-such-bed");
+    // Sweeps and repeats are checked before anything runs.
+    assert_usage_error(
+        &["rfc2544", "--tx", "a", "--rx", "b", "--repeat", "0"],
+        "--repeat: 0: must be between 1 and 100",
+    );
+    assert_usage_error(
+        &["rfc2544", "--tx", "a", "--rx", "b", "--sweep", "mtu=9000"],
+        "--bed",
+    );
+    assert_usage_error(
+        &["rfc2544", "--bed", "x", "--sweep", "window=64K"],
+        "--sweep: unknown key 'window' (expected mtu, gro, gso, tso, tx-checksum, rx-checksum, rps, tcp-rmem, tcp-wmem, rx-usecs)",
+    );
 }
 
 #[test]
@@ -107,7 +120,7 @@ fn json_with(o: &Output, code: i32) -> serde_json::Value {
     common::validate(SCHEMA, &j);
     let doc: Rfc2544Json = serde_json::from_value(j.clone()).unwrap();
     assert_eq!(serde_json::to_value(&doc).unwrap(), j, "round trip");
-    assert_eq!(doc.version, 2);
+    assert_eq!(doc.version, 3);
     assert!(doc.started_at.is_some() && doc.host.is_some());
     // The flags decide the exit code.
     assert_eq!(i32::from(doc.exit_code()), code, "{:?}", doc.flags);
@@ -147,11 +160,16 @@ fn version_1_reads_and_renders() {
             l.chars().count()
         );
     }
-    // The flags a v1 result earns, assessed now: only the fallback (info).
+    // The flags a v1 result earns, assessed now: the fallback (info), and
+    // its 1518-byte frames sent one at a time at 406.8 Mbit/s on a
+    // 100 Mbit/s tbf link: physically impossible (a shaper without a wire).
     let flags = linerate_core::rfc2544::assess(&doc.result);
     let codes: Vec<&str> = flags.iter().map(|f| f.code.as_str()).collect();
-    assert_eq!(codes, ["generator_fallback"]);
-    assert_eq!(linerate_core::result::exit_code(&flags), 0);
+    assert_eq!(
+        codes,
+        ["single_frame_above_line_rate", "generator_fallback"]
+    );
+    assert_eq!(linerate_core::result::exit_code(&flags), 1);
 }
 
 /// Issue 6's acceptance test: on a `bridge` bed with `--link 100M`, the
@@ -184,9 +202,23 @@ fn bridge_bed_at_100m_finds_line_rate_for_1518_byte_frames() {
         "--json",
     ]);
     drop(bed);
-    let j = json_of(&o);
+    // Single frames faster than the link can carry them (tbf delays no
+    // frame that finds tokens) are flagged invalid, exit 1; the exit code
+    // follows from the flags either way.
+    let j = json_with(&o, o.status.code().unwrap_or(-1));
     assert_eq!(j["schema"], "linerate.rfc2544");
     assert_eq!(j["link_bits_per_s"], 100_000_000);
+    let sz = &j["sizes"][0];
+    let line_l2 = sz["line_rate_frames_per_s"].as_f64().unwrap() * 1518.0 * 8.0;
+    let impossible = sz["single_frame"]["single_frame_bits_per_s"]
+        .as_f64()
+        .is_some_and(|b| b > line_l2);
+    let flagged = j["flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["code"] == "single_frame_above_line_rate" && f["severity"] == "invalid");
+    assert_eq!(impossible, flagged, "{}", j["flags"]);
     // `auto` on a shaped link: AF_XDP would skip the emulated link, so the
     // generator falls back to AF_PACKET and says why.
     assert_eq!(j["generator"], "af_packet_sendmmsg");

@@ -162,7 +162,7 @@ fn json_result_is_versioned_and_complete() {
     );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["schema"], "linerate.throughput");
-    assert_eq!(v["version"], 2);
+    assert_eq!(v["version"], 3);
     assert!(
         v["flags"]
             .as_array()
@@ -411,8 +411,11 @@ fn several_paths_run_as_seed_000_scenarios() {
     );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["schema"], "linerate.throughput.scenarios");
-    assert_eq!(v["version"], 2);
+    assert_eq!(v["version"], 3);
     assert_eq!(v["runs"].as_array().unwrap().len(), 2);
+    // One point per path, each run once.
+    assert_eq!(v["points"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["points"][1]["label"], "path=typical");
     assert_eq!(v["runs"][1]["params"]["send_path"], "typical");
     assert_eq!(v["runs"][1]["schema"], "linerate.throughput");
     common::validate("linerate.throughput.scenarios", &v);
@@ -487,4 +490,99 @@ fn server_once_exits_after_one_session() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+#[test]
+fn a_socket_matrix_repeats_each_point_and_omits_the_first_interval() {
+    let (srv, addr) = server_child();
+    let port = addr.port().to_string();
+    let base = [
+        "throughput",
+        "127.0.0.1",
+        "--port",
+        &port,
+        "--udp",
+        "--time",
+        "0.4",
+        "--interval",
+        "0.1",
+        "--omit",
+        "0.1",
+        "--link",
+        "10G",
+        "--sweep",
+        "size=100,1472",
+        "--repeat",
+        "2",
+    ];
+    let o = Command::new(BIN).args(base).arg("--json").output().unwrap();
+    let table = Command::new(BIN).args(base).output().unwrap();
+    kill(srv);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
+    common::validate("linerate.throughput.scenarios", &v);
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4, "{err}");
+    assert_eq!(runs[3]["settings"], serde_json::json!([["size", "1472"]]));
+    assert_eq!(runs[3]["repeat"], 2);
+    assert_eq!(runs[3]["params"]["size_bytes"], 1472);
+    // --omit: the test ran 0.1 s longer, its first interval is marked.
+    assert_eq!(runs[0]["omit_ns"], 100_000_000);
+    assert_eq!(runs[0]["params"]["duration_ns"], 500_000_000);
+    let rows = runs[0]["figures"]["intervals"][0]["rows"]
+        .as_array()
+        .unwrap();
+    assert_eq!(
+        rows[0]["omitted"], true,
+        "{}",
+        runs[0]["figures"]["intervals"]
+    );
+    assert!(rows[1].get("omitted").is_none());
+    let points = v["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    assert_eq!(points[0]["label"], "size=100");
+    assert_eq!(points[0]["bits_per_s"]["runs"], 2);
+    // The table: a row per point.
+    let out = String::from_utf8_lossy(&table.stdout);
+    assert!(out.contains("Settings matrix"), "{out}");
+    assert!(out.contains("size=1472     2"), "{out}");
+    assert!(out.lines().all(|l| l.chars().count() <= 100), "{out}");
+}
+
+#[test]
+fn udp_checksums_can_be_turned_off_and_swept() {
+    let (srv, addr) = server_child();
+    let port = addr.port().to_string();
+    let base = ["throughput", "127.0.0.1", "--port", &port, "--time", "0.3"];
+    let o = Command::new(BIN)
+        .args(base)
+        .args(["--udp", "--sweep", "udp-checksum=on,off", "--json"])
+        .output()
+        .unwrap();
+    let tcp = Command::new(BIN)
+        .args(base)
+        .args(["--tcp", "--no-udp-checksum"])
+        .output()
+        .unwrap();
+    kill(srv);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{err}");
+    assert!(runs[0]["params"].get("no_udp_checksum").is_none());
+    assert_eq!(runs[1]["params"]["no_udp_checksum"], true);
+    assert!(
+        runs[1]["figures"]["directions"][0]["bytes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert_eq!(tcp.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&tcp.stderr);
+    assert!(
+        err.contains("--no-udp-checksum: applies to UDP only"),
+        "{err}"
+    );
 }

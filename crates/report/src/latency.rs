@@ -68,6 +68,9 @@ pub fn blocks(doc: &Envelope<LatencyReport>) -> Doc {
             "client and responder clocks differ or are unknown: every stage uses one clock, no one-way delays"
         },
     );
+    if let Some(l) = &report.host_load {
+        out.para("  ", "    ", host_load_line(l));
+    }
     out.blank();
 
     // The seeds' form: a row per configuration, a column per stage.
@@ -122,6 +125,15 @@ pub fn blocks(doc: &Envelope<LatencyReport>) -> Doc {
         );
     }
 
+    if !report.spread.is_empty() {
+        out.blank();
+        out.para(
+            "",
+            "",
+            "Repeated runs: median of the runs' figures, with min–max, µs:",
+        );
+        out.table(spread_table(report), 2);
+    }
     for run in &report.runs {
         out.blank();
         run_stats(&mut out, run);
@@ -139,6 +151,50 @@ pub fn blocks(doc: &Envelope<LatencyReport>) -> Doc {
         );
     }
     out
+}
+
+/// The load from elsewhere in one line.
+pub fn host_load_line(l: &linerate_core::hostload::HostLoad) -> String {
+    let pct = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1} %"));
+    format!(
+        "host load during the test: {} other runnable tasks on average (at most {}), CPU pressure (some) {}, steal {}",
+        l.other_runnable_mean
+            .map_or("-".into(), |v| format!("{v:.2}")),
+        l.other_runnable_max.map_or("-".into(), |v| v.to_string()),
+        pct(l.cpu_pressure_some_pct),
+        pct(l.steal_pct)
+    )
+}
+
+/// Repeated runs per configuration: the median with min–max of their RTT
+/// figures.
+fn spread_table(report: &LatencyReport) -> Table {
+    let mut t = Table::new([
+        ("configuration", Align::Left),
+        ("runs", Align::Right),
+        ("RTT min", Align::Right),
+        ("RTT p50", Align::Right),
+        ("p50 min–max", Align::Right),
+        ("RTT p99", Align::Right),
+        ("p99 min–max", Align::Right),
+    ])
+    .optional(&["RTT min", "p99 min–max"]);
+    let med = |s: &Option<linerate_core::sweep::Spread>| s.map_or("-".into(), |s| us(s.median));
+    let range = |s: &Option<linerate_core::sweep::Spread>| {
+        s.map_or("-".into(), |s| format!("{}–{}", us(s.min), us(s.max)))
+    };
+    for sp in &report.spread {
+        t.row(vec![
+            sp.label(),
+            sp.p50_ns.map_or(0, |s| s.runs).to_string(),
+            med(&sp.min_ns),
+            med(&sp.p50_ns),
+            range(&sp.p50_ns),
+            med(&sp.p99_ns),
+            range(&sp.p99_ns),
+        ]);
+    }
+    t
 }
 
 /// One run's line and its table of per-stage statistics.
@@ -197,6 +253,16 @@ fn run_stats(out: &mut Doc, run: &LatencyRun) {
         ]);
     }
     out.table(t, 2);
+    if let Some(w) = run.wire_rtt_ns {
+        out.para(
+            "  ",
+            "  ",
+            format!(
+                "the link's wire time (line-rate model, request and reply frames): {} µs, the least a round trip can take",
+                us(w)
+            ),
+        );
+    }
     if let (Some(cost), Some(plain)) = (run.stamping_cost_ns, &run.rtt_unstamped) {
         out.para(
             "  ",
@@ -275,6 +341,9 @@ mod tests {
                     &st,
                 )
             }],
+            link_bits_per_s: None,
+            host_load: None,
+            spread: Vec::new(),
         };
         Envelope::new(SCHEMA, SCHEMA_VERSION, report).flagged([Flag::warning("x", "x")])
     }
@@ -324,6 +393,39 @@ mod tests {
         let wide = render(&doc, Width::Unlimited);
         assert!(wide.contains("RTT stamped"), "{wide}");
         assert!(wide.lines().any(|l| l.chars().count() > 100), "{wide}");
+    }
+
+    #[test]
+    fn repeats_show_their_spread_the_wire_time_and_the_host_load() {
+        let mut doc = report();
+        let run = doc.result.runs[0].clone();
+        doc.result.runs = (1..=3)
+            .map(|i| LatencyRun {
+                repeat: Some(i),
+                ..run.clone()
+            })
+            .collect();
+        doc.result.link_bits_per_s = Some(100_000_000);
+        doc.result.host_load = Some(linerate_core::hostload::HostLoad {
+            duration_ns: 1_000_000_000,
+            samples: 6,
+            cpu_pressure_some_pct: Some(12.5),
+            cpu_pressure_full_pct: None,
+            cpu_pressure_some_avg10_max: None,
+            other_runnable_mean: Some(0.25),
+            other_runnable_max: Some(1),
+            steal_pct: Some(0.0),
+        });
+        doc.result.derive();
+        let t = render(&doc, Width::default());
+        assert!(t.contains("Repeated runs"), "{t}");
+        assert!(t.contains("reflector-mode=busy (run 3)"), "{t}");
+        assert!(t.contains("26.00–26.00"), "{t}");
+        assert!(t.contains("the link's wire time"), "{t}");
+        assert!(t.contains("20.80 µs"), "{t}");
+        assert!(t.contains("0.25 other runnable tasks"), "{t}");
+        assert!(t.contains("12.5 %, steal 0.0 %"), "{t}");
+        assert!(t.lines().all(|l| l.chars().count() <= 100), "{t}");
     }
 
     #[test]

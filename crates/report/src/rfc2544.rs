@@ -197,6 +197,33 @@ pub fn size_table(s: &SizeReport, generator: &str) -> Table {
     t
 }
 
+/// The spread table of runs combined (sweeps, repeats).
+fn spread_table(spread: &[linerate_core::rfc2544::SizeSpread]) -> Table {
+    let mut t = Table::new([
+        ("point", Align::Left),
+        ("runs", Align::Right),
+        ("throughput fps", Align::Right),
+        ("min–max", Align::Right),
+        ("latency p50 µs", Align::Right),
+        ("single-frame", Align::Right),
+    ])
+    .optional(&["single-frame", "min–max"]);
+    for s in spread {
+        t.row(vec![
+            s.label.clone(),
+            s.runs.to_string(),
+            s.throughput_fps.map_or("-".into(), |x| fps(x.median)),
+            s.throughput_fps
+                .map_or("-".into(), |x| format!("{}–{}", fps(x.min), fps(x.max))),
+            s.latency_p50_ns
+                .map_or("-".into(), |x| format!("{:.2}", x.median / 1e3)),
+            s.single_frame_bits_per_s
+                .map_or("-".into(), |x| format_bits_per_s(x.median)),
+        ]);
+    }
+    t
+}
+
 /// The whole report: heading, a table per frame size, flags.
 pub fn render(doc: &Rfc2544Json, width: Width) -> String {
     blocks(doc).text(width)
@@ -225,9 +252,25 @@ pub fn blocks(doc: &Rfc2544Json) -> Doc {
         out.para("note: ", "      ", n.clone());
     }
     for s in &r.sizes {
+        let mut head = format!("{}-byte frames", s.frame_bytes);
+        if !s.settings.is_empty() {
+            head = format!("{head}, {}", linerate_core::sweep::label(&s.settings));
+        }
+        if let Some(n) = s.repeat {
+            head = format!("{head}, run {n}");
+        }
         out.blank();
-        out.para("", "", format!("{}-byte frames", s.frame_bytes));
+        out.para("", "", head);
         out.table(size_table(s, generator), 2);
+    }
+    if !r.spread.is_empty() {
+        out.blank();
+        out.para(
+            "",
+            "",
+            "Per point and frame size: the median of its runs, with min–max",
+        );
+        out.table(spread_table(&r.spread), 2);
     }
     let flags: Vec<Flag> = doc
         .flags

@@ -3,6 +3,7 @@
 
 use crate::column::Scale;
 use linerate_core::result::{exit_code, Envelope};
+use linerate_core::sweep::Spread;
 use linerate_core::throughput::model::{
     Direction, DirectionFigures, FlowDir, FlowFigures, FlowReport, FlowRole, LineMax, NoLineMax,
     Protocol, Scenarios, SideReport, ThroughputResult, Verification,
@@ -187,9 +188,10 @@ fn intervals(out: &mut Doc, r: &ThroughputResult) {
         for iv in &d.rows {
             t.row(vec![
                 format!(
-                    "{:.2}-{:.2}",
+                    "{:.2}-{:.2}{}",
                     iv.start_ns as f64 / 1e9,
-                    iv.end_ns as f64 / 1e9
+                    iv.end_ns as f64 / 1e9,
+                    if iv.omitted { " (omitted)" } else { "" }
                 ),
                 group_thousands(iv.bytes),
                 scale.bits_per_s(iv.bits_per_s),
@@ -409,6 +411,62 @@ pub fn blocks(doc: &Envelope<ThroughputResult>) -> Doc {
     };
     s.blank();
     s.line(format!("Result: {verdict}"));
+    s
+}
+
+/// A settings matrix (sweeps, repeats): one row per point with the median
+/// of its runs and their min–max, then every run's flags.
+pub fn render_points(doc: &Envelope<Scenarios>, width: Width) -> String {
+    points_blocks(doc).text(width)
+}
+
+/// [`render_points`] as a [`Doc`] (text or HTML).
+pub fn points_blocks(doc: &Envelope<Scenarios>) -> Doc {
+    let mut t = Table::new([
+        ("point", Align::Left),
+        ("runs", Align::Right),
+        ("Mbit/s", Align::Right),
+        ("min–max", Align::Right),
+        ("pkt/s", Align::Right),
+        ("% of max", Align::Right),
+        ("% min–max", Align::Right),
+    ])
+    .optional(&["% min–max", "pkt/s"]);
+    let med = |s: Option<Spread>, f: f64| s.map_or("-".into(), |s| sig4(s.median / f));
+    let range = |s: Option<Spread>, f: f64| {
+        s.map_or("-".into(), |s| {
+            format!("{}–{}", sig4(s.min / f), sig4(s.max / f))
+        })
+    };
+    for p in &doc.result.points {
+        t.row(vec![
+            p.label.clone(),
+            p.runs.len().to_string(),
+            med(p.bits_per_s, 1e6),
+            range(p.bits_per_s, 1e6),
+            med(p.packets_per_s, 1.0),
+            p.pct_of_max
+                .map_or("-".into(), |s| format!("{:.2}", s.median)),
+            p.pct_of_max
+                .map_or("-".into(), |s| format!("{:.2}–{:.2}", s.min, s.max)),
+        ]);
+    }
+    let mut s = Doc::new();
+    s.para(
+        "",
+        "",
+        "Settings matrix: per point the median of its runs (as received, else as sent), with min–max",
+    );
+    s.table(t, 2);
+    if let Some(r) = doc.result.runs.first() {
+        if r.result.line_max.is_none() {
+            s.para("  ", "    ", no_max_note(&r.result));
+        }
+    }
+    if !doc.flags.is_empty() {
+        s.blank();
+        crate::flags::add(&mut s, &doc.flags);
+    }
     s
 }
 

@@ -31,9 +31,16 @@ pub mod codes {
     pub const NEGATIVE_INTERVALS: &str = "negative_intervals";
     /// SO_NO_CHECK asked for over IPv6, where it has no effect.
     pub const NO_UDP_CHECKSUM_IPV6: &str = "no_udp_checksum_ipv6";
+    /// A round trip shorter than the wire time the line-rate model gives
+    /// for the link and frame sizes: physically impossible; invalid.
+    pub const BELOW_WIRE_TIME: &str = "below_wire_time";
+    /// Other work competed for the CPUs during the test (a warning).
+    pub const NOISY_HOST: &str = crate::hostload::NOISY_HOST;
 
     /// Every code, for documentation and tests.
-    pub const ALL: [&str; 10] = [
+    pub const ALL: [&str; 12] = [
+        BELOW_WIRE_TIME,
+        NOISY_HOST,
         INCOMPLETE,
         NO_REPLIES,
         FEW_STAMPED_EXCHANGES,
@@ -65,7 +72,32 @@ pub fn assess(report: &LatencyReport) -> Vec<Flag> {
     for run in &report.runs {
         assess_run(run, report.kernel_stamps, reflector, &mut flags);
     }
+    flags.extend(report.host_load.as_ref().and_then(crate::hostload::assess));
     flags
+}
+
+/// [`codes::BELOW_WIRE_TIME`]: the fastest round trip of `run` (stamped or
+/// not) beat the model's wire time.
+fn below_wire_time(run: &LatencyRun, label: &str) -> Option<Flag> {
+    let wire = run.wire_rtt_ns?;
+    let fastest = [run.rtt_unstamped.as_ref(), run.stage(Stage::Rtt)]
+        .into_iter()
+        .flatten()
+        .filter(|s| s.count > 0)
+        .map(|s| s.min_ns)
+        .min()?;
+    ((fastest as f64) < wire).then(|| {
+        Flag::invalid(
+            codes::BELOW_WIRE_TIME,
+            format!(
+                "{label}: a round trip took {:.2} µs, less than the {:.2} µs its two frames need on the wire at the link's rate: physically impossible, so the link does not delay frames as a cable would (a rate-only shaper such as tbf) or is faster than declared",
+                fastest as f64 / 1e3,
+                wire / 1e3
+            ),
+        )
+        .with("fastest_rtt_ns", fastest)
+        .with("wire_rtt_ns", wire)
+    })
 }
 
 /// Whether `part` is more than 1 % of `of`.
@@ -81,6 +113,9 @@ fn assess_run(run: &LatencyRun, kernel_stamps: bool, reflector: bool, flags: &mu
             codes::INCOMPLETE,
             format!("{label}: incomplete: {why}"),
         )));
+    }
+    if let Some(f) = below_wire_time(run, &label) {
+        flags.push(flag(f));
     }
     if run.counts.received == 0 {
         flags.push(flag(
@@ -246,7 +281,10 @@ mod tests {
             same_clock: true,
             kernel_stamps: true,
             ipv6: false,
+            link_bits_per_s: None,
             runs,
+            host_load: None,
+            spread: Vec::new(),
         }
     }
 
@@ -330,6 +368,66 @@ mod tests {
                 codes::NEGATIVE_INTERVALS
             ]
         );
+    }
+
+    #[test]
+    fn a_round_trip_faster_than_the_wire_is_impossible() {
+        // The test run's fastest RTT is 10 µs; 64-byte UDP requests (110-byte
+        // frames) on a 100 Mbit/s link need 2 × 10.4 µs on the wire.
+        let mut rep = report(vec![run(100)], Responder::Reflector);
+        rep.link_bits_per_s = Some(100_000_000);
+        rep.derive();
+        let f = assess(&rep);
+        assert_eq!(codes_of(&f), [codes::BELOW_WIRE_TIME]);
+        assert_eq!(f[0].severity, Severity::Invalid);
+        assert_eq!(f[0].evidence["fastest_rtt_ns"], 10_000);
+        assert_eq!(exit_code(&f), 1);
+        // At 10 Gbit/s the wire needs 0.15 µs: possible.
+        rep.link_bits_per_s = Some(10_000_000_000);
+        rep.derive();
+        assert!(assess(&rep).is_empty());
+    }
+
+    #[test]
+    fn a_noisy_host_is_flagged() {
+        let mut rep = report(vec![run(100)], Responder::Reflector);
+        rep.host_load = Some(crate::hostload::HostLoad {
+            duration_ns: 1_000_000_000,
+            samples: 5,
+            cpu_pressure_some_pct: Some(30.0),
+            cpu_pressure_full_pct: None,
+            cpu_pressure_some_avg10_max: Some(25.0),
+            other_runnable_mean: Some(1.2),
+            other_runnable_max: Some(2),
+            steal_pct: Some(0.0),
+        });
+        let f = assess(&rep);
+        assert_eq!(codes_of(&f), [codes::NOISY_HOST]);
+        assert_eq!(f[0].severity, Severity::Warning);
+    }
+
+    #[test]
+    fn repeats_are_summarised_per_configuration() {
+        let mut a = run(100);
+        a.repeat = Some(1);
+        let mut b = run(100);
+        b.repeat = Some(2);
+        b.stages.iter_mut().for_each(|s| s.summary.p50_ns *= 3);
+        let mut c = run(100);
+        c.settings = vec![("spin".into(), "on".into())];
+        c.repeat = Some(1);
+        let mut rep = report(vec![a, b, c], Responder::Reflector);
+        rep.derive();
+        assert_eq!(rep.spread.len(), 2);
+        let s = rep.spread[0].p50_ns.unwrap();
+        assert_eq!(s.runs, 2);
+        assert_eq!((s.min, s.max), (10_000.0, 30_000.0));
+        assert_eq!(s.median, 20_000.0);
+        assert_eq!(rep.spread[1].label(), "spin=on");
+        // No repeats: no spread.
+        rep.runs.iter_mut().for_each(|r| r.repeat = None);
+        rep.derive();
+        assert!(rep.spread.is_empty());
     }
 
     /// A run with no stamped exchange quotes 0 of them (not 1): the

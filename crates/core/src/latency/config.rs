@@ -10,8 +10,9 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use crate::procedure::pingpong::{Schedule, Until};
-use crate::units::ByteCount;
+use crate::procedure::pingpong::{Schedule, Until, AUTO_TIMEOUT_MAX};
+use crate::sweep::on_off;
+use crate::units::{BitRate, ByteCount};
 use crate::wire::control::DEFAULT_PORT;
 
 use super::{EchoProtocol, ReflectorMode, Responder, MAX_REQUEST_BYTES};
@@ -69,6 +70,9 @@ pub struct BedPeer {
     pub responder_netns: Option<String>,
     /// The responder's address (host b).
     pub responder_ip: IpAddr,
+    /// The bed's emulated link, if it has one: the wire time of the model
+    /// is the least a round trip can take on it.
+    pub link: Option<BitRate>,
 }
 
 /// How a run is arranged.
@@ -103,8 +107,10 @@ pub struct Request {
     pub interval: Option<Duration>,
     /// Requests per second, open loop.
     pub rate_per_s: Option<f64>,
-    /// A reply later than this counts as lost.
-    pub timeout: Duration,
+    /// A reply later than this counts as lost (None: UDP and ICMP size it
+    /// from the RTTs seen, [`crate::procedure::pingpong::sized_timeout`];
+    /// TCP, which delays replies rather than losing them, waits 1 s).
+    pub timeout: Option<Duration>,
     /// The client spins on non-blocking receives.
     pub spin: bool,
     /// How the reflector waits.
@@ -119,6 +125,8 @@ pub struct Request {
     pub stamp_every: Option<u32>,
     /// Sweeps: `KEY=V1,V2`, each multiplying the configurations.
     pub sweep: Vec<String>,
+    /// Runs of each configuration (1: one, no spread).
+    pub repeat: u32,
 }
 
 impl Request {
@@ -134,7 +142,7 @@ impl Request {
             time: None,
             interval: None,
             rate_per_s: None,
-            timeout: Duration::from_secs(1),
+            timeout: None,
             spin: false,
             reflector_mode: ReflectorMode::Blocking,
             reflector_copy: false,
@@ -142,6 +150,7 @@ impl Request {
             kernel_stamps: true,
             stamp_every: None,
             sweep: Vec::new(),
+            repeat: 1,
         }
     }
 }
@@ -185,6 +194,10 @@ pub struct Config {
     pub stamp_every: u32,
     /// The configurations, one result row each, in order.
     pub variants: Vec<Variant>,
+    /// Runs of each configuration: with more than one, every configuration
+    /// runs once per round, round after round, and the result has the
+    /// spread.
+    pub repeat: u32,
 }
 
 /// A parameter of a run, as errors name it.
@@ -208,6 +221,8 @@ pub enum Parameter {
     Sweep,
     /// How long a reply may take.
     Timeout,
+    /// Repeats.
+    Repeat,
 }
 
 impl Parameter {
@@ -223,6 +238,7 @@ impl Parameter {
             Self::NoUdpChecksum => "no_udp_checksum",
             Self::Sweep => "sweep",
             Self::Timeout => "timeout",
+            Self::Repeat => "repeat",
         }
     }
 }
@@ -261,7 +277,7 @@ impl Config {
                 "ICMP is answered by the peer's kernel; a reflector in this process does not apply",
             );
         }
-        if req.timeout.is_zero() {
+        if req.timeout.is_some_and(|t| t.is_zero()) {
             return err(
                 Parameter::Timeout,
                 "must be above 0 (every reply would be lost)",
@@ -351,11 +367,16 @@ impl Config {
                 until,
                 interval,
                 max_in_flight,
-                timeout: req.timeout,
+                timeout: req.timeout.unwrap_or(AUTO_TIMEOUT_MAX),
+                // TCP loses no reply, it only delays one: a late reply is
+                // waited for (the longest timeout), not counted lost.
+                timeout_auto: req.timeout.is_none() && proto != EchoProtocol::Tcp,
             },
             kernel_stamps: req.kernel_stamps,
             stamp_every,
             variants,
+            repeat: crate::sweep::check_repeat(req.repeat)
+                .or_else(|e| err(Parameter::Repeat, e))?,
         })
     }
 
@@ -431,14 +452,6 @@ fn check_size(protocol: EchoProtocol, size: u64) -> Result<(), ConfigError> {
     )
 }
 
-fn on_off(key: &str, v: &str) -> Result<bool, ConfigError> {
-    match v {
-        "on" | "true" | "yes" | "1" => Ok(true),
-        "off" | "false" | "no" | "0" => Ok(false),
-        _ => err(Parameter::Sweep, format!("{key}: '{v}' is not on or off")),
-    }
-}
-
 /// The keys a sweep may vary.
 pub const SWEEP_KEYS: [&str; 5] = [
     "reflector-mode",
@@ -448,66 +461,38 @@ pub const SWEEP_KEYS: [&str; 5] = [
     "size",
 ];
 
-/// Expands sweeps (`KEY=V1,V2`, each multiplying the configurations) from
-/// `base`; every configuration's `settings` name the values it took.
-pub fn expand(base: Variant, sweeps: &[String]) -> Result<Vec<Variant>, ConfigError> {
-    let mut out = vec![base];
-    for sweep in sweeps {
-        let Some((key, values)) = sweep.split_once('=') else {
-            return err(Parameter::Sweep, format!("'{sweep}': expected KEY=V1,V2"));
-        };
-        let values: Vec<&str> = values
-            .split(',')
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-            .collect();
-        if values.is_empty() {
-            return err(Parameter::Sweep, format!("'{sweep}': no values"));
-        }
-        let mut next = Vec::new();
-        for cfg in &out {
-            for &v in &values {
-                let mut c = cfg.clone();
-                match key {
-                    "reflector-mode" => {
-                        c.reflector_mode = match v.parse() {
-                            Ok(mode) => mode,
-                            Err(e) => return err(Parameter::Sweep, format!("reflector-mode: {e}")),
-                        };
-                    }
-                    "reflector-copy" => c.reflector_copy = on_off(key, v)?,
-                    "udp-checksum" => c.no_udp_checksum = !on_off(key, v)?,
-                    "spin" => c.spin = on_off(key, v)?,
-                    "size" => {
-                        let b: ByteCount = v.parse().map_err(|e| ConfigError {
-                            parameter: Parameter::Sweep,
-                            reason: format!("size: '{v}': {e}"),
-                        })?;
-                        c.size_bytes = b.get();
-                    }
-                    _ => {
-                        return err(
-                            Parameter::Sweep,
-                            format!("unknown key '{key}' (expected {})", SWEEP_KEYS.join(", ")),
-                        )
-                    }
-                }
-                c.settings.push((key.to_string(), v.to_string()));
-                next.push(c);
-            }
-        }
-        out = next;
-        if out.len() > MAX_CONFIGURATIONS {
-            return err(
-                Parameter::Sweep,
-                format!(
-                    "makes {} configurations or more; {MAX_CONFIGURATIONS} at most",
-                    out.len()
-                ),
-            );
+/// One sweep value applied to a configuration (the key is one of
+/// [`SWEEP_KEYS`]).
+fn apply(c: &mut Variant, key: &str, v: &str) -> Result<(), String> {
+    match key {
+        "reflector-mode" => c.reflector_mode = v.parse()?,
+        "reflector-copy" => c.reflector_copy = on_off(v)?,
+        "udp-checksum" => c.no_udp_checksum = !on_off(v)?,
+        "spin" => c.spin = on_off(v)?,
+        _ => {
+            let b: ByteCount = v.parse().map_err(|e| format!("'{v}': {e}"))?;
+            c.size_bytes = b.get();
         }
     }
-    Ok(out)
+    Ok(())
+}
+
+/// Expands sweeps (`KEY=V1,V2`, each multiplying the configurations) from
+/// `base` with [`crate::sweep::expand`]; every configuration's `settings`
+/// name the values it took.
+pub fn expand(base: Variant, sweeps: &[String]) -> Result<Vec<Variant>, ConfigError> {
+    let points = crate::sweep::expand(base, sweeps, &SWEEP_KEYS, MAX_CONFIGURATIONS, apply)
+        .map_err(|e| ConfigError {
+            parameter: Parameter::Sweep,
+            reason: e.to_string(),
+        })?;
+    Ok(points
+        .into_iter()
+        .map(|p| Variant {
+            settings: p.settings,
+            ..p.config
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -572,6 +557,7 @@ mod tests {
             client_netns: Some("lr-lab-a".into()),
             responder_netns: Some("lr-lab-b".into()),
             responder_ip: IpAddr::from([198, 18, 0, 2]),
+            link: None,
         };
         let c = config(|r| r.peer = Peer::Bed(bed.clone())).unwrap();
         assert_eq!(c.setup, Setup::LocalReflector);
@@ -676,6 +662,21 @@ mod tests {
         );
         let many: Vec<String> = (0..7).map(|_| "spin=on,off".to_string()).collect();
         assert!(expand(config(|_| {}).unwrap().variants[0].clone(), &many).is_err());
+    }
+
+    #[test]
+    fn the_timeout_is_sized_unless_given_and_repeats_are_bounded() {
+        let c = config(|_| {}).unwrap();
+        assert!(c.schedule.timeout_auto);
+        assert_eq!(c.schedule.timeout, AUTO_TIMEOUT_MAX);
+        let c = config(|r| r.timeout = Some(Duration::from_millis(3))).unwrap();
+        assert!(!c.schedule.timeout_auto);
+        assert_eq!(c.schedule.timeout, Duration::from_millis(3));
+        let c = config(|r| r.protocol = EchoProtocol::Tcp).unwrap();
+        assert!(!c.schedule.timeout_auto, "TCP replies are late, never lost");
+        assert_eq!(c.schedule.timeout, AUTO_TIMEOUT_MAX);
+        assert_eq!(config(|r| r.repeat = 5).unwrap().repeat, 5);
+        refused(|r| r.repeat = 0, Parameter::Repeat, "between 1 and");
     }
 
     #[test]

@@ -18,6 +18,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::stats::{Histogram, Summary};
+use crate::sweep::Spread;
 
 mod assess;
 mod config;
@@ -460,8 +461,11 @@ pub const SCHEMA: &str = "linerate.latency";
 /// envelope, `warnings` replaced by the envelope's flags; `kernel_stamps`,
 /// `ipv6`, and per run `no_udp_checksum`, `incomplete` and
 /// `stamping_cost_ns` added (version-1 documents read back with their
-/// defaults).
-pub const SCHEMA_VERSION: u32 = 2;
+/// defaults). Version 3: repeats (`runs` may hold several runs of one
+/// configuration, each with its `repeat`, summarised in `spread`),
+/// `link_bits_per_s` with each run's `wire_rtt_ns`, `host_load`, and each
+/// run's `timeout_ns` (version-2 documents read back without them).
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Who answered the probes, which decides the stages that exist.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -540,6 +544,20 @@ pub struct LatencyRun {
     /// documents written before plots).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rtt_distribution: Option<crate::plot::Distribution>,
+    /// The least a round trip can take on the path's link: the model's
+    /// wire time of the request's frame and of the reply's (preamble, SFD,
+    /// frame, FCS, IFG at the link rate), ns; absent when no link rate is
+    /// known (see [`LatencyReport::link_bits_per_s`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire_rtt_ns: Option<f64>,
+    /// Which repeat of its configuration this run is (1-based; absent
+    /// without `repeat`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
+    /// The reply timeout in force at the end of the run, ns (sized from the
+    /// RTTs seen unless one was given; absent in version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ns: Option<u64>,
 }
 
 fn one() -> u64 {
@@ -569,6 +587,9 @@ impl LatencyRun {
             rtt_distribution: crate::plot::Distribution::from_histogram(
                 stats.histogram(Stage::Rtt),
             ),
+            wire_rtt_ns: None,
+            repeat: None,
+            timeout_ns: None,
         }
     }
 
@@ -620,16 +641,13 @@ impl LatencyRun {
         Some(stamped.p50_ns as i64 - plain.p50_ns as i64)
     }
 
-    /// Label of the row: its settings, or "default".
+    /// Label of the row: its settings, or "default", and which repeat.
     pub fn label(&self) -> String {
-        if self.settings.is_empty() {
-            return "default".into();
+        let l = crate::sweep::label(&self.settings);
+        match self.repeat {
+            Some(r) => format!("{l} (run {r})"),
+            None => l,
         }
-        self.settings
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ")
     }
 }
 
@@ -658,8 +676,115 @@ pub struct LatencyReport {
     /// The responder was reached over IPv6.
     #[serde(default)]
     pub ipv6: bool,
-    /// One entry per configuration.
+    /// The link rate of the path, bit/s (a bed's emulated link), when known:
+    /// each run's `wire_rtt_ns` comes from it (absent in version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_bits_per_s: Option<u64>,
+    /// One entry per configuration (per configuration and repeat with
+    /// `repeat`, each run saying which).
     pub runs: Vec<LatencyRun>,
+    /// Load from elsewhere during the runs (absent in version 2, or when
+    /// `/proc` could not be read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_load: Option<crate::hostload::HostLoad>,
+    /// With repeats: per configuration, the median with min–max of its
+    /// runs' RTT figures (absent in version 2).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spread: Vec<RttSpread>,
+}
+
+/// The RTT of one configuration's repeated runs: median, min and max of
+/// each run's quoted RTT figures (ns).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RttSpread {
+    /// The configuration's settings.
+    pub settings: Vec<(String, String)>,
+    /// The runs' minimum RTTs.
+    pub min_ns: Option<Spread>,
+    /// The runs' median RTTs.
+    pub p50_ns: Option<Spread>,
+    /// The runs' 99th percentiles.
+    pub p99_ns: Option<Spread>,
+}
+
+impl RttSpread {
+    /// Label of the row: its settings, or "default".
+    pub fn label(&self) -> String {
+        crate::sweep::label(&self.settings)
+    }
+}
+
+impl LatencyReport {
+    /// Computes the derived figures: each run's wire time (from
+    /// `link_bits_per_s`) and, when runs repeat, the spread per
+    /// configuration (in the order configurations first appear).
+    pub fn derive(&mut self) {
+        let ipv6 = self.ipv6;
+        let (protocol, link) = (self.protocol, self.link_bits_per_s);
+        for r in &mut self.runs {
+            r.wire_rtt_ns = link.and_then(|l| wire_rtt_ns(protocol, ipv6, r.size_bytes, l));
+        }
+        self.spread.clear();
+        if self.runs.iter().all(|r| r.repeat.is_none()) {
+            return;
+        }
+        let mut seen: Vec<&Vec<(String, String)>> = Vec::new();
+        for r in &self.runs {
+            if !seen.contains(&&r.settings) {
+                seen.push(&r.settings);
+            }
+        }
+        self.spread = seen
+            .into_iter()
+            .map(|settings| {
+                let rtts: Vec<&Summary> = self
+                    .runs
+                    .iter()
+                    .filter(|r| &r.settings == settings)
+                    .filter_map(LatencyRun::rtt)
+                    .collect();
+                let of = |f: fn(&Summary) -> u64| Spread::of(rtts.iter().map(|s| f(s) as f64));
+                RttSpread {
+                    settings: settings.clone(),
+                    min_ns: of(|s| s.min_ns),
+                    p50_ns: of(|s| s.p50_ns),
+                    p99_ns: of(|s| s.p99_ns),
+                }
+            })
+            .collect();
+    }
+}
+
+/// The least a round trip of `size_bytes` requests can take on a link of
+/// `link_bits_per_s`: the line-rate model's wire time (preamble and SFD,
+/// frame, IFG) of the request's frame plus the reply's (same size), ns.
+/// UDP: a datagram of that payload; TCP: a segment with the timestamp
+/// option Linux sends; ICMP: an echo of that much data. `None` when the
+/// frame does not fit the model (larger than a jumbo frame) or the link is 0.
+pub fn wire_rtt_ns(
+    protocol: EchoProtocol,
+    ipv6: bool,
+    size_bytes: u64,
+    link_bits_per_s: u64,
+) -> Option<f64> {
+    use crate::linerate::{Encap, NetLayer, TransportLayer, DEFAULT_TCP_OPTIONS_BYTES};
+    let net = if ipv6 { NetLayer::Ipv6 } else { NetLayer::Ipv4 };
+    let size = u32::try_from(size_bytes).ok()?;
+    let (transport, tcp_options_bytes, payload) = match protocol {
+        EchoProtocol::Udp => (TransportLayer::Udp, 0, size),
+        EchoProtocol::Tcp => (TransportLayer::Tcp, DEFAULT_TCP_OPTIONS_BYTES, size),
+        // The 8-byte ICMP echo header rides above IP.
+        EchoProtocol::Icmp => (TransportLayer::None, 0, size.checked_add(8)?),
+    };
+    let encap = Encap {
+        net,
+        transport,
+        tcp_options_bytes,
+        ..Encap::ETHERNET
+    };
+    let frame = encap.frame_for_payload(payload, true).ok()?;
+    (link_bits_per_s > 0)
+        .then(|| 2.0 * f64::from(frame.wire_bytes()) * 8.0 * 1e9 / link_bits_per_s as f64)
 }
 
 #[cfg(test)]
@@ -773,6 +898,25 @@ mod tests {
         neg.set(Stage::Rtt, Some(-1));
         b.record(&neg);
         assert_eq!(b.negative, 1);
+    }
+
+    #[test]
+    fn the_wire_time_of_a_round_trip() {
+        // 18-byte UDP payload: a 64-byte frame, 84 wire bytes, 6.72 µs at
+        // 100 Mbit/s each way (`linerate calc --link 100M --frame 64`).
+        let w = wire_rtt_ns(EchoProtocol::Udp, false, 18, 100_000_000).unwrap();
+        assert!((w - 2.0 * 6_720.0).abs() < 1e-6, "{w}");
+        // 1472 bytes: 1518-byte frames, 123.04 µs each way.
+        let w = wire_rtt_ns(EchoProtocol::Udp, false, 1472, 100_000_000).unwrap();
+        assert!((w - 2.0 * 123_040.0).abs() < 1e-6, "{w}");
+        // ICMP with 56 bytes of data: 102-byte frames (FCS included).
+        let w = wire_rtt_ns(EchoProtocol::Icmp, false, 56, 1_000_000_000).unwrap();
+        assert!((w - 2.0 * 122.0 * 8.0).abs() < 1e-6, "{w}");
+        // 1 TCP byte with timestamps: 14+20+32+1+4 = 71-byte frames.
+        let w = wire_rtt_ns(EchoProtocol::Tcp, false, 1, 1_000_000_000).unwrap();
+        assert!((w - 2.0 * 91.0 * 8.0).abs() < 1e-6, "{w}");
+        assert_eq!(wire_rtt_ns(EchoProtocol::Udp, false, 65_000, 1), None);
+        assert_eq!(wire_rtt_ns(EchoProtocol::Udp, false, 18, 0), None);
     }
 
     #[test]

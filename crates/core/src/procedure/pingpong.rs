@@ -8,6 +8,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::stats::Histogram;
+
 /// When the run ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Until {
@@ -37,9 +39,28 @@ pub struct Schedule {
     /// Probes in flight at most: 1 is strict ping-pong (the seeds' case); more
     /// allows an open-loop rate (`--rate`) faster than the RTT.
     pub max_in_flight: u32,
-    /// A reply later than this counts as lost.
+    /// A reply later than this counts as lost (with `timeout_auto`: until
+    /// enough replies came to size it).
     pub timeout: Duration,
+    /// Size the timeout from the RTTs seen ([`sized_timeout`] of their
+    /// 99th percentile) once [`AUTO_TIMEOUT_MIN_REPLIES`] replies came.
+    pub timeout_auto: bool,
 }
+
+/// The timeout for RTTs whose 99th percentile is `p99`: ten times it,
+/// within [`AUTO_TIMEOUT_MIN`] … [`AUTO_TIMEOUT_MAX`]: a reply that late is
+/// lost, not slow, and a lossy path is not silent for a second per lost reply.
+pub fn sized_timeout(p99: Duration) -> Duration {
+    p99.saturating_mul(10)
+        .clamp(AUTO_TIMEOUT_MIN, AUTO_TIMEOUT_MAX)
+}
+
+/// The shortest timeout [`sized_timeout`] gives.
+pub const AUTO_TIMEOUT_MIN: Duration = Duration::from_millis(10);
+/// The longest (and the timeout before replies came).
+pub const AUTO_TIMEOUT_MAX: Duration = Duration::from_secs(1);
+/// Replies needed before the timeout is sized from them.
+pub const AUTO_TIMEOUT_MIN_REPLIES: u64 = 10;
 
 /// What the driver should do now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +96,8 @@ pub struct Counts {
     pub lost: u64,
     /// Replies that were not fresh.
     pub unexpected: u64,
+    /// The timeout in force when these were read, ns.
+    pub timeout_ns: u64,
 }
 
 /// The state machine.
@@ -86,6 +109,7 @@ pub struct PingPong {
     next_send_ns: u64,
     in_flight: BTreeMap<u64, u64>,
     counts: Counts,
+    rtts: Histogram,
 }
 
 fn ns(d: Duration) -> u64 {
@@ -103,7 +127,31 @@ impl PingPong {
             next_seq: 0,
             next_send_ns: 0,
             in_flight: BTreeMap::new(),
-            counts: Counts::default(),
+            counts: Counts {
+                timeout_ns: ns(schedule.timeout),
+                ..Counts::default()
+            },
+            rtts: Histogram::new(),
+        }
+    }
+
+    /// The timeout in force.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_nanos(self.counts.timeout_ns)
+    }
+
+    /// Records a fresh reply's RTT and, with an automatic timeout, sizes
+    /// it again (after the first replies, then every 16th).
+    fn learn(&mut self, rtt_ns: u64) {
+        if !self.schedule.timeout_auto {
+            return;
+        }
+        self.rtts.record(rtt_ns);
+        let n = self.rtts.count();
+        if n >= AUTO_TIMEOUT_MIN_REPLIES && (n < 64 || n % 16 == 0) {
+            if let Some(p99) = self.rtts.quantile(0.99) {
+                self.counts.timeout_ns = ns(sized_timeout(Duration::from_nanos(p99)));
+            }
         }
     }
 
@@ -127,7 +175,7 @@ impl PingPong {
     }
 
     fn expire(&mut self, now: u64) {
-        let timeout = ns(self.schedule.timeout);
+        let timeout = self.counts.timeout_ns;
         let late: Vec<u64> = self
             .in_flight
             .iter()
@@ -179,8 +227,9 @@ impl PingPong {
     /// A reply to `seq` arrived at `now`.
     pub fn on_reply(&mut self, now: u64, seq: u64) -> ReplyVerdict {
         self.expire(now);
-        if self.in_flight.remove(&seq).is_some() {
+        if let Some(sent) = self.in_flight.remove(&seq) {
             self.counts.received += 1;
+            self.learn(now.saturating_sub(sent));
             ReplyVerdict::Fresh
         } else {
             self.counts.unexpected += 1;
@@ -190,7 +239,7 @@ impl PingPong {
 
     /// When to poll again at the latest (ns), or `None` when done.
     pub fn next_wakeup(&self, now: u64) -> Option<u64> {
-        let timeout = ns(self.schedule.timeout);
+        let timeout = self.counts.timeout_ns;
         let first_expiry = self.in_flight.values().map(|&s| s + timeout).min();
         let can_send =
             !self.sending_over(now) && self.in_flight.len() < self.schedule.max_in_flight as usize;
@@ -215,6 +264,7 @@ mod tests {
             interval: Duration::from_micros(interval_us),
             max_in_flight: in_flight,
             timeout: Duration::from_millis(100),
+            timeout_auto: false,
         }
     }
 
@@ -280,6 +330,34 @@ mod tests {
         let c = pp.counts();
         assert_eq!((c.sent, c.received, c.lost), (50, 45, 5));
         assert!(end >= 5 * 100_000_000, "waited for the timeouts");
+    }
+
+    #[test]
+    fn the_timeout_is_sized_from_the_rtts_seen() {
+        assert_eq!(sized_timeout(Duration::from_micros(50)), AUTO_TIMEOUT_MIN);
+        assert_eq!(
+            sized_timeout(Duration::from_millis(4)),
+            Duration::from_millis(40)
+        );
+        assert_eq!(sized_timeout(Duration::from_secs(5)), AUTO_TIMEOUT_MAX);
+        // 1 ms RTTs, one probe in 10 lost: each loss costs 10 ms, not the
+        // initial second.
+        let mut s = schedule(Until::Count(100), 0, 1);
+        s.timeout = AUTO_TIMEOUT_MAX;
+        s.timeout_auto = true;
+        let mut pp = PingPong::new(s);
+        let (_, end) = simulate(&mut pp, 1_000_000, 10);
+        let c = pp.counts();
+        assert_eq!((c.received, c.lost), (90, 10));
+        assert!(pp.timeout() >= AUTO_TIMEOUT_MIN && pp.timeout() <= Duration::from_millis(11));
+        assert_eq!(c.timeout_ns, ns(pp.timeout()));
+        // The first loss (probe 9, before 10 replies) waited the full second.
+        assert!(end < 2_000_000_000, "{end}");
+        assert!(end > 1_000_000_000, "{end}");
+        // An explicit timeout stays.
+        let mut pp = PingPong::new(schedule(Until::Count(50), 0, 1));
+        simulate(&mut pp, 1_000_000, 0);
+        assert_eq!(pp.timeout(), Duration::from_millis(100));
     }
 
     #[test]

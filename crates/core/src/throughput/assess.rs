@@ -20,8 +20,9 @@ pub const CPU_BOUND_MIN_NS: u64 = 100_000_000;
 /// A direction at or above this share of the line-rate maximum, percent,
 /// reached the link's limit: the link, not a CPU, set its rate.
 pub const AT_LINE_RATE_PCT: f64 = 99.0;
-/// Above this share of the maximum, percent, the declared link is slower
-/// than the real one or its emulation is inexact.
+/// Above this share of the maximum, percent, a received rate is physically
+/// impossible on the declared link: the link is faster than declared or its
+/// emulation is inexact (flag `above_line_rate`, invalid).
 pub const ABOVE_LINE_RATE_PCT: f64 = 100.5;
 /// Steal time from this share of the CPU, percent, is flagged.
 pub const STEAL_PCT: f64 = 5.0;
@@ -44,6 +45,8 @@ pub struct Setting {
     pub mtu_bytes: Option<u32>,
     /// Sent to a discard sink: no server figures.
     pub one_sided: bool,
+    /// The first ns left out of the figures.
+    pub omit_ns: u64,
 }
 
 /// What the ends measured.
@@ -142,6 +145,10 @@ pub fn result(setting: &Setting, params: ThroughputParams, m: Measured) -> Throu
         steal_pct: m.steal_share.map(|s| s * 100.0),
         one_sided: setting.one_sided,
         figures: Figures::default(),
+        host_load: None,
+        settings: Vec::new(),
+        repeat: None,
+        omit_ns: setting.omit_ns,
     };
     r.figures = figures(&r);
     r
@@ -229,11 +236,21 @@ pub fn figures(r: &ThroughputResult) -> Figures {
                     Some(a) if role == FlowRole::Sender && a > 0 => (a, true),
                     _ => (sum.elapsed_ns, false),
                 };
-                let bytes_per_s = if to_ack {
+                let mut bytes_per_s = if to_ack {
                     sum.bytes as f64 * 1e9 / time_ns as f64
                 } else {
                     sum.bytes_per_s
                 };
+                let (mut bytes, mut time_ns, mut packets) = (sum.bytes, time_ns, packets);
+                if let Some(after) = after_omit(side, dir, role, r.omit_ns) {
+                    (bytes, time_ns) = (after.bytes, after.time_ns);
+                    bytes_per_s = bytes as f64 * 1e9 / time_ns.max(1) as f64;
+                    packets = match (tcp, per_packet) {
+                        (false, _) => Some(after.packets),
+                        (true, Some(m)) if m > 0 => Some(bytes.div_ceil(u64::from(m))),
+                        (true, _) => None,
+                    };
+                }
                 directions.push(DirectionFigures {
                     direction: dir,
                     end: side.end,
@@ -243,9 +260,9 @@ pub fn figures(r: &ThroughputResult) -> Figures {
                         FlowRole::Receiver => r.params.recv_path.name().into(),
                     },
                     packets,
-                    packets_estimated: estimated,
+                    packets_estimated: estimated || (tcp && r.omit_ns > 0),
                     payload_per_packet_bytes: payload,
-                    bytes: sum.bytes,
+                    bytes,
                     time_ns,
                     time_to_ack: to_ack,
                     bytes_per_s,
@@ -255,6 +272,7 @@ pub fn figures(r: &ThroughputResult) -> Figures {
                         .map(|p| p as f64 * 1e9 / time_ns as f64),
                     pct_of_max: pct(bytes_per_s),
                     cpu_ns_per_byte: (sum.bytes > 0).then(|| sum.cpu_ns as f64 / sum.bytes as f64),
+                    // CPU per byte: over the whole test, omitted seconds included.
                     sum,
                 });
             }
@@ -265,6 +283,37 @@ pub fn figures(r: &ThroughputResult) -> Figures {
         directions,
         intervals: interval_figures(r),
     }
+}
+
+/// What one end measured in one direction and role after the omitted
+/// first `omit_ns`: its intervals that start at or after it.
+struct AfterOmit {
+    bytes: u64,
+    packets: u64,
+    time_ns: u64,
+}
+
+fn after_omit(side: &SideReport, dir: FlowDir, role: FlowRole, omit_ns: u64) -> Option<AfterOmit> {
+    if omit_ns == 0 {
+        return None;
+    }
+    let mut out = AfterOmit {
+        bytes: 0,
+        packets: 0,
+        time_ns: 0,
+    };
+    let ivs = side
+        .flows
+        .iter()
+        .filter(|f| f.direction == dir && f.role == role)
+        .flat_map(|f| &f.intervals)
+        .filter(|iv| iv.start_ns >= omit_ns);
+    for iv in ivs {
+        out.bytes = out.bytes.saturating_add(iv.bytes);
+        out.packets = out.packets.saturating_add(iv.packets);
+        out.time_ns = out.time_ns.max(iv.end_ns - omit_ns.min(iv.end_ns));
+    }
+    Some(out)
 }
 
 /// Each direction's intervals summed over its streams, from its receivers
@@ -307,6 +356,7 @@ fn interval_figures(r: &ThroughputResult) -> Vec<DirectionIntervals> {
                     packets,
                     bits_per_s: bytes as f64 * 8.0 / span_s,
                     packets_per_s: packets as f64 / span_s,
+                    omitted: start.min(end) < r.omit_ns,
                 }
             })
             .collect();
@@ -362,6 +412,7 @@ pub fn assess(r: &ThroughputResult) -> Vec<Flag> {
             .with("steal_pct", st),
         );
     }
+    flags.extend(r.host_load.as_ref().and_then(crate::hostload::assess));
     flags.extend(cpu_flags(r));
     flags.extend(socket_drop_flags(r));
     if r.one_sided {
@@ -656,10 +707,10 @@ pub fn line_rate_flags(r: &ThroughputResult) -> Vec<Flag> {
         }
         if let Some(pct) = d.pct_of_max.filter(|&p| p > ABOVE_LINE_RATE_PCT) {
             flags.push(
-                Flag::warning(
+                Flag::invalid(
                     "above_line_rate",
                     format!(
-                        "{} received at {pct:.2} % of the model's maximum: the link is faster than the declared speed, or its emulation is inexact (on the probed kernel a tbf-emulated link passed TCP segments 1.5 % faster than its rate with overhead, UDP datagrams within 0.1 %: docs/METHODOLOGY.md)",
+                        "{} received at {pct:.2} % of the model's maximum: physically impossible on the declared link, so the link is faster than declared or its emulation is inexact (on the probed kernel a tbf-emulated link passed TCP segments 1.5 % faster than its rate with overhead, UDP datagrams within 0.1 %: docs/METHODOLOGY.md)",
                         dir_name(d.direction)
                     ),
                 )
@@ -900,6 +951,78 @@ mod tests {
             None,
         )
         .unwrap()
+    }
+
+    #[test]
+    fn omitted_seconds_are_left_out_of_the_figures_and_marked() {
+        use crate::stats::interval::Interval;
+        let iv = |s: u64, bytes: u64| Interval {
+            start_ns: s * 1_000_000_000,
+            end_ns: (s + 1) * 1_000_000_000,
+            bytes,
+            packets: bytes / 100,
+        };
+        let mut rx = flow(0, FlowRole::Receiver, 2_100, 3_000_000_000, 0);
+        rx.intervals = vec![iv(0, 100), iv(1, 1_000), iv(2, 1_000)];
+        let m = Measured {
+            client: side(
+                End::Client,
+                vec![flow(0, FlowRole::Sender, 2_100, 3_000_000_000, 0)],
+            ),
+            server: Some(side(End::Server, vec![rx])),
+            steal_share: None,
+        };
+        let setting = Setting {
+            omit_ns: 1_000_000_000,
+            ..Setting::default()
+        };
+        let r = result(&setting, udp(None), m.clone());
+        let d = r
+            .figures
+            .direction(FlowDir::Forward, FlowRole::Receiver)
+            .unwrap();
+        assert_eq!(
+            (d.bytes, d.time_ns, d.packets),
+            (2_000, 2_000_000_000, Some(20))
+        );
+        assert!((d.bytes_per_s - 1_000.0).abs() < 1e-9);
+        let rows = &r.figures.intervals[0].rows;
+        let marked: Vec<bool> = rows.iter().map(|r| r.omitted).collect();
+        assert_eq!(marked, [true, false, false]);
+        // Without omit: the whole test.
+        let r = result(&Setting::default(), udp(None), m);
+        let d = r
+            .figures
+            .direction(FlowDir::Forward, FlowRole::Receiver)
+            .unwrap();
+        assert_eq!(d.bytes, 2_100);
+        assert!(r.figures.intervals[0].rows.iter().all(|r| !r.omitted));
+    }
+
+    #[test]
+    fn a_receiver_above_the_line_rate_is_impossible() {
+        let max = udp_line_100m();
+        let at = |share: f64| {
+            let got = (max.payload_bytes_per_s * share) as u64;
+            let m = Measured {
+                client: side(
+                    End::Client,
+                    vec![flow(0, FlowRole::Sender, got, 1_000_000_000, 0)],
+                ),
+                server: Some(side(
+                    End::Server,
+                    vec![flow(0, FlowRole::Receiver, got, 1_000_000_000, 0)],
+                )),
+                steal_share: None,
+            };
+            assess(&result(&bed(100), udp(None), m))
+        };
+        let flags = at(1.01);
+        let f = one(&flags, "above_line_rate");
+        assert_eq!(f.severity, Severity::Invalid);
+        assert!(f.evidence["pct_of_max"].as_f64().unwrap() > ABOVE_LINE_RATE_PCT);
+        assert_eq!(crate::result::exit_code(&flags), 1);
+        assert!(!at(1.004).iter().any(|f| f.code == "above_line_rate"));
     }
 
     #[test]

@@ -56,6 +56,102 @@ pub struct Request {
     pub interval: Duration,
     /// The link speed given (it overrides a bed's).
     pub link: Option<BitRate>,
+    /// Sweeps (`KEY=V1,V2`): socket settings ([`SOCKET_SWEEP_KEYS`]) and,
+    /// on a bed, bed settings ([`crate::sweep::BED_KEYS`]).
+    pub sweep: Vec<String>,
+    /// Runs of each point (1: one, no spread).
+    pub repeat: u32,
+    /// Left out of the figures at the start (the test runs this much
+    /// longer; iperf3's `-O`).
+    pub omit: Duration,
+    /// SO_NO_CHECK on UDP data sockets.
+    pub no_udp_checksum: bool,
+}
+
+/// The socket settings a throughput sweep may vary.
+pub const SOCKET_SWEEP_KEYS: [&str; 8] = [
+    "size",
+    "window",
+    "mss",
+    "path",
+    "recv-path",
+    "cc",
+    "nodelay",
+    "udp-checksum",
+];
+
+/// A checked point of a throughput matrix: its configuration and the bed
+/// settings it needs.
+pub type Point = crate::sweep::Point<(Config, Vec<crate::sweep::BedSetting>)>;
+
+/// Points a throughput sweep may make, at most.
+pub const MAX_POINTS: usize = 64;
+
+/// One point of a throughput matrix: its request, and the bed settings it
+/// needs (applied to the bed before it runs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PointRequest {
+    /// The request with the point's socket settings.
+    pub request: Request,
+    /// The point's bed settings.
+    pub bed: Vec<crate::sweep::BedSetting>,
+}
+
+/// One swept socket or bed value applied to a point.
+fn apply(p: &mut PointRequest, key: &str, v: &str) -> Result<(), String> {
+    let bytes =
+        |v: &str| -> Result<ByteCount, String> { v.parse().map_err(|e| format!("'{v}': {e}")) };
+    let r = &mut p.request;
+    match key {
+        "size" => r.size = Some(bytes(v)?),
+        "window" => r.window = Some(bytes(v)?),
+        "mss" => r.mss_bytes = Some(v.parse().map_err(|_| format!("'{v}' is not a number"))?),
+        "path" => r.send_paths = vec![v.parse()?],
+        "recv-path" => r.recv_path = v.parse()?,
+        "cc" => r.congestion = Some(v.to_string()),
+        "nodelay" => r.nodelay = crate::sweep::on_off(v)?,
+        "udp-checksum" => r.no_udp_checksum = !crate::sweep::on_off(v)?,
+        _ => p.bed.push(crate::sweep::BedSetting::parse(key, v)?),
+    }
+    Ok(())
+}
+
+impl Request {
+    /// The points of the matrix the request's sweeps make (one without
+    /// sweeps), each checked against `target` before anything runs; bed
+    /// keys only on a bed.
+    pub fn points(&self, target: &Target) -> Result<Vec<Point>, ConfigError> {
+        crate::sweep::check_repeat(self.repeat).map_err(ConfigError::Repeat)?;
+        let mut keys: Vec<&str> = SOCKET_SWEEP_KEYS.to_vec();
+        if matches!(target, Target::Bed(_)) {
+            keys.extend(crate::sweep::BED_KEYS);
+        }
+        let base = PointRequest {
+            request: self.clone(),
+            bed: Vec::new(),
+        };
+        let points = crate::sweep::expand(base, &self.sweep, &keys, MAX_POINTS, apply)
+            .map_err(ConfigError::Sweep)?;
+        points
+            .into_iter()
+            .map(|p| {
+                let mut target = target.clone();
+                if let Target::Bed(b) = &mut target {
+                    // The point's MTU is the path's.
+                    for s in &p.config.bed {
+                        if let crate::sweep::BedSetting::Mtu(m) = s {
+                            b.mtu_bytes = Some(*m);
+                        }
+                    }
+                }
+                let cfg = Config::from_request(target, &p.config.request)?;
+                Ok(crate::sweep::Point {
+                    settings: p.settings,
+                    config: (cfg, p.config.bed),
+                })
+            })
+            .collect()
+    }
 }
 
 impl Default for Request {
@@ -79,6 +175,10 @@ impl Default for Request {
             mss_bytes: None,
             interval: Duration::from_nanos(p.interval_ns),
             link: None,
+            sweep: Vec::new(),
+            repeat: 1,
+            omit: Duration::ZERO,
+            no_udp_checksum: false,
         }
     }
 }
@@ -138,6 +238,12 @@ pub enum ConfigError {
     /// One-sided tests only send.
     #[error("a discard sink only receives: the reverse and bidirectional directions need a linerate server")]
     DiscardReceives,
+    /// The sweeps make no matrix.
+    #[error(transparent)]
+    Sweep(crate::sweep::SweepError),
+    /// A repeat count out of range.
+    #[error("{0}")]
+    Repeat(String),
 }
 
 /// A validated `linerate throughput` configuration.
@@ -149,6 +255,8 @@ pub struct Config {
     pub runs: Vec<ThroughputParams>,
     /// The link speed given for the test (it overrides a bed's).
     pub link: Option<BitRate>,
+    /// The first ns of each run left out of its figures.
+    pub omit_ns: u64,
 }
 
 impl Config {
@@ -169,7 +277,12 @@ impl Config {
                 return Err(ConfigError::DiscardReceives);
             }
         }
-        Ok(Self { target, runs, link })
+        Ok(Self {
+            target,
+            runs,
+            link,
+            omit_ns: 0,
+        })
     }
 
     /// The configuration `req` asks for against `target`: defaults applied
@@ -190,7 +303,7 @@ impl Config {
             protocol: req.protocol,
             direction: req.direction,
             streams: req.streams,
-            duration_ns: nanos(req.duration),
+            duration_ns: nanos(req.duration.saturating_add(req.omit)),
             size_bytes,
             rate_bits_per_s: req.rate.map(BitRate::bps),
             send_path: req.send_paths.first().copied().unwrap_or(SendPath::Ideal),
@@ -203,6 +316,7 @@ impl Config {
             congestion: req.congestion.clone(),
             mss_bytes: req.mss_bytes,
             interval_ns: nanos(req.interval),
+            no_udp_checksum: req.no_udp_checksum,
         };
         // Every run (the first is `base`) is checked in `new`.
         let runs = req
@@ -213,7 +327,9 @@ impl Config {
                 ..base.clone()
             })
             .collect();
-        Self::new(target, runs, req.link)
+        let mut cfg = Self::new(target, runs, req.link)?;
+        cfg.omit_ns = nanos(req.omit);
+        Ok(cfg)
     }
 
     /// The link speed for the maximum possible: the given one, else the bed's.
@@ -258,6 +374,57 @@ mod tests {
         assert_eq!(c.line(), Some((BitRate::from_mbps(100), LinkSource::Bed)));
         let c = Config::new(Target::Bed(bed), vec![reverse], Some(BitRate::from_gbps(1))).unwrap();
         assert_eq!(c.line(), Some((BitRate::from_gbps(1), LinkSource::Given)));
+    }
+
+    #[test]
+    fn sweeps_make_checked_points() {
+        let server = Target::Server(SocketAddr::from(([127, 0, 0, 1], 1)));
+        let bed = Target::Bed(BedTarget {
+            client_netns: "lr-x-a".into(),
+            server_netns: "lr-x-b".into(),
+            server_ip: "198.18.0.2".parse().unwrap(),
+            port: None,
+            link: None,
+            mtu_bytes: Some(1500),
+        });
+        let req = Request {
+            protocol: Protocol::Udp,
+            sweep: vec!["mtu=1500,9000".into(), "window=64K,4M".into()],
+            repeat: 3,
+            ..Request::default()
+        };
+        let p = req.points(&bed).unwrap();
+        assert_eq!(p.len(), 4);
+        let (cfg, bedset) = &p[3].config;
+        assert_eq!(bedset, &[crate::sweep::BedSetting::Mtu(9000)]);
+        assert_eq!(cfg.runs[0].window_bytes, Some(4 << 20));
+        let Target::Bed(b) = &cfg.target else {
+            panic!("a bed")
+        };
+        assert_eq!(b.mtu_bytes, Some(9000), "the point's MTU is the path's");
+        assert_eq!(crate::sweep::label(&p[3].settings), "mtu=9000 window=4M");
+        // Bed keys only on a bed; values checked before anything runs.
+        let e = |sweep: &str, t: &Target| {
+            let r = Request {
+                sweep: vec![sweep.into()],
+                ..Request::default()
+            };
+            r.points(t).unwrap_err().to_string()
+        };
+        assert!(e("mtu=9000", &server).contains("unknown key 'mtu'"));
+        assert!(e("path=warp", &bed).contains("path: unknown value 'warp'"));
+        assert!(e("gro=maybe", &bed).contains("gro: 'maybe' is not on or off"));
+        assert!(e("mtu=10", &bed).contains("mtu: 10 is outside"));
+        assert!(e("udp-checksum=off", &server).contains("no_udp_checksum: applies to UDP only"));
+        assert!(
+            e("size=1", &server).contains("size_bytes"),
+            "checked by params"
+        );
+        let zero = Request {
+            repeat: 0,
+            ..Request::default()
+        };
+        assert!(matches!(zero.points(&server), Err(ConfigError::Repeat(_))));
     }
 
     #[test]

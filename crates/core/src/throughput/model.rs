@@ -7,6 +7,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::sweep::Spread;
+
 use crate::linerate::{Encap, Row};
 use crate::stats::interval::{rate, Interval};
 use crate::stats::sequence::SeqCounts;
@@ -15,8 +17,10 @@ use crate::wire::probe::HEADER_LEN;
 
 /// Schema name of the JSON result.
 pub const SCHEMA: &str = "linerate.throughput";
-/// Version of the JSON result.
-pub const VERSION: u32 = 2;
+/// Version of the JSON result. Version 3: `host_load`, a run's point
+/// (`settings`, `repeat`) and `omit_ns` with intervals marked `omitted`
+/// (version-2 documents read back without them).
+pub const VERSION: u32 = 3;
 /// Largest UDP datagram payload (IPv4: 65 535 − 20 − 8).
 pub const MAX_UDP_PAYLOAD: u32 = 65_507;
 /// Largest TCP block (bounds a session's memory on the server).
@@ -179,6 +183,10 @@ pub struct ThroughputParams {
     pub mss_bytes: Option<u32>,
     /// Reporting interval, ns.
     pub interval_ns: u64,
+    /// SO_NO_CHECK on UDP data sockets: the senders compute no UDP
+    /// checksum (IPv4; seed 004's checksum row). Absent before: off.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_udp_checksum: bool,
 }
 
 impl Default for ThroughputParams {
@@ -200,6 +208,7 @@ impl Default for ThroughputParams {
             congestion: None,
             mss_bytes: None,
             interval_ns: 1_000_000_000,
+            no_udp_checksum: false,
         }
     }
 }
@@ -273,6 +282,9 @@ impl ThroughputParams {
                 return bad("send_path", "send path 'sendfile' is TCP-only here".into())
             }
             _ => {}
+        }
+        if self.protocol == Protocol::Tcp && self.no_udp_checksum {
+            return bad("no_udp_checksum", "applies to UDP only".into());
         }
         if self.protocol == Protocol::Tcp
             && matches!(self.recv_path, RecvPath::Mmsg | RecvPath::Gro)
@@ -987,6 +999,10 @@ pub struct IntervalFigures {
     pub bits_per_s: f64,
     /// Datagrams or blocks per second over the interval.
     pub packets_per_s: f64,
+    /// The interval starts within the omitted first seconds (`omit_ns`):
+    /// shown, not counted in the figures.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub omitted: bool,
 }
 
 impl Figures {
@@ -1034,6 +1050,111 @@ pub struct ThroughputResult {
     /// (absent in version 1).
     #[serde(default)]
     pub figures: Figures,
+    /// Load from elsewhere on the client's host during the test (absent in
+    /// version 2, or when `/proc` could not be read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_load: Option<crate::hostload::HostLoad>,
+    /// The swept settings of this run's point (`[("mtu", "9000")]`; empty
+    /// without sweeps).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settings: Vec<(String, String)>,
+    /// Which repeat of its point this run is (1-based; absent without
+    /// `repeat`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
+    /// The first ns of the test left out of the figures (iperf3's `-O`):
+    /// each direction's bytes, packets and time count from the first
+    /// interval starting at or after it; the test ran this much longer
+    /// than its `duration_ns` asked. 0: nothing omitted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omit_ns: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+impl ThroughputResult {
+    /// The run's point: its settings and, when several send paths ran, its
+    /// path (`mtu=9000 path=typical`), or its path alone.
+    pub fn point_label(&self) -> String {
+        let mut l = crate::sweep::label(&self.settings);
+        if !self.settings.iter().any(|(k, _)| k == "path") {
+            l = match self.settings.is_empty() {
+                true => format!("path={}", self.params.send_path),
+                false => format!("{l} path={}", self.params.send_path),
+            };
+        }
+        l
+    }
+
+    /// The direction the test measures (forward, or reverse with
+    /// `--reverse`; forward of a bidirectional test) as received, else as
+    /// sent.
+    pub fn main_direction(&self) -> Option<&DirectionFigures> {
+        let dir = if self.params.direction == Direction::Reverse {
+            FlowDir::Reverse
+        } else {
+            FlowDir::Forward
+        };
+        self.figures
+            .direction(dir, FlowRole::Receiver)
+            .or_else(|| self.figures.direction(dir, FlowRole::Sender))
+    }
+}
+
+/// One point of a matrix run several times (or once beside other points):
+/// the median with min–max of its runs' main-direction figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PointSpread {
+    /// The point ([`ThroughputResult::point_label`]).
+    pub label: String,
+    /// Its runs' indices in `runs`.
+    pub runs: Vec<usize>,
+    /// Payload bit/s (as received, else as sent).
+    pub bits_per_s: Option<Spread>,
+    /// Packets per second.
+    pub packets_per_s: Option<Spread>,
+    /// Percent of the line-rate maximum.
+    pub pct_of_max: Option<Spread>,
+}
+
+impl PointSpread {
+    /// The points of `runs`, in the order they first appear (named by
+    /// their settings alone when every run took the same send path).
+    pub fn of(runs: &[crate::result::Envelope<ThroughputResult>]) -> Vec<Self> {
+        let mut out: Vec<Self> = Vec::new();
+        let one_path = runs
+            .windows(2)
+            .all(|w| w[0].result.params.send_path == w[1].result.params.send_path);
+        for (i, r) in runs.iter().enumerate() {
+            let label = match one_path && !r.result.settings.is_empty() {
+                true => crate::sweep::label(&r.result.settings),
+                false => r.result.point_label(),
+            };
+            match out.iter_mut().find(|p| p.label == label) {
+                Some(p) => p.runs.push(i),
+                None => out.push(Self {
+                    label,
+                    runs: vec![i],
+                    bits_per_s: None,
+                    packets_per_s: None,
+                    pct_of_max: None,
+                }),
+            }
+        }
+        for p in &mut out {
+            let dirs: Vec<&DirectionFigures> = p
+                .runs
+                .iter()
+                .filter_map(|&i| runs[i].result.main_direction())
+                .collect();
+            p.bits_per_s = Spread::of(dirs.iter().map(|d| d.bits_per_s));
+            p.packets_per_s = Spread::of(dirs.iter().filter_map(|d| d.packets_per_s));
+            p.pct_of_max = Spread::of(dirs.iter().filter_map(|d| d.pct_of_max));
+        }
+        out
+    }
 }
 
 /// Several runs that differ only in the send path (`linerate throughput
@@ -1042,14 +1163,21 @@ pub struct ThroughputResult {
 /// this carries every run's flags.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Scenarios {
-    /// One per send path, in the order given.
+    /// One per send path, in the order given (with sweeps and repeats: per
+    /// point, per repeat, per path).
     pub runs: Vec<crate::result::Envelope<ThroughputResult>>,
+    /// Per point (settings and path), the median with min–max of its runs
+    /// (absent in version 2).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub points: Vec<PointSpread>,
 }
 
 /// Schema name of the scenarios document.
 pub const SCENARIOS_SCHEMA: &str = "linerate.throughput.scenarios";
-/// Version of the scenarios document.
-pub const SCENARIOS_VERSION: u32 = 2;
+/// Version of the scenarios document. Version 3: sweeps and repeats (each
+/// run's `settings` and `repeat`, and `points`; version-2 documents read
+/// back without them).
+pub const SCENARIOS_VERSION: u32 = 3;
 
 impl Scenarios {
     /// Several runs in one document on `host`, started when the first run
@@ -1062,16 +1190,23 @@ impl Scenarios {
         for (i, r) in runs.iter().enumerate() {
             for f in &r.flags {
                 let mut f = f.clone();
-                let path = r.result.params.send_path;
-                f.message = format!("scenario {} ({path}): {}", i + 1, f.message);
+                let mut point = r.result.point_label();
+                if let Some(n) = r.result.repeat {
+                    point = format!("{point}, run {n}");
+                }
+                f.message = format!("scenario {} ({point}): {}", i + 1, f.message);
                 flags.push(f.with("scenario", i + 1));
             }
         }
         let started_at = runs.first().and_then(|r| r.started_at.clone());
-        let mut doc =
-            crate::result::Envelope::new(SCENARIOS_SCHEMA, SCENARIOS_VERSION, Self { runs })
-                .on(host)
-                .flagged(flags);
+        let points = PointSpread::of(&runs);
+        let mut doc = crate::result::Envelope::new(
+            SCENARIOS_SCHEMA,
+            SCENARIOS_VERSION,
+            Self { runs, points },
+        )
+        .on(host)
+        .flagged(flags);
         doc.started_at = started_at;
         doc
     }

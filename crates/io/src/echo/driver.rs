@@ -50,22 +50,32 @@ pub fn run(
     };
     let mut same_clock = cfg.same_clock_expected();
     let mut runs = Vec::with_capacity(cfg.variants.len());
-    let n = cfg.variants.len();
-    for (i, v) in cfg.variants.iter().enumerate() {
-        progress.step(&format!("configuration {}/{n}", i + 1));
-        let (run, clock) = run_one(cfg, v, &place);
-        let run = match run {
-            Ok(r) => r,
-            Err(e) => {
-                progress.done();
-                return Err(e);
-            }
-        };
-        same_clock &= clock;
-        runs.push(run);
+    let (n, rounds) = (cfg.variants.len(), cfg.repeat.max(1));
+    let load = crate::host::LoadSampler::start();
+    // With repeats, round after round of every configuration: a drift of
+    // the host over time spreads over all of them alike.
+    for round in 1..=rounds {
+        for (i, v) in cfg.variants.iter().enumerate() {
+            progress.step(&match rounds {
+                1 => format!("configuration {}/{n}", i + 1),
+                _ => format!("configuration {}/{n}, run {round}/{rounds}", i + 1),
+            });
+            let (run, clock) = run_one(cfg, v, &place);
+            let mut run = match run {
+                Ok(r) => r,
+                Err(e) => {
+                    progress.done();
+                    return Err(e);
+                }
+            };
+            run.repeat = (rounds > 1).then_some(round);
+            same_clock &= clock;
+            runs.push(run);
+        }
     }
     progress.done();
-    let report = LatencyReport {
+    let host_load = load.finish();
+    let mut report = LatencyReport {
         target: cfg.target_label(),
         protocol: cfg.protocol,
         responder: cfg.responder,
@@ -80,8 +90,12 @@ pub fn run(
         same_clock,
         kernel_stamps: cfg.kernel_stamps,
         ipv6: cfg.target.is_ipv6(),
+        link_bits_per_s: cfg.bed.as_ref().and_then(|b| b.link).map(|l| l.bps()),
         runs,
+        host_load,
+        spread: Vec::new(),
     };
+    report.derive();
     let flags = assess(&report);
     Ok(Envelope::new(SCHEMA, SCHEMA_VERSION, report)
         .started(t0)
@@ -208,14 +222,61 @@ mod tests {
         assert!(r.same_clock && r.kernel_stamps && !r.ipv6);
         assert_eq!(r.runs[1].label(), "reflector-copy=on");
         assert!(r.runs.iter().all(|x| x.counts.received == 40));
-        // 10 stamped exchanges of 40: too few for percentiles.
-        assert!(env
+        // 10 stamped exchanges of 40: too few for percentiles (and a busy
+        // test host may be said to be noisy).
+        let flags: Vec<_> = env
             .flags
             .iter()
+            .filter(|f| f.code != linerate_core::latency::codes::NOISY_HOST)
+            .collect();
+        assert!(flags
+            .iter()
             .all(|f| f.code == linerate_core::latency::codes::FEW_STAMPED_EXCHANGES));
-        assert_eq!(env.flags.len(), 2);
+        assert_eq!(flags.len(), 2);
         assert_eq!(env.exit_code(), 0);
         assert_eq!(r.timestamp_source, TIMESTAMP_SOURCE);
+        assert!(r.host_load.is_some(), "/proc is readable here");
+        assert!(r.runs.iter().all(|x| x.repeat.is_none()) && r.spread.is_empty());
+    }
+
+    #[test]
+    fn repeats_run_round_after_round_and_are_summarised() {
+        let mut req = Request::new(
+            Peer::InProcess(IpAddr::from([127, 0, 0, 1])),
+            EchoProtocol::Udp,
+        );
+        req.count = Some(20);
+        req.repeat = 2;
+        req.sweep = vec!["spin=off,on".into()];
+        let cfg = Config::new(&req).unwrap();
+        let mut p = Lines::default();
+        let env = run(&cfg, &mut p).unwrap();
+        assert_eq!(
+            p.0,
+            [
+                "configuration 1/2, run 1/2",
+                "configuration 2/2, run 1/2",
+                "configuration 1/2, run 2/2",
+                "configuration 2/2, run 2/2"
+            ]
+        );
+        let r = &env.result;
+        let labels: Vec<String> = r.runs.iter().map(LatencyRun::label).collect();
+        assert_eq!(
+            labels,
+            [
+                "spin=off (run 1)",
+                "spin=on (run 1)",
+                "spin=off (run 2)",
+                "spin=on (run 2)"
+            ]
+        );
+        assert_eq!(r.spread.len(), 2);
+        assert!(r.spread.iter().all(|s| s.p50_ns.unwrap().runs == 2));
+        // The timeout was sized from the loopback RTTs (10 × p99), not
+        // left at the initial second.
+        let t = r.runs[0].timeout_ns.unwrap();
+        assert!((10_000_000..1_000_000_000).contains(&t), "{t}");
     }
 
     /// Without kernel stamps the document says the stamps are the

@@ -154,6 +154,7 @@ pub fn summarize(
         duration_ns: u64::try_from(run.duration.as_nanos()).unwrap_or(u64::MAX),
         unrecorded: run.unrecorded,
         stamp_every: u64::from(run.stamp_every.max(1)),
+        timeout_ns: Some(run.counts.timeout_ns),
         ..LatencyRun::new(size_bytes, counts, &stats)
     }
     .with_unstamped(&unstamped)

@@ -19,6 +19,7 @@ fn schedule(count: u64) -> Schedule {
         interval: Duration::ZERO,
         max_in_flight: 1,
         timeout: Duration::from_millis(500),
+        timeout_auto: false,
     }
 }
 

@@ -192,6 +192,14 @@ pub fn udp_bind(ip: IpAddr, p: &ThroughputParams) -> Result<UdpSocket, NetError>
         }
     }
     apply_common(&s, p)?;
+    if p.no_udp_checksum {
+        crate::sys::timestamping::set_no_check(s.as_raw_fd(), true).map_err(|error| {
+            NetError::Option {
+                option: "SO_NO_CHECK".into(),
+                error,
+            }
+        })?;
+    }
     Ok(s)
 }
 

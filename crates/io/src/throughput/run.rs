@@ -79,6 +79,7 @@ pub fn run(
             break;
         }
         let t0 = crate::host::unix_now_ns();
+        let load = crate::host::LoadSampler::start();
         let (measured, path) = run_client(
             addr,
             client_ns.as_deref(),
@@ -94,8 +95,10 @@ pub fn run(
             interface: path.as_ref().map(|(i, _)| i.clone()),
             mtu_bytes: path.and_then(|(_, m)| m).or(bed_mtu),
             one_sided,
+            omit_ns: cfg.omit_ns,
         };
-        let result = assess::result(&setting, params.clone(), measured);
+        let mut result = assess::result(&setting, params.clone(), measured);
+        result.host_load = load.finish();
         let flags = assess::assess(&result);
         out.push(
             Envelope::new(SCHEMA, VERSION, result)
