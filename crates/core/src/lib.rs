@@ -18,6 +18,7 @@
 
 pub mod calc;
 pub mod demo;
+pub mod emu;
 pub mod error;
 pub mod inspect;
 pub mod latency;

@@ -11,6 +11,7 @@
 
 pub mod dut;
 pub mod echo;
+pub mod emu;
 pub mod host;
 pub mod netns;
 pub mod packet;

@@ -7,6 +7,7 @@
 pub(crate) mod bpf;
 pub(crate) mod clock;
 pub(crate) mod cmsg;
+pub(crate) mod emu;
 pub(crate) mod ifaddrs;
 pub(crate) mod netns;
 pub(crate) mod packet;
