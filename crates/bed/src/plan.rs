@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::layout::{Cidr, Layout};
 use crate::spec::{BedSpec, Feature, TcpMem};
+use linerate_core::emu::Shaper;
 
 /// tbf burst at and below 1 Gbit/s (docs/METHODOLOGY.md §3: 64000 B measured
 /// within 0.1 %; a 1-MTU burst undershoots by up to 17 % in this VM).
@@ -182,6 +183,15 @@ pub enum Step {
         /// CPU mask in the kernel's hex format.
         mask: String,
     },
+    /// `linerate testbed emulate BED`: starts the link emulator, detached,
+    /// in the link namespace (it reads the bed's description, measures its
+    /// own limit, then forwards every cable until the bed goes down).
+    Emulate {
+        /// The link namespace.
+        netns: String,
+        /// The bed (without prefix).
+        bed: String,
+    },
     /// `ip netns del NS` (teardown: removes everything inside it).
     DelNetns {
         /// Namespace.
@@ -203,6 +213,7 @@ impl Step {
         match self {
             Self::AddNetns { netns } => vec![s("ip"), s("netns"), s("add"), s(netns)],
             Self::DelNetns { netns } => vec![s("ip"), s("netns"), s("del"), s(netns)],
+            Self::Emulate { bed, .. } => ["linerate", "testbed", "emulate", bed].map(s).to_vec(),
             Self::LinkUp { netns, dev } => ["ip", "-n", netns, "link", "set", "dev", dev, "up"]
                 .map(s)
                 .to_vec(),
@@ -461,9 +472,46 @@ impl Step {
             | Self::Sysctl { netns, .. }
             | Self::Tbf { netns, .. }
             | Self::NftLoss { netns, .. }
-            | Self::Rps { netns, .. } => netns,
+            | Self::Rps { netns, .. }
+            | Self::Emulate { netns, .. } => netns,
         }
     }
+}
+
+/// What a bed's emulated link does, for its notes.
+fn emulator_notes(spec: &BedSpec, link: &crate::layout::LinkNs) -> Vec<String> {
+    let cables: Vec<&str> = link.cables.iter().map(|c| c.name.as_str()).collect();
+    let mut notes = vec![format!(
+        "link emulator (linerate testbed emulate) in {}: forwards every frame of cable{} {} \
+         with AF_PACKET; each frame leaves after its serialization time at the link rate \
+         (preamble, SFD, FCS and IFG counted, padded to 64 bytes), queued behind the \
+         frames before it, per direction (docs/METHODOLOGY.md, \"The link emulator\")",
+        link.netns,
+        if cables.len() > 1 { "s" } else { "" },
+        cables.join(", ")
+    )];
+    let mut extra = spec.impair.settings();
+    if let Some(p) = spec.loss_pct {
+        extra.insert(0, format!("loss {p}%"));
+    }
+    if !extra.is_empty() {
+        notes.push(format!(
+            "{} on cable {} only (rate{} on every cable)",
+            extra.join(", "),
+            cables[0],
+            if spec.impair.limit.is_some() {
+                " and limit"
+            } else {
+                ""
+            }
+        ));
+    }
+    notes.push(
+        "the emulator measures the frames/s it forwards on this host when the bed comes up; \
+         results offered more are flagged emulator_limited"
+            .into(),
+    );
+    notes
 }
 
 /// The chain name for a device's loss rule.
@@ -686,7 +734,11 @@ pub struct Plan {
 impl Plan {
     /// The plan for `spec` (which must be valid: see [`BedSpec::validate`]).
     pub fn build(spec: &BedSpec, facts: HostFacts) -> Self {
-        let layout = Layout::new(&spec.name, spec.topology);
+        let emulated = spec.uses_emulator();
+        let layout = match emulated {
+            true => Layout::emulated(&spec.name, spec.topology),
+            false => Layout::new(&spec.name, spec.topology),
+        };
         let mut up = Vec::new();
         let mut notes = Vec::new();
         for ns in layout.namespaces() {
@@ -728,10 +780,15 @@ impl Plan {
         }
         for i in layout.ifaces.iter().filter(|i| i.veth) {
             let mut features = spec.offloads.0.clone();
-            if spec.link.is_some() {
+            if spec.link.is_some() || emulated {
                 for f in Feature::SUPER_PACKET {
                     features.insert(f, false);
                 }
+            }
+            if emulated {
+                // The emulator copies frames as they are: a checksum left
+                // for the device to fill would arrive unfilled (bad).
+                features.insert(Feature::TxChecksum, false);
             }
             if !features.is_empty() {
                 up.push(Step::Ethtool {
@@ -791,7 +848,7 @@ impl Plan {
                 }
             }
         }
-        if let Some(rate) = spec.link {
+        if let (Some(rate), Shaper::Tbf) = (spec.link, spec.shaper) {
             for i in layout.ifaces.iter().filter(|i| i.veth) {
                 up.push(Step::Tbf {
                     netns: i.netns.clone(),
@@ -819,7 +876,7 @@ impl Plan {
                     .into(),
             );
         }
-        if let Some(pct) = spec.loss_pct {
+        if let (Some(pct), false) = (spec.loss_pct, emulated) {
             let per_million = (pct / 100.0 * f64::from(LOSS_SCALE)).round() as u32;
             for role in ["a", "b"] {
                 if let Some(i) = layout.host_iface(role) {
@@ -844,6 +901,13 @@ impl Plan {
                     mask: mask.clone(),
                 });
             }
+        }
+        if let Some(link) = &layout.link {
+            up.push(Step::Emulate {
+                netns: link.netns.clone(),
+                bed: spec.name.clone(),
+            });
+            notes.extend(emulator_notes(spec, link));
         }
         let down = layout
             .namespaces()

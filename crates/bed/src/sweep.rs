@@ -20,6 +20,8 @@ pub struct SweepReport {
     pub links: Vec<String>,
     /// Bed files removed.
     pub files: Vec<PathBuf>,
+    /// Link emulator processes stopped (pids).
+    pub emulators: Vec<u32>,
     /// What failed.
     pub errors: Vec<String>,
 }
@@ -30,6 +32,7 @@ impl From<SweepReport> for linerate_core::testbed::TestbedSweep {
             netns: r.netns,
             links: r.links,
             files: r.files.iter().map(|f| f.display().to_string()).collect(),
+            emulators: r.emulators,
             errors: r.errors,
         }
     }
@@ -66,6 +69,11 @@ pub fn sweep_in(prefix: Option<&str>, state_dir: &Path) -> Result<SweepReport, B
     }
     let full = format!("{PREFIX}{bed_prefix}");
     let mut report = SweepReport::default();
+
+    // Emulators first: each holds its link namespace alive.
+    let (pids, errors) = crate::emulator::stop(|bed| bed.starts_with(bed_prefix));
+    report.emulators = pids;
+    report.errors.extend(errors);
 
     let mut names: Vec<String> = fs::read_dir(linerate_io::netns::NETNS_RUN_DIR)
         .map(|d| {
@@ -110,7 +118,12 @@ pub fn sweep_in(prefix: Option<&str>, state_dir: &Path) -> Result<SweepReport, B
         for e in entries.filter_map(Result::ok) {
             let n = e.file_name().to_string_lossy().into_owned();
             let bed = n.trim_start_matches('.');
-            if bed.starts_with(bed_prefix) && (n.ends_with(".json") || n.contains(".json.tmp")) {
+            let emu = n.ends_with(".emu.stats")
+                || n.ends_with(".emu.log")
+                || n.contains(".emu.stats.tmp");
+            if bed.starts_with(bed_prefix)
+                && (n.ends_with(".json") || n.contains(".json.tmp") || emu)
+            {
                 match fs::remove_file(e.path()) {
                     Ok(()) => report.files.push(e.path()),
                     Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}

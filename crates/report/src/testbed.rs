@@ -128,6 +128,9 @@ pub fn sweep(s: &TestbedSweep) -> String {
     for f in &s.files {
         out.push_str(&format!("removed {f}\n"));
     }
+    for p in &s.emulators {
+        out.push_str(&format!("stopped link emulator {p}\n"));
+    }
     if out.is_empty() {
         out.push_str("nothing to sweep\n");
     }

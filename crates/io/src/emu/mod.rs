@@ -29,8 +29,13 @@ use crate::sys::packet::{self as raw, PacketSocket, ETH_P_ALL, MAX_BATCH, PACKET
 
 /// Spin (busy-wait) when the next departure is this close, ns.
 pub const SPIN_NS: u64 = 2_000_000;
-/// Keep spinning this long after the last frame arrived, ns.
-pub const ACTIVE_NS: u64 = 20_000_000;
+/// Keep spinning this long after the last frame arrived, ns: a test that
+/// sends a frame every few milliseconds keeps the emulator awake, so no
+/// frame waits for a wake-up.
+pub const ACTIVE_NS: u64 = 250_000_000;
+/// A receive stamp older than this is not trusted as the arrival, ns (a
+/// wake-up from idle takes up to ~350 µs in a VM; more means a stale stamp).
+const STAMP_MAX_AGE_NS: u64 = 2_000_000;
 /// Longest sleep when idle, ns (the stats file is rewritten after it).
 const IDLE_SLEEP_NS: u64 = 50_000_000;
 /// The stats file is rewritten this often, ns.
@@ -296,10 +301,12 @@ impl Engine {
                 if p.kinds[j] == PACKET_OUTGOING {
                     continue;
                 }
-                // The kernel's receive stamp, moved onto CLOCK_MONOTONIC.
+                // The kernel's receive stamp, moved onto CLOCK_MONOTONIC
+                // (one older than STAMP_MAX_AGE_NS is not this arrival's:
+                // a stamp carried over from elsewhere).
                 let arrival = p.stamps[j]
-                    .filter(|s| *s <= real)
-                    .map_or(mono, |s| mono.saturating_sub(real - s));
+                    .filter(|s| *s <= real && real - s < STAMP_MAX_AGE_NS)
+                    .map_or(mono, |s| mono - (real - s).min(mono));
                 let len = p.lens[j];
                 let frame = p.bufs[j][..len].to_vec();
                 self.dirs[i].arrive(arrival, len as u32, frame);
