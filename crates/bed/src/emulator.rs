@@ -274,6 +274,10 @@ pub fn cables(record: &BedRecord) -> Vec<Cable> {
 /// bed, enters its link namespace, measures its limit from host a, then
 /// forwards until killed or the cables go away.
 pub fn serve(name: &str, state_dir: &Path) -> Result<(), BedError> {
+    io_emu::default_termination_signals().map_err(|source| BedError::Spawn {
+        command: "pthread_sigmask".into(),
+        source,
+    })?;
     let record = state::read(state_dir, name)?;
     let link = record
         .layout

@@ -90,7 +90,7 @@ pub struct Layout {
     pub forwarding: Option<String>,
     /// The link namespace where linerate's emulator forwards each cable
     /// (beds with `--shaper emu`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<LinkNs>,
 }
 

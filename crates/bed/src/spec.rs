@@ -341,17 +341,21 @@ pub struct BedSpec {
     pub tcp_rmem: Option<TcpMem>,
     /// `net.ipv4.tcp_wmem` in every host (per network namespace).
     pub tcp_wmem: Option<TcpMem>,
-    /// What makes the link: linerate's emulator (`emu`) or tbf. Beds
-    /// stored before the emulator existed were tbf.
-    #[serde(default = "legacy_shaper")]
+    /// What makes the link: linerate's emulator (`emu`) or tbf. Absent:
+    /// tbf (beds stored before the emulator existed were tbf).
+    #[serde(default = "legacy_shaper", skip_serializing_if = "is_tbf")]
     pub shaper: Shaper,
-    /// What the emulator adds besides the rate (emu only).
-    #[serde(default)]
+    /// What the emulator adds besides the rate (emu only; absent: nothing).
+    #[serde(default, skip_serializing_if = "Impair::is_empty")]
     pub impair: Impair,
 }
 
 fn legacy_shaper() -> Shaper {
     Shaper::Tbf
+}
+
+fn is_tbf(s: &Shaper) -> bool {
+    *s == Shaper::Tbf
 }
 
 /// A setting per direction: from a to b, and from b to a.

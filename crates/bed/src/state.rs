@@ -50,7 +50,7 @@ pub struct BedRecord {
     /// Every command that built it, in order.
     pub commands: Vec<String>,
     /// Its link emulator, once started (beds with `--shaper emu`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub emulator: Option<crate::emulator::EmulatorState>,
 }
 

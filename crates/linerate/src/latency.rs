@@ -204,12 +204,14 @@ pub(crate) fn run(args: &LatencyArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
     let cfg = config(args)?;
     let of = cfg.schedule.until.time();
     let mut progress = crate::progress::TickerProgress::new("linerate latency", of);
-    let doc = linerate_io::echo::run(&cfg, &mut progress).map_err(|e| {
+    let link = crate::testbed::link_reading(args.bed.as_deref());
+    let mut doc = linerate_io::echo::run(&cfg, &mut progress).map_err(|e| {
         anyhow::Error::new(e).context(match cfg.setup {
             Setup::Server => "latency session with linerate server",
             _ => "latency run",
         })
     })?;
+    crate::testbed::attach_link(link, &mut doc.result.link_emulation, &mut doc.flags);
     if args.json {
         print_json(&doc)?;
     } else {

@@ -229,7 +229,9 @@ pub(crate) fn run(args: &Rfc2544Args, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
     // restores them on every exit path, termination signals included.
     linerate_bed::guard::install_signal_teardown().context("installing the signal guard")?;
     let mut progress = Steps(|l: &str| eprintln!("{l}"));
-    let doc = linerate_io::rfc2544::run(&cfg, &mut progress, &mut BedIfaceSettings::new())?;
+    let link = crate::testbed::link_reading(args.bed.as_deref());
+    let mut doc = linerate_io::rfc2544::run(&cfg, &mut progress, &mut BedIfaceSettings::new())?;
+    crate::testbed::attach_link(link, &mut doc.result.link_emulation, &mut doc.flags);
     if args.json {
         (doc.result.generator_notes.iter()).for_each(|n| eprintln!("note: {n}"));
         print_json(&doc)?;

@@ -264,3 +264,23 @@ fn up(a: &UpArgs, t0: u64, width: Width) -> Result<(), Failure> {
     let text = report::describe(&record.summary(), width);
     emit(a.json, UP_SCHEMA, t0, &TestbedUp { bed: record }, text)
 }
+
+/// Reads bed `bed`'s link emulator counters before a test (None without a
+/// bed); [`attach_link`] after it.
+pub(crate) fn link_reading(bed: Option<&str>) -> Option<linerate_bed::emulator::Reading> {
+    bed.and_then(linerate_bed::emulator::Reading::start)
+}
+
+/// Attaches what the bed's link emulation did during the test to its result
+/// (`slot`), with its flags (emulator_limited, link_queue_drops).
+pub(crate) fn attach_link(
+    reading: Option<linerate_bed::emulator::Reading>,
+    slot: &mut Option<linerate_core::emu::LinkAccount>,
+    flags: &mut Vec<linerate_core::result::Flag>,
+) {
+    if let Some(r) = reading {
+        let account = r.account(None);
+        flags.extend(linerate_core::emu::assess(&account));
+        *slot = Some(account);
+    }
+}

@@ -235,10 +235,12 @@ pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, 
     let cfg = args.config()?;
     let interrupt = linerate_io::signal::interrupt_flag();
     let mut progress = crate::progress::RateLine::default();
+    let link = crate::testbed::link_reading(args.bed.as_deref());
     let mut runs = linerate_io::throughput::run::run(&cfg, &mut progress, &interrupt)?;
     let render = |r| linerate_report::throughput::render(r, ctx.width);
     if cfg.runs.len() == 1 {
-        let doc = runs.pop().ok_or(RunError::NoResult)?;
+        let mut doc = runs.pop().ok_or(RunError::NoResult)?;
+        crate::testbed::attach_link(link, &mut doc.result.link_emulation, &mut doc.flags);
         match args.json {
             true => print_json(&doc)?,
             false => print(&render(&doc))?,

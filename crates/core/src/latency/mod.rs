@@ -637,6 +637,10 @@ pub struct LatencyReport {
     /// The responder was reached over IPv6.
     #[serde(default)]
     pub ipv6: bool,
+    /// The bed's link emulation during the test: which shaper, and what
+    /// linerate's emulator counted (absent when not measured on a bed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_emulation: Option<crate::emu::LinkAccount>,
     /// One entry per configuration.
     pub runs: Vec<LatencyRun>,
 }

@@ -1034,6 +1034,10 @@ pub struct ThroughputResult {
     /// (absent in version 1).
     #[serde(default)]
     pub figures: Figures,
+    /// The bed's link emulation during the test: which shaper, and what
+    /// linerate's emulator counted (absent when not measured on a bed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_emulation: Option<crate::emu::LinkAccount>,
 }
 
 /// Several runs that differ only in the send path (`linerate throughput

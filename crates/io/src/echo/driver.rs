@@ -66,6 +66,7 @@ pub fn run(
     }
     progress.done();
     let report = LatencyReport {
+        link_emulation: None,
         target: cfg.target_label(),
         protocol: cfg.protocol,
         responder: cfg.responder,

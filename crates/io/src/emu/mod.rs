@@ -183,6 +183,13 @@ fn write_stats(path: &Path, s: &Stats) -> Result<(), EmuError> {
     std::fs::rename(&tmp, path).map_err(err)
 }
 
+/// Lets SIGTERM, SIGINT and SIGHUP end the calling thread's process again
+/// (the emulator inherits its starter's blocked mask across exec; call it
+/// first, before other threads exist).
+pub fn default_termination_signals() -> io::Result<()> {
+    crate::sys::signal::unblock(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
+}
+
 /// Sends `SIGTERM` (or `SIGKILL` with `hard`) to an emulator process;
 /// false when it is gone.
 pub fn signal(pid: u32, hard: bool) -> io::Result<bool> {
