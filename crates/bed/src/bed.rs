@@ -74,8 +74,12 @@ impl Bed {
                 _ => guard::run_step(step),
             })
             .and_then(|()| {
-                record.complete = true;
-                state::write(state_dir, &record)
+                // Under the lock, so a signal that arrived during the last
+                // step rolls the bed back rather than racing `keep`.
+                guard::run_locked(|| {
+                    record.complete = true;
+                    state::write(state_dir, &record)
+                })
             });
         match built {
             Ok(()) => Ok(Self {
