@@ -848,6 +848,31 @@ impl Plan {
                 }
             }
         }
+        if let (Some(rate), true) = (spec.link, emulated) {
+            // The emulator makes the wire; tbf at the same rate on the
+            // senders' egress holds a sender back as its NIC would (a
+            // socket blocks instead of flooding the emulator, which would
+            // only drop at its queue's tail).
+            let link_ns = layout.link.as_ref().map(|l| l.netns.as_str());
+            for i in layout
+                .ifaces
+                .iter()
+                .filter(|i| i.veth && Some(i.netns.as_str()) != link_ns)
+            {
+                up.push(Step::Tbf {
+                    netns: i.netns.clone(),
+                    dev: i.name.clone(),
+                    rate,
+                    burst_bytes: tbf_burst_bytes(rate, spec.mtu),
+                    latency_ms: tbf_latency_ms(rate),
+                });
+            }
+            notes.push(format!(
+                "link {rate}: tbf at the link rate (overhead {TBF_OVERHEAD_BYTES} mpu {TBF_MPU_BYTES}) on \
+                 the egress towards the emulator applies back-pressure as a NIC does; it delays no \
+                 frame that finds tokens, the emulator delays every frame by its wire time"
+            ));
+        }
         if let (Some(rate), Shaper::Tbf) = (spec.link, spec.shaper) {
             for i in layout.ifaces.iter().filter(|i| i.veth) {
                 up.push(Step::Tbf {
@@ -963,6 +988,41 @@ mod tests {
             .iter()
             .map(ToString::to_string)
             .collect()
+    }
+
+    #[test]
+    fn an_emulated_link_runs_through_the_link_namespace() {
+        let mut spec = BedSpec::new("t1", Topology::Bridge);
+        spec.shaper = Shaper::Emu;
+        spec.link = Some(BitRate::from_mbps(100));
+        spec.loss_pct = Some(1.0);
+        spec.impair.delay_ns = crate::PerDir::both(1_000_000);
+        let l = lines(&spec);
+        assert_eq!(l.last().unwrap(), "linerate testbed emulate t1");
+        let has = |x: &str| l.iter().any(|c| c == x);
+        assert!(has("ip netns add lr-t1-link"));
+        assert!(has(
+            "ip link add lr-a netns lr-t1-a type veth peer name lr-xa netns lr-t1-link"
+        ));
+        assert!(has(
+            "ip netns exec lr-t1-link ethtool -K lr-xda gro off gso off tso off tx off tx-udp-segmentation off"
+        ));
+        // tbf (back-pressure) on the host and DUT ends, none in the link
+        // namespace; the loss is the emulator's, not nftables'.
+        let tbf: Vec<&String> = l.iter().filter(|c| c.contains(" tbf ")).collect();
+        assert_eq!(tbf.len(), 4, "{tbf:?}");
+        assert!(tbf.iter().all(|c| !c.contains("lr-t1-link")));
+        assert!(!l.iter().any(|c| c.contains("nft")));
+        let plan = Plan::build(&spec, FACTS);
+        assert_eq!(plan.down[0].to_string(), "ip netns del lr-t1-link");
+        assert!(plan
+            .notes
+            .iter()
+            .any(|n| n.contains("delay 1 ms") && n.contains("a-dut")));
+        // With tbf, the same flags give no link namespace.
+        spec.shaper = Shaper::Tbf;
+        spec.impair = crate::Impair::default();
+        assert!(!lines(&spec).iter().any(|c| c.contains("-link")));
     }
 
     #[test]
