@@ -211,11 +211,14 @@ pub(crate) fn run(args: &LatencyArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
             _ => "latency run",
         })
     })?;
-    crate::testbed::attach_link(link, &mut doc.result.link_emulation, &mut doc.flags);
+    crate::testbed::attach_link(link, None, &mut doc.result.link_emulation, &mut doc.flags);
     if args.json {
         print_json(&doc)?;
     } else {
         print(&linerate_report::latency::render(&doc, ctx.width))?;
+        if let Some(a) = &doc.result.link_emulation {
+            print(&linerate_report::testbed::link_line(a))?;
+        }
     }
     Ok(doc.flags)
 }

@@ -231,12 +231,20 @@ pub(crate) fn run(args: &Rfc2544Args, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
     let mut progress = Steps(|l: &str| eprintln!("{l}"));
     let link = crate::testbed::link_reading(args.bed.as_deref());
     let mut doc = linerate_io::rfc2544::run(&cfg, &mut progress, &mut BedIfaceSettings::new())?;
-    crate::testbed::attach_link(link, &mut doc.result.link_emulation, &mut doc.flags);
+    // Frames/s offered to the link: the fastest trial's.
+    let offered = (doc.result.sizes.iter().flat_map(|s| &s.trace))
+        .flat_map(|t| t.steps.iter().map(|s| s.offered_fps))
+        .reduce(f64::max);
+    let (slot, flags) = (&mut doc.result.link_emulation, &mut doc.flags);
+    crate::testbed::attach_link(link, offered, slot, flags);
     if args.json {
         (doc.result.generator_notes.iter()).for_each(|n| eprintln!("note: {n}"));
         print_json(&doc)?;
     } else {
         print(&linerate_report::rfc2544::render(&doc, ctx.width))?;
+        if let Some(a) = &doc.result.link_emulation {
+            print(&linerate_report::testbed::link_line(a))?;
+        }
     }
     Ok(doc.flags)
 }

@@ -272,14 +272,16 @@ pub(crate) fn link_reading(bed: Option<&str>) -> Option<linerate_bed::emulator::
 }
 
 /// Attaches what the bed's link emulation did during the test to its result
-/// (`slot`), with its flags (emulator_limited, link_queue_drops).
+/// (`slot`), with its flags (emulator_limited, link_queue_drops); `offered`:
+/// the most frames/s the test offered, when it knows.
 pub(crate) fn attach_link(
     reading: Option<linerate_bed::emulator::Reading>,
+    offered: Option<f64>,
     slot: &mut Option<linerate_core::emu::LinkAccount>,
     flags: &mut Vec<linerate_core::result::Flag>,
 ) {
     if let Some(r) = reading {
-        let account = r.account(None);
+        let account = r.account(offered);
         flags.extend(linerate_core::emu::assess(&account));
         *slot = Some(account);
     }

@@ -240,10 +240,21 @@ pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, 
     let render = |r| linerate_report::throughput::render(r, ctx.width);
     if cfg.runs.len() == 1 {
         let mut doc = runs.pop().ok_or(RunError::NoResult)?;
-        crate::testbed::attach_link(link, &mut doc.result.link_emulation, &mut doc.flags);
+        // Frames/s offered to the link: the senders' packets per second.
+        let offered = (doc.result.figures.directions.iter())
+            .filter(|d| d.role == linerate_core::throughput::model::FlowRole::Sender)
+            .filter_map(|d| d.packets_per_s)
+            .reduce(f64::max);
+        let (slot, flags) = (&mut doc.result.link_emulation, &mut doc.flags);
+        crate::testbed::attach_link(link, offered, slot, flags);
         match args.json {
             true => print_json(&doc)?,
-            false => print(&render(&doc))?,
+            false => {
+                print(&render(&doc))?;
+                if let Some(a) = &doc.result.link_emulation {
+                    print(&linerate_report::testbed::link_line(a))?;
+                }
+            }
         }
         return Ok(doc.flags);
     }
