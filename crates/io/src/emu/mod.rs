@@ -243,15 +243,24 @@ impl Port {
         })
     }
 
-    fn send(&mut self, frame: &[u8]) -> bool {
-        let ethertype = match frame {
-            [_, _, _, _, _, _, _, _, _, _, _, _, hi, lo, ..] => u16::from_be_bytes([*hi, *lo]),
-            _ => return false,
-        };
+    /// Sends `frames` (all of EtherType `ethertype`) with one `sendmmsg`;
+    /// returns how many the kernel took.
+    fn send_run(&mut self, ethertype: u16, frames: &[&[u8]]) -> usize {
         self.sock.set_tx_protocol(ethertype);
-        matches!(self.sock.send_batch(&[frame]), Ok(1))
+        self.sock.send_batch(frames).unwrap_or(0)
     }
 }
+
+/// A frame's EtherType (0 for a runt).
+fn ethertype(frame: &[u8]) -> u16 {
+    match frame {
+        [_, _, _, _, _, _, _, _, _, _, _, _, hi, lo, ..] => u16::from_be_bytes([*hi, *lo]),
+        _ => 0,
+    }
+}
+
+/// Frame buffers kept for reuse at most (the rest are freed after a burst).
+const POOL_MAX: usize = 4096;
 
 /// The forwarding engine: ports in pairs (cable `k` has ports `2k`, west,
 /// and `2k + 1`, east); frames arriving at port `i` go through direction
@@ -261,6 +270,10 @@ struct Engine {
     ports: Vec<Port>,
     dirs: Vec<Direction<Vec<u8>>>,
     last_arrival_ns: u64,
+    /// Spare frame buffers (no allocation per frame).
+    pool: Vec<Vec<u8>>,
+    /// The frames of one departure batch, reused.
+    batch: Vec<(Vec<u8>, u64)>,
 }
 
 impl Engine {
@@ -279,6 +292,8 @@ impl Engine {
             ports,
             dirs,
             last_arrival_ns: 0,
+            pool: Vec::new(),
+            batch: Vec::with_capacity(MAX_BATCH),
         })
     }
 
@@ -315,23 +330,57 @@ impl Engine {
                     .filter(|s| *s <= real && real - s < STAMP_MAX_AGE_NS)
                     .map_or(mono, |s| mono - (real - s).min(mono));
                 let len = p.lens[j];
-                let frame = p.bufs[j][..len].to_vec();
+                let mut frame = self.pool.pop().unwrap_or_default();
+                frame.clear();
+                frame.extend_from_slice(&p.bufs[j][..len]);
                 self.dirs[i].arrive(arrival, len as u32, frame);
             }
         }
         Ok(true)
     }
 
-    /// Sends every frame due by now.
+    /// Sends every frame due by now: per direction, up to [`MAX_BATCH`]
+    /// at a time, one `sendmmsg` per run of frames of one EtherType.
     fn depart(&mut self) {
         for i in 0..self.dirs.len() {
             loop {
                 let now = monotonic_ns();
-                let Some((frame, due)) = self.dirs[i].pop_due(now) else {
+                while self.batch.len() < MAX_BATCH {
+                    match self.dirs[i].pop_due(now) {
+                        Some(f) => self.batch.push(f),
+                        None => break,
+                    }
+                }
+                if self.batch.is_empty() {
                     break;
-                };
-                let ok = self.ports[i ^ 1].send(&frame);
-                self.dirs[i].sent(due, now, ok);
+                }
+                let port = &mut self.ports[i ^ 1];
+                let mut k = 0;
+                while k < self.batch.len() {
+                    let et = ethertype(&self.batch[k].0);
+                    let run = self.batch[k..]
+                        .iter()
+                        .take_while(|(f, _)| ethertype(f) == et)
+                        .count();
+                    let frames: Vec<&[u8]> = self.batch[k..k + run]
+                        .iter()
+                        .map(|(f, _)| f.as_slice())
+                        .collect();
+                    let sent = if et == 0 {
+                        0
+                    } else {
+                        port.send_run(et, &frames)
+                    };
+                    for (j, (_, due)) in self.batch[k..k + run].iter().enumerate() {
+                        self.dirs[i].sent(*due, now, j < sent);
+                    }
+                    k += run;
+                }
+                for (f, _) in self.batch.drain(..) {
+                    if self.pool.len() < POOL_MAX {
+                        self.pool.push(f);
+                    }
+                }
             }
         }
     }
