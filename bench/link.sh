@@ -82,7 +82,7 @@ done
 
 # 5: rfc2544 single frames on a 100M bridge bed.
 up br --topo bridge --link 100M
-doc=$("$LR" rfc2544 --bed "${P}br" --tests single,throughput --frames 64,1518 --trial 2s \
+doc=$("$LR" rfc2544 --bed "${P}br" --tests throughput,single --frames 64,1518 --trial 2s \
   --resolution 2 --json 2>/dev/null || true)
 jq -r '.link_bits_per_s as $l | .sizes[] | "\(.frame_bytes) \(.single_frame.single_frame_bits_per_s // "?") \(.single_frame.streaming_bits_per_s // "?") \($l)"' <<<"$doc" \
   | while read -r fb single stream line; do
