@@ -12,7 +12,6 @@ use linerate_core::result::Flag;
 use linerate_core::units::{parse_duration, ByteCount};
 use linerate_io::resolve::resolve;
 
-use crate::output::{print, print_json};
 use crate::Failure;
 
 /// Flags of `linerate latency`.
@@ -202,8 +201,7 @@ fn config(args: &LatencyArgs) -> Result<Config, Failure> {
 /// `linerate latency`.
 pub(crate) fn run(args: &LatencyArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
     let cfg = config(args)?;
-    let of = cfg.schedule.until.time();
-    let mut progress = crate::progress::TickerProgress::new("linerate latency", of);
+    let mut progress = ctx.progress(crate::progress::StepLines::Replace);
     let link = crate::testbed::link_reading(args.bed.as_deref());
     let mut doc = linerate_io::echo::run(&cfg, &mut progress).map_err(|e| {
         anyhow::Error::new(e).context(match cfg.setup {
@@ -212,13 +210,12 @@ pub(crate) fn run(args: &LatencyArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
         })
     })?;
     crate::testbed::attach_link(link, None, &mut doc.result.link_emulation, &mut doc.flags);
-    if args.json {
-        print_json(&doc)?;
-    } else {
-        print(&linerate_report::latency::render(&doc, ctx.width))?;
+    ctx.output(&doc, args.json, || {
+        let mut text = linerate_report::latency::render(&doc, ctx.width);
         if let Some(a) = &doc.result.link_emulation {
-            print(&linerate_report::testbed::link_line(a))?;
+            text.push_str(&linerate_report::testbed::link_line(a));
         }
-    }
+        text
+    })?;
     Ok(doc.flags)
 }

@@ -1,7 +1,6 @@
 //! `linerate server`: flags and running the server.
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
@@ -32,8 +31,8 @@ pub(crate) struct ServerArgs {
 }
 
 /// Runs `linerate server` until killed (or after one session with --once).
-pub(crate) fn run(args: &ServerArgs, _: &crate::Ctx) -> Result<(), Failure> {
-    let log = Arc::new(|s: &str| eprintln!("linerate server: {s}"));
+pub(crate) fn run(args: &ServerArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
+    let log = ctx.server_log();
     let mk = |ip: IpAddr| ServerConfig {
         bind: SocketAddr::new(ip, args.port),
         once: args.once,

@@ -16,7 +16,6 @@ use linerate_core::wire::control::DEFAULT_PORT;
 use linerate_io::resolve::{resolve, ResolveError};
 use linerate_io::throughput::run::RunError;
 
-use crate::output::{print, print_json};
 use crate::Failure;
 
 /// Flags of `linerate throughput`.
@@ -234,7 +233,7 @@ impl ThroughputArgs {
 pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
     let cfg = args.config()?;
     let interrupt = linerate_io::signal::interrupt_flag();
-    let mut progress = crate::progress::RateLine::default();
+    let mut progress = ctx.progress(crate::progress::StepLines::Replace);
     let link = crate::testbed::link_reading(args.bed.as_deref());
     let mut runs = linerate_io::throughput::run::run(&cfg, &mut progress, &interrupt)?;
     let render = |r| linerate_report::throughput::render(r, ctx.width);
@@ -247,28 +246,20 @@ pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, 
             .reduce(f64::max);
         let (slot, flags) = (&mut doc.result.link_emulation, &mut doc.flags);
         crate::testbed::attach_link(link, offered, slot, flags);
-        match args.json {
-            true => print_json(&doc)?,
-            false => {
-                print(&render(&doc))?;
-                if let Some(a) = &doc.result.link_emulation {
-                    print(&linerate_report::testbed::link_line(a))?;
-                }
+        ctx.output(&doc, args.json, || {
+            let mut text = render(&doc);
+            if let Some(a) = &doc.result.link_emulation {
+                text.push_str(&linerate_report::testbed::link_line(a));
             }
-        }
+            text
+        })?;
         return Ok(doc.flags);
     }
     let doc = Scenarios::document(runs, linerate_io::host::facts());
-    if args.json {
-        print_json(&doc)?;
-        return Ok(doc.flags);
-    }
-    for r in &doc.result.runs {
-        print(&(render(r) + "\n"))?;
-    }
-    print(&linerate_report::throughput::render_scenarios(
-        &doc, ctx.width,
-    ))?;
+    ctx.output(&doc, args.json, || {
+        let each = doc.result.runs.iter().map(|r| render(r) + "\n");
+        each.collect::<String>() + &linerate_report::throughput::render_scenarios(&doc, ctx.width)
+    })?;
     Ok(doc.flags)
 }
 
@@ -282,7 +273,9 @@ mod tests {
             param: "recv_nap_us",
             reason: "TCP receivers are woken per block (recv_lowat_bytes)".into(),
         };
-        let Failure::Usage(e) = param_usage(&e);
+        let Failure::Usage(e) = param_usage(&e) else {
+            panic!("a usage error")
+        };
         assert_eq!(
             e.to_string(),
             "--recv-nap: TCP receivers are woken per block (--recv-lowat)"
