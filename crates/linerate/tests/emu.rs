@@ -54,11 +54,25 @@ fn privileged(test: &str) -> bool {
     linerate_bed::privileges::require(test)
 }
 
-fn up(n: &str, extra: &[&str]) {
+/// Sweeps bed `n` (and its emulator) when dropped, also when an assertion
+/// fails midway.
+struct Swept(String);
+
+impl Drop for Swept {
+    fn drop(&mut self) {
+        let _ = linerate(&["testbed", "sweep", "--prefix", &self.0]);
+    }
+}
+
+/// Brings bed `n` up through the binary; the guard sweeps it.
+#[must_use]
+fn up(n: &str, extra: &[&str]) -> Swept {
+    let swept = Swept(n.to_string());
     let mut args = vec!["testbed", "up", n, "--topo", "pair"];
     args.extend_from_slice(extra);
     let o = linerate(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    swept
 }
 
 fn stats(n: &str) -> Counters {
@@ -93,7 +107,7 @@ fn the_emulator_lives_and_dies_with_the_bed() {
     }
     // testbed up / show / down.
     let n = name("life");
-    up(&n, &["--link", "100M"]);
+    let _swept = up(&n, &["--link", "100M"]);
     assert_eq!(emulators_of(&n).len(), 1);
     let o = linerate(&["testbed", "show", &n]);
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
@@ -107,7 +121,7 @@ fn the_emulator_lives_and_dies_with_the_bed() {
 
     // The owner gone without teardown (as after SIGKILL): sweep stops it.
     let n = name("kill");
-    up(&n, &["--link", "100M"]);
+    let _swept = up(&n, &["--link", "100M"]);
     let o = linerate(&["testbed", "sweep", "--prefix", &n]);
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stdout).contains("stopped link emulator"));
@@ -115,6 +129,7 @@ fn the_emulator_lives_and_dies_with_the_bed() {
 
     // SIGINT while the emulator measures its limit: all rolled back.
     let n = name("int");
+    let _int = Swept(n.clone());
     let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
         .args(["testbed", "up", &n, "--topo", "pair", "--link", "100M"])
         .stdout(Stdio::null())
@@ -138,6 +153,7 @@ fn the_emulator_lives_and_dies_with_the_bed() {
     // A panic while an owning Bed is alive: the unwind removes it all.
     emulator::use_exe(env!("CARGO_BIN_EXE_linerate"));
     let n = name("panic");
+    let _panic = Swept(n.clone());
     let mut spec = BedSpec::new(n.clone(), Topology::Pair);
     spec.link = Some(BitRate::from_mbps(100));
     spec.shaper = Shaper::Emu;
@@ -159,7 +175,7 @@ fn departures_are_spaced_by_their_wire_time_and_the_queue_limit_drops() {
     // 10 Mbit/s: a 1514-byte frame (1472 B of UDP payload) takes
     // 1538 × 8 / 10 Mbit/s = 1230.4 µs on the wire, far above the timer
     // resolution and the VM's wake-up noise.
-    up(&n, &["--link", "10M", "--limit", "20p"]);
+    let _swept = up(&n, &["--link", "10M", "--limit", "20p"]);
     let before = stats(&n);
     send_from_a(&n, 60, 1472, Duration::ZERO);
     std::thread::sleep(Duration::from_millis(200));
@@ -223,7 +239,7 @@ fn impairments_are_counted_within_statistical_bounds() {
         return;
     }
     let n = name("imp");
-    up(
+    let _swept = up(
         &n,
         &[
             "--loss",
@@ -263,7 +279,7 @@ fn a_flood_the_emulator_cannot_carry_is_flagged_emulator_limited() {
         return;
     }
     let n = name("flood");
-    up(&n, &["--link", "10G"]);
+    let _swept = up(&n, &["--link", "10G"]);
     // Unpaced 64-byte UDP frames at 10 Gbit/s: far more than it forwards.
     // It may exit 1 (the loss makes the figures untrustworthy): the
     // document is printed either way.
