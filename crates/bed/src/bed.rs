@@ -9,10 +9,10 @@ use linerate_core::units::BitRate;
 
 use crate::guard::{self, Registered};
 use crate::layout::Layout;
-use crate::plan::{HostFacts, Plan};
+use crate::plan::{HostFacts, Plan, Step};
 use crate::spec::{validate_name, BedSpec, Topology};
 use crate::state::{self, BedRecord};
-use crate::{privileges, BedError};
+use crate::{emulator, privileges, BedError};
 
 /// A bed that is up.
 ///
@@ -39,7 +39,10 @@ impl Bed {
         spec.validate()?;
         privileges::check().map_err(BedError::Privileges)?;
         let plan = Plan::build(spec, facts);
-        let layout = Layout::new(&spec.name, spec.topology);
+        let layout = match spec.uses_emulator() {
+            true => Layout::emulated(&spec.name, spec.topology),
+            false => Layout::new(&spec.name, spec.topology),
+        };
         if let Some(ns) = layout
             .namespaces()
             .iter()
@@ -59,10 +62,25 @@ impl Bed {
             state_file,
         };
         guard::register(reg.clone());
-        let built = plan.up.iter().try_for_each(guard::run_step).and_then(|()| {
-            record.complete = true;
-            state::write(state_dir, &record)
-        });
+        let built = plan
+            .up
+            .iter()
+            .try_for_each(|step| match step {
+                Step::Emulate { .. } => {
+                    let started = guard::run_locked(|| emulator::start(&record, state_dir))?;
+                    record.emulator = Some(started);
+                    Ok(())
+                }
+                _ => guard::run_step(step),
+            })
+            .and_then(|()| {
+                // Under the lock, so a signal that arrived during the last
+                // step rolls the bed back rather than racing `keep`.
+                guard::run_locked(|| {
+                    record.complete = true;
+                    state::write(state_dir, &record)
+                })
+            });
         match built {
             Ok(()) => Ok(Self {
                 record,

@@ -72,10 +72,23 @@ pub fn signal_exit_code() -> Option<i32> {
     terminating().map(|sig| 128 + sig)
 }
 
-/// Removes the namespaces (those that exist) and the state file; returns
-/// what failed.
+/// Runs `f` (a bring-up step that is not a command, e.g. starting the
+/// emulator) under the registry lock, unless a termination signal arrived.
+pub(crate) fn run_locked<T>(f: impl FnOnce() -> Result<T, BedError>) -> Result<T, BedError> {
+    let _held = lock();
+    if TERMINATING.load(Ordering::SeqCst) {
+        return Err(BedError::Interrupted);
+    }
+    f()
+}
+
+/// Stops the bed's emulator, removes the namespaces (those that exist),
+/// the emulator's files and the state file; returns what failed.
 fn teardown_unlocked(r: &Registered) -> Vec<String> {
-    let mut errors = Vec::new();
+    let (_, mut errors) = crate::emulator::stop(|bed| bed == r.name);
+    if let Some(dir) = r.state_file.parent() {
+        errors.extend(crate::emulator::remove_files(dir, &r.name));
+    }
     for ns in r.namespaces.iter().rev() {
         if !netns_exists(ns) {
             continue;

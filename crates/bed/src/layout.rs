@@ -88,6 +88,34 @@ pub struct Layout {
     pub bridge: Option<(String, String, Vec<String>)>,
     /// True when the DUT forwards IP (router topology).
     pub forwarding: Option<String>,
+    /// The link namespace where linerate's emulator forwards each cable
+    /// (beds with `--shaper emu`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<LinkNs>,
+}
+
+/// One cable cut in two in the link namespace: the emulator forwards
+/// between its two ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EmuCable {
+    /// Its name: the two sides it joins (`a-b`, `a-dut`, `dut-b`).
+    pub name: String,
+    /// The end towards host a's side.
+    pub west: String,
+    /// The end towards host b's side.
+    pub east: String,
+    /// True for the cable that carries the delay and the random
+    /// impairments (the first from a; the rest carry the rate only).
+    pub impaired: bool,
+}
+
+/// The link namespace of an emulated bed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LinkNs {
+    /// `lr-<bed>-link`.
+    pub netns: String,
+    /// The cables the emulator forwards, from a's side to b's.
+    pub cables: Vec<EmuCable>,
 }
 
 impl Layout {
@@ -123,6 +151,7 @@ impl Layout {
                 cables: vec![pair((&a, "lr-a"), (&b, "lr-b"))],
                 bridge: None,
                 forwarding: None,
+                link: None,
             },
             Topology::Bridge => Self {
                 hosts: vec![
@@ -147,6 +176,7 @@ impl Layout {
                     vec!["lr-dut-a".into(), "lr-dut-b".into()],
                 )),
                 forwarding: None,
+                link: None,
             },
             Topology::Router => {
                 let gw_a4 = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 254));
@@ -181,9 +211,57 @@ impl Layout {
                     ],
                     bridge: None,
                     forwarding: Some(dut),
+                    link: None,
                 }
             }
         }
+    }
+
+    /// The layout of bed `name` with every cable cut in two in the link
+    /// namespace `lr-<name>-link`, where the emulator joins the halves:
+    /// `lr-a` — `lr-xa` ‖ `lr-xb` — `lr-b` for a pair; for bridge and
+    /// router beds both cables, `lr-a` — `lr-xa` ‖ `lr-xda` — `lr-dut-a`
+    /// and `lr-dut-b` — `lr-xdb` ‖ `lr-xb` — `lr-b`.
+    pub fn emulated(name: &str, topology: Topology) -> Self {
+        let mut l = Self::new(name, topology);
+        let link = format!("{PREFIX}{name}-link");
+        // The link-side end of a host- or DUT-side interface.
+        let far = |dev: &str| format!("lr-x{}", dev.trim_start_matches("lr-").replace("dut-", "d"));
+        let mut cables = Vec::new();
+        let mut emu = Vec::new();
+        for (k, ((ns1, d1), (ns2, d2))) in l.cables.iter().enumerate() {
+            let (x1, x2) = (far(d1), far(d2));
+            // Cable 0 runs a → (b or dut); cable 1 runs b → dut: its west
+            // end is the DUT's.
+            let (west, east) = if k == 0 { (&x1, &x2) } else { (&x2, &x1) };
+            let name = match (topology, k) {
+                (Topology::Pair, _) => "a-b",
+                (_, 0) => "a-dut",
+                _ => "dut-b",
+            };
+            emu.push(EmuCable {
+                name: name.into(),
+                west: west.clone(),
+                east: east.clone(),
+                impaired: k == 0,
+            });
+            cables.push(((ns1.clone(), d1.clone()), (link.clone(), x1.clone())));
+            cables.push(((ns2.clone(), d2.clone()), (link.clone(), x2.clone())));
+            for x in [x1, x2] {
+                l.ifaces.push(Iface {
+                    netns: link.clone(),
+                    name: x,
+                    addrs: vec![],
+                    veth: true,
+                });
+            }
+        }
+        l.cables = cables;
+        l.link = Some(LinkNs {
+            netns: link,
+            cables: emu,
+        });
+        l
     }
 
     /// The host with this role.
@@ -226,9 +304,12 @@ impl Layout {
             })
     }
 
-    /// Every namespace, in creation order.
+    /// Every namespace, in creation order (the link namespace last).
     pub fn namespaces(&self) -> Vec<String> {
-        self.hosts.iter().map(|h| h.netns.clone()).collect()
+        let hosts = self.hosts.iter().map(|h| h.netns.clone());
+        hosts
+            .chain(self.link.iter().map(|l| l.netns.clone()))
+            .collect()
     }
 }
 
@@ -256,9 +337,30 @@ mod tests {
     }
 
     #[test]
+    fn emulated_cables_run_through_the_link_namespace() {
+        let l = Layout::emulated("t1", Topology::Pair);
+        assert_eq!(l.namespaces(), ["lr-t1-a", "lr-t1-b", "lr-t1-link"]);
+        let link = l.link.as_ref().unwrap();
+        assert_eq!(
+            (link.cables[0].west.as_str(), link.cables[0].east.as_str()),
+            ("lr-xa", "lr-xb")
+        );
+        assert_eq!(l.cables.len(), 2);
+        let l = Layout::emulated("t1", Topology::Bridge);
+        let c = &l.link.as_ref().unwrap().cables;
+        let ends: Vec<(&str, &str)> = c
+            .iter()
+            .map(|c| (c.west.as_str(), c.east.as_str()))
+            .collect();
+        assert_eq!(ends, [("lr-xa", "lr-xda"), ("lr-xdb", "lr-xb")]);
+        assert_eq!(l.cables.len(), 4);
+        assert!(l.iface("lr-t1-link", "lr-xdb").is_some());
+    }
+
+    #[test]
     fn every_name_has_the_prefix_and_fits_ifnamsiz() {
         for t in Topology::ALL {
-            let l = Layout::new("abcdefghijklmnopqrst", t);
+            let l = Layout::emulated("abcdefghijklmnopqrst", t);
             for i in &l.ifaces {
                 assert!(i.name.starts_with(PREFIX) && i.name.len() <= 15, "{i:?}");
                 assert!(i.netns.starts_with(PREFIX));

@@ -54,6 +54,7 @@
 mod apply;
 mod bed;
 pub mod dut_target;
+pub mod emulator;
 pub mod ethtool;
 pub mod guard;
 pub mod iface;
@@ -71,8 +72,8 @@ pub use crate::apply::{run_command, run_dump};
 pub use crate::bed::Bed;
 pub use crate::plan::{HostFacts, Plan, Step};
 pub use crate::spec::{
-    validate_name, BedSpec, Feature, Offloads, TcpMem, Topology, MAX_MTU, MAX_NAME_LEN, MIN_MTU,
-    PREFIX,
+    parse_delay_ns, parse_pct, validate_name, BedSpec, Feature, Impair, Offloads, PerDir, TcpMem,
+    Topology, MAX_MTU, MAX_NAME_LEN, MIN_MTU, PREFIX,
 };
 
 use std::path::PathBuf;

@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::layout::{Cidr, Layout};
 use crate::spec::{BedSpec, Feature, TcpMem};
+use linerate_core::emu::Shaper;
 
 /// tbf burst at and below 1 Gbit/s (docs/METHODOLOGY.md §3: 64000 B measured
 /// within 0.1 %; a 1-MTU burst undershoots by up to 17 % in this VM).
@@ -182,6 +183,15 @@ pub enum Step {
         /// CPU mask in the kernel's hex format.
         mask: String,
     },
+    /// `linerate testbed emulate BED`: starts the link emulator, detached,
+    /// in the link namespace (it reads the bed's description, measures its
+    /// own limit, then forwards every cable until the bed goes down).
+    Emulate {
+        /// The link namespace.
+        netns: String,
+        /// The bed (without prefix).
+        bed: String,
+    },
     /// `ip netns del NS` (teardown: removes everything inside it).
     DelNetns {
         /// Namespace.
@@ -203,6 +213,7 @@ impl Step {
         match self {
             Self::AddNetns { netns } => vec![s("ip"), s("netns"), s("add"), s(netns)],
             Self::DelNetns { netns } => vec![s("ip"), s("netns"), s("del"), s(netns)],
+            Self::Emulate { bed, .. } => ["linerate", "testbed", "emulate", bed].map(s).to_vec(),
             Self::LinkUp { netns, dev } => ["ip", "-n", netns, "link", "set", "dev", dev, "up"]
                 .map(s)
                 .to_vec(),
@@ -461,9 +472,46 @@ impl Step {
             | Self::Sysctl { netns, .. }
             | Self::Tbf { netns, .. }
             | Self::NftLoss { netns, .. }
-            | Self::Rps { netns, .. } => netns,
+            | Self::Rps { netns, .. }
+            | Self::Emulate { netns, .. } => netns,
         }
     }
+}
+
+/// What a bed's emulated link does, for its notes.
+fn emulator_notes(spec: &BedSpec, link: &crate::layout::LinkNs) -> Vec<String> {
+    let cables: Vec<&str> = link.cables.iter().map(|c| c.name.as_str()).collect();
+    let mut notes = vec![format!(
+        "link emulator (linerate testbed emulate) in {}: forwards every frame of cable{} {} \
+         with AF_PACKET; each frame leaves after its serialization time at the link rate \
+         (preamble, SFD, FCS and IFG counted, padded to 64 bytes), queued behind the \
+         frames before it, per direction (docs/METHODOLOGY.md, \"The link emulator\")",
+        link.netns,
+        if cables.len() > 1 { "s" } else { "" },
+        cables.join(", ")
+    )];
+    let mut extra = spec.impair.settings();
+    if let Some(p) = spec.loss_pct {
+        extra.insert(0, format!("loss {p}%"));
+    }
+    if !extra.is_empty() {
+        notes.push(format!(
+            "{} on cable {} only (rate{} on every cable)",
+            extra.join(", "),
+            cables[0],
+            if spec.impair.limit.is_some() {
+                " and limit"
+            } else {
+                ""
+            }
+        ));
+    }
+    notes.push(
+        "the emulator measures the frames/s it forwards on this host when the bed comes up; \
+         results offered more are flagged emulator_limited"
+            .into(),
+    );
+    notes
 }
 
 /// The chain name for a device's loss rule.
@@ -686,7 +734,11 @@ pub struct Plan {
 impl Plan {
     /// The plan for `spec` (which must be valid: see [`BedSpec::validate`]).
     pub fn build(spec: &BedSpec, facts: HostFacts) -> Self {
-        let layout = Layout::new(&spec.name, spec.topology);
+        let emulated = spec.uses_emulator();
+        let layout = match emulated {
+            true => Layout::emulated(&spec.name, spec.topology),
+            false => Layout::new(&spec.name, spec.topology),
+        };
         let mut up = Vec::new();
         let mut notes = Vec::new();
         for ns in layout.namespaces() {
@@ -728,10 +780,15 @@ impl Plan {
         }
         for i in layout.ifaces.iter().filter(|i| i.veth) {
             let mut features = spec.offloads.0.clone();
-            if spec.link.is_some() {
+            if spec.link.is_some() || emulated {
                 for f in Feature::SUPER_PACKET {
                     features.insert(f, false);
                 }
+            }
+            if emulated {
+                // The emulator copies frames as they are: a checksum left
+                // for the device to fill would arrive unfilled (bad).
+                features.insert(Feature::TxChecksum, false);
             }
             if !features.is_empty() {
                 up.push(Step::Ethtool {
@@ -791,7 +848,32 @@ impl Plan {
                 }
             }
         }
-        if let Some(rate) = spec.link {
+        if let (Some(rate), true) = (spec.link, emulated) {
+            // The emulator makes the wire; tbf at the same rate on the
+            // senders' egress holds a sender back as its NIC would (a
+            // socket blocks instead of flooding the emulator, which would
+            // only drop at its queue's tail).
+            let link_ns = layout.link.as_ref().map(|l| l.netns.as_str());
+            for i in layout
+                .ifaces
+                .iter()
+                .filter(|i| i.veth && Some(i.netns.as_str()) != link_ns)
+            {
+                up.push(Step::Tbf {
+                    netns: i.netns.clone(),
+                    dev: i.name.clone(),
+                    rate,
+                    burst_bytes: tbf_burst_bytes(rate, spec.mtu),
+                    latency_ms: tbf_latency_ms(rate),
+                });
+            }
+            notes.push(format!(
+                "link {rate}: tbf at the link rate (overhead {TBF_OVERHEAD_BYTES} mpu {TBF_MPU_BYTES}) on \
+                 the egress towards the emulator applies back-pressure as a NIC does; it delays no \
+                 frame that finds tokens, the emulator delays every frame by its wire time"
+            ));
+        }
+        if let (Some(rate), Shaper::Tbf) = (spec.link, spec.shaper) {
             for i in layout.ifaces.iter().filter(|i| i.veth) {
                 up.push(Step::Tbf {
                     netns: i.netns.clone(),
@@ -819,7 +901,7 @@ impl Plan {
                     .into(),
             );
         }
-        if let Some(pct) = spec.loss_pct {
+        if let (Some(pct), false) = (spec.loss_pct, emulated) {
             let per_million = (pct / 100.0 * f64::from(LOSS_SCALE)).round() as u32;
             for role in ["a", "b"] {
                 if let Some(i) = layout.host_iface(role) {
@@ -844,6 +926,13 @@ impl Plan {
                     mask: mask.clone(),
                 });
             }
+        }
+        if let Some(link) = &layout.link {
+            up.push(Step::Emulate {
+                netns: link.netns.clone(),
+                bed: spec.name.clone(),
+            });
+            notes.extend(emulator_notes(spec, link));
         }
         let down = layout
             .namespaces()
@@ -899,6 +988,41 @@ mod tests {
             .iter()
             .map(ToString::to_string)
             .collect()
+    }
+
+    #[test]
+    fn an_emulated_link_runs_through_the_link_namespace() {
+        let mut spec = BedSpec::new("t1", Topology::Bridge);
+        spec.shaper = Shaper::Emu;
+        spec.link = Some(BitRate::from_mbps(100));
+        spec.loss_pct = Some(1.0);
+        spec.impair.delay_ns = crate::PerDir::both(1_000_000);
+        let l = lines(&spec);
+        assert_eq!(l.last().unwrap(), "linerate testbed emulate t1");
+        let has = |x: &str| l.iter().any(|c| c == x);
+        assert!(has("ip netns add lr-t1-link"));
+        assert!(has(
+            "ip link add lr-a netns lr-t1-a type veth peer name lr-xa netns lr-t1-link"
+        ));
+        assert!(has(
+            "ip netns exec lr-t1-link ethtool -K lr-xda gro off gso off tso off tx off tx-udp-segmentation off"
+        ));
+        // tbf (back-pressure) on the host and DUT ends, none in the link
+        // namespace; the loss is the emulator's, not nftables'.
+        let tbf: Vec<&String> = l.iter().filter(|c| c.contains(" tbf ")).collect();
+        assert_eq!(tbf.len(), 4, "{tbf:?}");
+        assert!(tbf.iter().all(|c| !c.contains("lr-t1-link")));
+        assert!(!l.iter().any(|c| c.contains("nft")));
+        let plan = Plan::build(&spec, FACTS);
+        assert_eq!(plan.down[0].to_string(), "ip netns del lr-t1-link");
+        assert!(plan
+            .notes
+            .iter()
+            .any(|n| n.contains("delay 1 ms") && n.contains("a-dut")));
+        // With tbf, the same flags give no link namespace.
+        spec.shaper = Shaper::Tbf;
+        spec.impair = crate::Impair::default();
+        assert!(!lines(&spec).iter().any(|c| c.contains("-link")));
     }
 
     #[test]

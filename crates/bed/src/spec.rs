@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
-use linerate_core::units::BitRate;
+use linerate_core::emu::{QueueLimit, Shaper};
+use linerate_core::units::{parse_duration, BitRate};
 use serde::{Deserialize, Serialize};
 
 use crate::BedError;
@@ -340,6 +341,130 @@ pub struct BedSpec {
     pub tcp_rmem: Option<TcpMem>,
     /// `net.ipv4.tcp_wmem` in every host (per network namespace).
     pub tcp_wmem: Option<TcpMem>,
+    /// What makes the link: linerate's emulator (`emu`) or tbf. Absent:
+    /// tbf (beds stored before the emulator existed were tbf).
+    #[serde(default = "legacy_shaper", skip_serializing_if = "is_tbf")]
+    pub shaper: Shaper,
+    /// What the emulator adds besides the rate (emu only; absent: nothing).
+    #[serde(default, skip_serializing_if = "Impair::is_empty")]
+    pub impair: Impair,
+}
+
+fn legacy_shaper() -> Shaper {
+    Shaper::Tbf
+}
+
+fn is_tbf(s: &Shaper) -> bool {
+    *s == Shaper::Tbf
+}
+
+/// A setting per direction: from a to b, and from b to a.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PerDir<T> {
+    /// Frames from host a towards host b.
+    pub a_to_b: T,
+    /// Frames from host b towards host a.
+    pub b_to_a: T,
+}
+
+impl<T: Copy + PartialEq + fmt::Display> PerDir<T> {
+    /// Both directions alike.
+    pub fn both(v: T) -> Self {
+        Self {
+            a_to_b: v,
+            b_to_a: v,
+        }
+    }
+
+    /// `X` (both directions) or `X/Y` (a to b, b to a), each parsed by `one`.
+    pub fn parse(s: &str, one: impl Fn(&str) -> Result<T, String>) -> Result<Self, String> {
+        match s.split_once('/') {
+            Some((x, y)) => Ok(Self {
+                a_to_b: one(x)?,
+                b_to_a: one(y)?,
+            }),
+            None => one(s).map(Self::both),
+        }
+    }
+
+    /// `X`, or `X/Y` when the directions differ.
+    pub fn show(&self, unit: &str) -> String {
+        if self.a_to_b == self.b_to_a {
+            format!("{}{unit}", self.a_to_b)
+        } else {
+            format!("{}{unit}/{}{unit} (a→b/b→a)", self.a_to_b, self.b_to_a)
+        }
+    }
+}
+
+/// A duration such as `1ms` or `250us`, in ns.
+pub fn parse_delay_ns(s: &str) -> Result<u64, String> {
+    let d = parse_duration(s.trim()).map_err(|e| e.to_string())?;
+    if d.as_secs() > 10 {
+        return Err(format!("'{s}' is longer than 10 s"));
+    }
+    Ok(d.as_nanos() as u64)
+}
+
+/// A percentage between 0 and 100.
+pub fn parse_pct(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("'{s}' is not a percentage"))?;
+    if !(v.is_finite() && (0.0..=100.0).contains(&v)) {
+        return Err(format!("'{s}' is not a percentage between 0 and 100"));
+    }
+    Ok(v)
+}
+
+/// The emulator's impairments besides the rate (and `--loss`, which the
+/// emulator takes over when it runs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Impair {
+    /// Propagation delay, ns.
+    pub delay_ns: PerDir<u64>,
+    /// Jitter of that delay (uniform ±), ns.
+    pub jitter_ns: PerDir<u64>,
+    /// Random duplication, percent.
+    pub duplicate_pct: PerDir<f64>,
+    /// Random reordering, percent (frames that skip the delay).
+    pub reorder_pct: PerDir<f64>,
+    /// The queue limit of every direction (default 1000 frames).
+    pub limit: Option<QueueLimit>,
+}
+
+impl Impair {
+    /// True when nothing is set.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// The settings given, each as `name value`.
+    pub fn settings(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        let ms = |p: PerDir<u64>| PerDir {
+            a_to_b: p.a_to_b as f64 / 1e6,
+            b_to_a: p.b_to_a as f64 / 1e6,
+        };
+        if self.delay_ns != PerDir::default() {
+            v.push(format!("delay {}", ms(self.delay_ns).show(" ms")));
+        }
+        if self.jitter_ns != PerDir::default() {
+            v.push(format!("jitter {}", ms(self.jitter_ns).show(" ms")));
+        }
+        if self.duplicate_pct != PerDir::default() {
+            v.push(format!("duplicate {}", self.duplicate_pct.show("%")));
+        }
+        if self.reorder_pct != PerDir::default() {
+            v.push(format!("reorder {}", self.reorder_pct.show("%")));
+        }
+        if let Some(l) = self.limit {
+            v.push(format!("limit {l}"));
+        }
+        v
+    }
 }
 
 impl BedSpec {
@@ -355,6 +480,23 @@ impl BedSpec {
             rps: false,
             tcp_rmem: None,
             tcp_wmem: None,
+            shaper: Shaper::Tbf,
+            impair: Impair::default(),
+        }
+    }
+
+    /// Whether this bed runs linerate's link emulator: the emu shaper and
+    /// a rate or an impairment to emulate.
+    pub fn uses_emulator(&self) -> bool {
+        self.shaper == Shaper::Emu && (self.link.is_some() || !self.impair.is_empty())
+    }
+
+    /// The shaper that really makes the link (none when nothing is shaped).
+    pub fn effective_shaper(&self) -> Shaper {
+        match self.shaper {
+            Shaper::Emu if self.uses_emulator() => Shaper::Emu,
+            Shaper::Tbf if self.link.is_some() => Shaper::Tbf,
+            _ => Shaper::None,
         }
     }
 
@@ -370,8 +512,8 @@ impl BedSpec {
             for f in Feature::SUPER_PACKET {
                 if self.offloads.0.get(&f) == Some(&true) {
                     return Err(BedError::Invalid(format!(
-                        "--offload {}=on conflicts with --link: tbf charges a super-packet's \
-                         framing overhead once, so the emulated rate would be wrong \
+                        "--offload {}=on conflicts with --link: a shaper sees a super-packet \
+                         as one frame, so the emulated rate would be wrong \
                          (docs/METHODOLOGY.md §3)",
                         f.name()
                     )));
@@ -389,6 +531,25 @@ impl BedSpec {
                     "--loss {loss}: the finest loss is 0.0001 % (one in a million)"
                 )));
             }
+        }
+        if self.uses_emulator() && self.offloads.0.get(&Feature::TxChecksum) == Some(&true) {
+            return Err(BedError::Invalid(
+                "--offload tx-checksum=on conflicts with --shaper emu: the emulator forwards \
+                 frames as they are, so a checksum left to the device would stay unfilled"
+                    .into(),
+            ));
+        }
+        if !self.impair.is_empty() && self.shaper != Shaper::Emu {
+            return Err(BedError::Invalid(format!(
+                "{} need the emulator: --shaper emu, not {}",
+                self.impair.settings().join(", "),
+                self.shaper.as_str()
+            )));
+        }
+        if self.impair.limit.is_some() && self.link.is_none() {
+            return Err(BedError::Invalid(
+                "--limit bounds the queue waiting for the wire: it needs --link".into(),
+            ));
         }
         if let Some(mtu) = self.mtu {
             if !(MIN_MTU..=MAX_MTU).contains(&mtu) {

@@ -49,6 +49,9 @@ pub struct BedRecord {
     pub notes: Vec<String>,
     /// Every command that built it, in order.
     pub commands: Vec<String>,
+    /// Its link emulator, once started (beds with `--shaper emu`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulator: Option<crate::emulator::EmulatorState>,
 }
 
 impl BedRecord {
@@ -67,14 +70,29 @@ impl BedRecord {
             creator_pid: std::process::id(),
             notes,
             commands,
+            emulator: None,
         }
     }
 }
 
 impl BedRecord {
-    /// The settings asked for, each as `name value` (`link 100 Mbit/s`).
+    /// The settings asked for, each as `name value` (`link 100 Mbit/s`),
+    /// and the emulator's process and measured limit.
     pub fn settings(&self) -> Vec<String> {
-        settings(&self.spec)
+        let mut v = settings(&self.spec);
+        if let Some(e) = &self.emulator {
+            v.push(format!("emulator pid {}", e.pid));
+            if let Some(c) = e.capacity {
+                v.push(format!(
+                    "emulator limit {}{:.0} frames/s ({}-byte frames, measured {} s at start)",
+                    if c.source_limited { "≥ " } else { "" },
+                    c.frames_per_s,
+                    c.frame_bytes + 4,
+                    c.seconds
+                ));
+            }
+        }
+        v
     }
 
     /// The plain summary the human renderers read.
@@ -126,6 +144,10 @@ pub fn settings(s: &BedSpec) -> Vec<String> {
     if let Some(m) = s.tcp_wmem {
         parts.push(format!("tcp_wmem {m}"));
     }
+    if s.link.is_some() || s.uses_emulator() {
+        parts.push(format!("shaper {}", s.effective_shaper().as_str()));
+    }
+    parts.extend(s.impair.settings());
     parts
 }
 

@@ -21,6 +21,8 @@ pub struct SweepReport {
     pub links: Vec<String>,
     /// Bed files removed.
     pub files: Vec<PathBuf>,
+    /// Link emulator processes stopped (pids).
+    pub emulators: Vec<u32>,
     /// What failed.
     pub errors: Vec<String>,
 }
@@ -31,6 +33,7 @@ impl From<SweepReport> for linerate_core::testbed::TestbedSweep {
             netns: r.netns,
             links: r.links,
             files: r.files.iter().map(|f| f.display().to_string()).collect(),
+            emulators: r.emulators,
             errors: r.errors,
         }
     }
@@ -76,6 +79,10 @@ pub fn sweep_in(prefix: Option<&str>, state_dir: &Path) -> Result<SweepReport, B
     let full = format!("{PREFIX}{bed_prefix}");
     let mut report = SweepReport::default();
 
+    // Emulators first: each holds its link namespace alive.
+    let (pids, errors) = crate::emulator::stop(|bed| bed.starts_with(bed_prefix));
+    report.emulators = pids;
+    report.errors.extend(errors);
     // Interface settings that killed runs left changed (their restore
     // records), put back before namespaces go; every record without a
     // prefix, since a run may have changed a namespace of any name.
@@ -129,7 +136,12 @@ pub fn sweep_in(prefix: Option<&str>, state_dir: &Path) -> Result<SweepReport, B
         for e in entries.filter_map(Result::ok) {
             let n = e.file_name().to_string_lossy().into_owned();
             let bed = n.trim_start_matches('.');
-            if bed.starts_with(bed_prefix) && (n.ends_with(".json") || n.contains(".json.tmp")) {
+            let emu = n.ends_with(".emu.stats")
+                || n.ends_with(".emu.log")
+                || n.contains(".emu.stats.tmp");
+            if bed.starts_with(bed_prefix)
+                && (n.ends_with(".json") || n.contains(".json.tmp") || emu)
+            {
                 match fs::remove_file(e.path()) {
                     Ok(()) => report.files.push(e.path()),
                     Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}

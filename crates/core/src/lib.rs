@@ -20,6 +20,7 @@ pub mod calc;
 pub mod ceilings;
 pub mod compare;
 pub mod demo;
+pub mod emu;
 pub mod energy;
 pub mod error;
 pub mod hostload;

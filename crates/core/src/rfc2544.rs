@@ -704,6 +704,10 @@ pub struct Rfc2544Result {
     /// version 1).
     #[serde(default)]
     pub iface_changes: Vec<IfaceChange>,
+    /// The bed's link emulation during the test: which shaper, and what
+    /// linerate's emulator counted (absent when not measured on a bed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_emulation: Option<crate::emu::LinkAccount>,
     /// One report per frame size.
     pub sizes: Vec<SizeReport>,
     /// Load from elsewhere during the run (absent in version 2, or when
@@ -1105,6 +1109,7 @@ mod tests {
         s.derive();
         Rfc2544Result {
             link_bits_per_s: 100_000_000,
+            link_emulation: None,
             generator: Generator::Sendmmsg,
             qdisc_bypass: false,
             trial_s: 1.0,

@@ -135,6 +135,9 @@ pub struct TestbedSweep {
     pub links: Vec<String>,
     /// Bed files removed (paths).
     pub files: Vec<String>,
+    /// Link emulator processes stopped (pids).
+    #[serde(default)]
+    pub emulators: Vec<u32>,
     /// What failed.
     pub errors: Vec<String>,
 }

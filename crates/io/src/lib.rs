@@ -12,6 +12,7 @@
 pub mod ceilings;
 pub mod dut;
 pub mod echo;
+pub mod emu;
 pub mod energy;
 pub mod host;
 pub mod netns;

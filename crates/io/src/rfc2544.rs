@@ -253,6 +253,7 @@ fn run_inner(
     let rx_user_space_stamps = harness.rx_user_stamps;
     drop(harness);
     Ok(Rfc2544Result {
+        link_emulation: None,
         link_bits_per_s: cfg.link.bps(),
         generator: path,
         qdisc_bypass: cfg.qdisc_bypass,

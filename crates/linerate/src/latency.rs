@@ -215,6 +215,7 @@ pub(crate) fn run(args: &LatencyArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
     let cfg = config(args)?;
     let mut progress = ctx.progress(crate::progress::StepLines::Replace);
     let meter = linerate_io::energy::Meter::start();
+    let link = crate::testbed::link_reading(args.bed.as_deref());
     let mut doc = linerate_io::echo::run(&cfg, &mut progress).map_err(|e| {
         anyhow::Error::new(e).context(match cfg.setup {
             Setup::Server => "latency session with linerate server",
@@ -224,8 +225,13 @@ pub(crate) fn run(args: &LatencyArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
     doc.flags.push(flag_for(&meter.read(), &doc.result));
     args.plot
         .write(&linerate_core::plot::of_latency(&doc.result))?;
+    crate::testbed::attach_link(link, None, &mut doc.result.link_emulation, &mut doc.flags);
     ctx.output(&doc, args.json, || {
-        linerate_report::latency::render(&doc, ctx.width)
+        let mut text = linerate_report::latency::render(&doc, ctx.width);
+        if let Some(a) = &doc.result.link_emulation {
+            text.push_str(&linerate_report::testbed::link_line(a));
+        }
+        text
     })?;
     Ok(doc.flags)
 }

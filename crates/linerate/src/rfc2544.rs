@@ -270,6 +270,7 @@ pub(crate) fn run(args: &Rfc2544Args, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
         .context("installing the signal guard")?;
     let mut progress = ctx.progress(crate::progress::StepLines::Keep);
     let meter = linerate_io::energy::Meter::start();
+    let link = crate::testbed::link_reading(args.bed.as_deref());
     let matrix = points.len() > 1 || args.repeat > 1;
     let mut runs = Vec::new();
     'points: for p in &points {
@@ -306,6 +307,12 @@ pub(crate) fn run(args: &Rfc2544Args, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
         false => runs.pop().map(|(_, _, doc)| doc),
     };
     let mut doc = doc.context("no run was made")?;
+    // Frames/s offered to the link: the fastest trial's.
+    let offered = (doc.result.sizes.iter().flat_map(|s| &s.trace))
+        .flat_map(|t| t.steps.iter().map(|s| s.offered_fps))
+        .reduce(f64::max);
+    let (slot, flags) = (&mut doc.result.link_emulation, &mut doc.flags);
+    crate::testbed::attach_link(link, offered, slot, flags);
     doc.flags.push(flag_for(&meter.read(), &doc.result));
     args.plot
         .write(&linerate_core::plot::of_rfc2544(&doc.result))?;
@@ -313,7 +320,11 @@ pub(crate) fn run(args: &Rfc2544Args, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
         (doc.result.generator_notes.iter()).for_each(|n| crate::output::elog!("note: {n}"));
     }
     ctx.output(&doc, args.json, || {
-        linerate_report::rfc2544::render(&doc, ctx.width)
+        let mut text = linerate_report::rfc2544::render(&doc, ctx.width);
+        if let Some(a) = &doc.result.link_emulation {
+            text.push_str(&linerate_report::testbed::link_line(a));
+        }
+        text
     })?;
     if let Some(sig) = linerate_io::signal::interrupt_signal() {
         return Err(Failure::Interrupted(sig));

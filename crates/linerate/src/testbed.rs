@@ -7,7 +7,11 @@ use std::path::Path;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use linerate_bed::plan::{HostFacts, Plan};
-use linerate_bed::{guard, state, sweep, Bed, BedError, BedSpec, Offloads, TcpMem, Topology};
+use linerate_bed::{
+    guard, parse_delay_ns, parse_pct, state, sweep, Bed, BedError, BedSpec, Impair, Offloads,
+    PerDir, TcpMem, Topology,
+};
+use linerate_core::emu::{QueueLimit, Shaper};
 use linerate_core::result::Envelope;
 use linerate_core::testbed::{
     TestbedUp, DOWN_SCHEMA, LIST_SCHEMA, PLAN_SCHEMA, SWEEP_SCHEMA, UP_SCHEMA, VERSION,
@@ -30,7 +34,7 @@ pub(crate) enum TestbedArgs {
     /// one subnet), router (a — dut forwarding — b; 198.18.0.0/24 and 198.19.0.0/24,
     /// 2001:2::/64 and 2001:2:0:1::/64). A failure midway, or SIGINT/SIGTERM, removes
     /// what was built.
-    Up(UpArgs),
+    Up(Box<UpArgs>),
     /// Removes a bed: its namespaces (and everything in them) and its state file.
     Down {
         /// The bed's name (without "lr-").
@@ -55,6 +59,23 @@ pub(crate) enum TestbedArgs {
         #[arg(long)]
         json: bool,
     },
+    /// Shows one bed: its hosts, settings, the link emulator and its measured limit.
+    Show {
+        /// The bed's name (without "lr-").
+        name: String,
+        /// One JSON document (the bed's description).
+        #[arg(long)]
+        json: bool,
+    },
+    /// The link emulator of a bed (started by `testbed up`; not for direct use).
+    #[command(hide = true)]
+    Emulate {
+        /// The bed's name.
+        name: String,
+        /// Where the bed descriptions are.
+        #[arg(long, default_value = state::STATE_DIR)]
+        state_dir: std::path::PathBuf,
+    },
     /// Runs a command inside one host's namespace: `testbed exec NAME a -- ip addr`.
     Exec {
         /// The bed's name.
@@ -75,12 +96,34 @@ pub(crate) struct UpArgs {
     /// pair, bridge or router.
     #[arg(long, value_name = "TOPO")]
     pub(crate) topo: Topology,
-    /// Emulated link speed (e.g. 10M, 100M, 1G): tbf with overhead 24 mpu 84 on every
-    /// egress of the path, so preamble, SFD, IFG and FCS are counted; segmentation
-    /// offloads (gso, tso, tx-udp-segmentation) and gro are turned off there.
+    /// Emulated link speed (e.g. 10M, 100M, 1G), preamble, SFD, IFG and FCS counted;
+    /// segmentation offloads (gso, tso, tx-udp-segmentation) and gro are turned off.
     #[arg(long, value_name = "SPEED")]
     pub(crate) link: Option<BitRate>,
-    /// Random loss in percent on the ingress of hosts a and b (nftables numgen).
+    /// What makes the link: emu (linerate's emulator in namespace lr-NAME-link: every
+    /// frame leaves after its serialization time, queued behind the frames before it,
+    /// plus --delay; it measures the frames/s it can forward at start) or tbf (the
+    /// long-term rate only, for rates the emulator cannot carry).
+    #[arg(long, value_name = "emu|tbf", default_value = "emu", value_parser = parse_shaper)]
+    pub(crate) shaper: Shaper,
+    /// Propagation delay per direction (emu): 1ms, or A2B/B2A as 1ms/2ms.
+    #[arg(long, value_name = "TIME")]
+    pub(crate) delay: Option<String>,
+    /// Jitter of the delay, uniform ± (emu; frames keep their order): 100us or A2B/B2A.
+    #[arg(long, value_name = "TIME")]
+    pub(crate) jitter: Option<String>,
+    /// Random duplication in percent (emu): 1 or A2B/B2A.
+    #[arg(long, value_name = "PCT")]
+    pub(crate) duplicate: Option<String>,
+    /// Random reordering in percent (emu; such frames skip the delay): 1 or A2B/B2A.
+    #[arg(long, value_name = "PCT")]
+    pub(crate) reorder: Option<String>,
+    /// Queue limit of each direction (emu, needs --link): frames (1000, 100p) or
+    /// bytes (64k, 96000b); more is dropped at the tail and counted. Default 1000 frames.
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<String>,
+    /// Random loss in percent: by the emulator when it runs, else on the ingress of
+    /// hosts a and b (nftables numgen).
     #[arg(long, value_name = "PCT")]
     pub(crate) loss: Option<f64>,
     /// MTU of every interface on the path (1280-65000).
@@ -128,6 +171,17 @@ pub(crate) fn run(args: &TestbedArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
             emit(*json, SWEEP_SCHEMA, t0, &s, report::sweep(&s))?;
             Ok(sweep::complete(&s)?)
         }
+        TestbedArgs::Show { name, json } => {
+            let bed = Bed::open(name)?;
+            let text = report::describe(&bed.record().summary(), w);
+            let up = TestbedUp {
+                bed: bed.record().clone(),
+            };
+            emit(*json, UP_SCHEMA, t0, &up, text)
+        }
+        TestbedArgs::Emulate { name, state_dir } => {
+            Ok(linerate_bed::emulator::serve(name, state_dir)?)
+        }
         TestbedArgs::Exec { name, host, cmd } => {
             let bed = Bed::open(name)?;
             let ns = bed.live_netns(host)?;
@@ -153,11 +207,46 @@ fn emit<T: Serialize>(json: bool, s: &str, t0: u64, doc: &T, text: String) -> Re
     }
 }
 
+fn parse_shaper(s: &str) -> Result<Shaper, String> {
+    match s {
+        "emu" => Ok(Shaper::Emu),
+        "tbf" => Ok(Shaper::Tbf),
+        _ => Err(format!("'{s}' is not a shaper (emu or tbf)")),
+    }
+}
+
+/// The emulator's flags as the bed's impairments.
+fn impairments(a: &UpArgs) -> Result<Impair, Failure> {
+    fn usage(flag: &'static str) -> impl Fn(String) -> Failure {
+        move |e| Failure::Usage(anyhow::anyhow!("{flag}: {e}"))
+    }
+    let dur = |v: &Option<String>, flag: &'static str| -> Result<PerDir<u64>, Failure> {
+        v.as_deref().map_or(Ok(PerDir::default()), |s| {
+            PerDir::parse(s, parse_delay_ns).map_err(usage(flag))
+        })
+    };
+    let pct = |v: &Option<String>, flag: &'static str| -> Result<PerDir<f64>, Failure> {
+        v.as_deref().map_or(Ok(PerDir::default()), |s| {
+            PerDir::parse(s, parse_pct).map_err(usage(flag))
+        })
+    };
+    let limit = a.limit.as_deref().map(QueueLimit::parse).transpose();
+    Ok(Impair {
+        delay_ns: dur(&a.delay, "--delay")?,
+        jitter_ns: dur(&a.jitter, "--jitter")?,
+        duplicate_pct: pct(&a.duplicate, "--duplicate")?,
+        reorder_pct: pct(&a.reorder, "--reorder")?,
+        limit: limit.map_err(usage("--limit"))?,
+    })
+}
+
 fn up(a: &UpArgs, t0: u64, width: Width) -> Result<(), Failure> {
     let mut spec = BedSpec::new(a.name.clone(), a.topo);
     (spec.link, spec.loss_pct, spec.mtu, spec.rps) = (a.link, a.loss, a.mtu, a.rps);
     (spec.tcp_rmem, spec.tcp_wmem) = (a.tcp_rmem, a.tcp_wmem);
     spec.offloads = a.offload.clone().unwrap_or_default();
+    spec.shaper = a.shaper;
+    spec.impair = impairments(a)?;
     spec.validate()?;
     if a.dry_run {
         let plan = Plan::build(&spec, HostFacts::detect());
@@ -174,4 +263,26 @@ fn up(a: &UpArgs, t0: u64, width: Width) -> Result<(), Failure> {
     };
     let text = report::describe(&record.summary(), width);
     emit(a.json, UP_SCHEMA, t0, &TestbedUp { bed: record }, text)
+}
+
+/// Reads bed `bed`'s link emulator counters before a test (None without a
+/// bed); [`attach_link`] after it.
+pub(crate) fn link_reading(bed: Option<&str>) -> Option<linerate_bed::emulator::Reading> {
+    bed.and_then(linerate_bed::emulator::Reading::start)
+}
+
+/// Attaches what the bed's link emulation did during the test to its result
+/// (`slot`), with its flags (emulator_limited, link_queue_drops); `offered`:
+/// the most frames/s the test offered, when it knows.
+pub(crate) fn attach_link(
+    reading: Option<linerate_bed::emulator::Reading>,
+    offered: Option<f64>,
+    slot: &mut Option<linerate_core::emu::LinkAccount>,
+    flags: &mut Vec<linerate_core::result::Flag>,
+) {
+    if let Some(r) = reading {
+        let account = r.account(offered);
+        flags.extend(linerate_core::emu::assess(&account));
+        *slot = Some(account);
+    }
 }

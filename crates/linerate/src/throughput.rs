@@ -335,6 +335,7 @@ pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, 
     let points = args.config()?;
     let matrix = points.len() > 1 || args.repeat > 1;
     let mut progress = ctx.progress(crate::progress::StepLines::Replace);
+    let link = crate::testbed::link_reading(args.bed.as_deref());
     let meter = linerate_io::energy::Meter::start();
     let mut runs = run_points(args, &points, &mut progress)?;
     let energy = meter.read();
@@ -343,7 +344,20 @@ pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, 
     if runs.len() == 1 && !matrix {
         let mut doc = runs.pop().ok_or(RunError::NoResult)?;
         doc.flags.push(flag_for(&energy, &doc.result));
-        ctx.output(&doc, args.json, || render(&doc))?;
+        // Frames/s offered to the link: the senders' packets per second.
+        let offered = (doc.result.figures.directions.iter())
+            .filter(|d| d.role == linerate_core::throughput::model::FlowRole::Sender)
+            .filter_map(|d| d.packets_per_s)
+            .reduce(f64::max);
+        let (slot, flags) = (&mut doc.result.link_emulation, &mut doc.flags);
+        crate::testbed::attach_link(link, offered, slot, flags);
+        ctx.output(&doc, args.json, || {
+            let mut text = render(&doc);
+            if let Some(a) = &doc.result.link_emulation {
+                text.push_str(&linerate_report::testbed::link_line(a));
+            }
+            text
+        })?;
         return Ok(doc.flags);
     }
     let mut doc = Scenarios::document(runs, linerate_io::host::facts());

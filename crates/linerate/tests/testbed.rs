@@ -69,6 +69,8 @@ fn dry_run_prints_the_commands_and_creates_nothing() {
         "--offload",
         "tx-checksum=off",
         "--rps",
+        "--shaper",
+        "tbf",
         "--dry-run",
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
@@ -459,7 +461,11 @@ fn list_down_and_sweep_json_validate_and_round_trip() {
     assert_eq!(e.result.removed, n);
     assert_eq!(
         e.result.namespaces,
-        [format!("lr-{n}-a"), format!("lr-{n}-b")]
+        [
+            format!("lr-{n}-a"),
+            format!("lr-{n}-b"),
+            format!("lr-{n}-link")
+        ]
     );
     assert!(!netns_exists(&format!("lr-{n}-a")));
     let v = json_of(&["testbed", "sweep", "--prefix", &n, "--json"]);

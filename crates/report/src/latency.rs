@@ -318,6 +318,7 @@ mod tests {
         let mut st = StageStats::default();
         st.record(&dissect(&c, Some(&r), true));
         let report = LatencyReport {
+            link_emulation: None,
             target: "198.18.0.2:5301".into(),
             protocol: EchoProtocol::Udp,
             responder: Responder::Reflector,

@@ -128,6 +128,9 @@ pub fn sweep(s: &TestbedSweep) -> String {
     for f in &s.files {
         out.push_str(&format!("removed {f}\n"));
     }
+    for p in &s.emulators {
+        out.push_str(&format!("stopped link emulator {p}\n"));
+    }
     if out.is_empty() {
         out.push_str("nothing to sweep\n");
     }
@@ -236,5 +239,76 @@ mod tests {
             "# a comment\n"
         );
         assert_eq!(shell_line(&cmd, Width::Unlimited), format!("{cmd}\n"));
+    }
+}
+
+/// One line for a result measured on a bed: which shaper made its link and,
+/// for the emulator, what it counted during the test.
+pub fn link_line(a: &linerate_core::emu::LinkAccount) -> String {
+    use linerate_core::emu::Shaper;
+    let rate = a.link.map_or(String::new(), |l| format!(" at {l}"));
+    let mut s = format!("link: bed {}, shaper {}{rate}", a.bed, a.shaper.as_str());
+    match (a.shaper, a.during) {
+        (Shaper::Emu, Some(c)) => s.push_str(&format!(
+            "; the emulator forwarded {} frames, dropped {} at its queue, {} left late \
+             (by up to {:.1} µs)",
+            c.forwarded,
+            c.queue_drops,
+            c.late,
+            c.late_max_ns as f64 / 1000.0
+        )),
+        (Shaper::Emu, None) => s.push_str("; the emulator's counters could not be read"),
+        (Shaper::Tbf, _) => s.push_str(" (rate only: a frame that finds tokens is not delayed)"),
+        (Shaper::None, _) => {}
+    }
+    if let Some(c) = a.capacity {
+        let at_least = if c.source_limited { "≥ " } else { "" };
+        s.push_str(&format!(
+            "; its limit {at_least}{:.0} frames/s",
+            c.frames_per_s
+        ));
+    }
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod link_tests {
+    use super::*;
+    use linerate_core::emu::{Capacity, Counters, LinkAccount, Shaper};
+    use linerate_core::units::BitRate;
+
+    #[test]
+    fn the_link_line_names_the_shaper_and_the_counts() {
+        let mut a = LinkAccount {
+            bed: "x".into(),
+            shaper: Shaper::Emu,
+            link: Some(BitRate::from_mbps(100)),
+            capacity: Some(Capacity {
+                frames_per_s: 41_000.0,
+                frame_bytes: 60,
+                seconds: 0.5,
+                source_limited: true,
+            }),
+            during: Some(Counters {
+                forwarded: 12,
+                late: 1,
+                late_max_ns: 7_500,
+                ..Counters::default()
+            }),
+            offered_frames_per_s: None,
+        };
+        let l = link_line(&a);
+        assert!(
+            l.starts_with("link: bed x, shaper emu at 100 Mbit/s"),
+            "{l}"
+        );
+        assert!(
+            l.contains("forwarded 12 frames") && l.contains("7.5 µs"),
+            "{l}"
+        );
+        assert!(l.contains("≥ 41000 frames/s"), "{l}");
+        (a.shaper, a.capacity, a.during) = (Shaper::Tbf, None, None);
+        assert!(link_line(&a).contains("rate only"));
     }
 }

@@ -272,6 +272,7 @@ mod tests {
 
     fn report(runs: Vec<LatencyRun>, responder: Responder) -> LatencyReport {
         LatencyReport {
+            link_emulation: None,
             target: "127.0.0.1".into(),
             protocol: EchoProtocol::Udp,
             responder,

@@ -680,6 +680,10 @@ pub struct LatencyReport {
     /// each run's `wire_rtt_ns` comes from it (absent in version 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_bits_per_s: Option<u64>,
+    /// The bed's link emulation during the test: which shaper, and what
+    /// linerate's emulator counted (absent when not measured on a bed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_emulation: Option<crate::emu::LinkAccount>,
     /// One entry per configuration (per configuration and repeat with
     /// `repeat`, each run saying which).
     pub runs: Vec<LatencyRun>,

@@ -129,6 +129,7 @@ pub fn result(setting: &Setting, params: ThroughputParams, m: Measured) -> Throu
         Err(e) => (None, Some(e)),
     };
     let mut r = ThroughputResult {
+        link_emulation: None,
         server: setting.server.clone(),
         params,
         clock: CLOCK.into(),

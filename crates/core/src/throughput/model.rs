@@ -1050,6 +1050,10 @@ pub struct ThroughputResult {
     /// (absent in version 1).
     #[serde(default)]
     pub figures: Figures,
+    /// The bed's link emulation during the test: which shaper, and what
+    /// linerate's emulator counted (absent when not measured on a bed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_emulation: Option<crate::emu::LinkAccount>,
     /// Load from elsewhere on the client's host during the test (absent in
     /// version 2, or when `/proc` could not be read).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -76,6 +76,7 @@ pub fn run(
     progress.done();
     let host_load = load.finish();
     let mut report = LatencyReport {
+        link_emulation: None,
         target: cfg.target_label(),
         protocol: cfg.protocol,
         responder: cfg.responder,

@@ -9,6 +9,7 @@ pub(crate) mod clock;
 pub(crate) mod cmsg;
 pub(crate) mod copy;
 pub(crate) mod csum;
+pub(crate) mod emu;
 pub(crate) mod ifaddrs;
 pub(crate) mod netns;
 pub(crate) mod packet;

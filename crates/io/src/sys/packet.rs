@@ -516,3 +516,25 @@ impl PacketSocket {
         Ok(n as usize)
     }
 }
+
+impl PacketSocket {
+    /// O_NONBLOCK: a receive with nothing queued returns at once
+    /// ([`PacketSocket::recv_batch`] then gives `Ok(0)`).
+    pub(crate) fn set_nonblocking(&self) -> io::Result<()> {
+        // SAFETY: F_GETFL/F_SETFL on a descriptor this value owns; no memory
+        // is passed.
+        let flags = syscall!(fcntl(self.fd.as_raw_fd(), libc::F_GETFL))?;
+        // SAFETY: as above.
+        syscall!(fcntl(
+            self.fd.as_raw_fd(),
+            libc::F_SETFL,
+            flags | libc::O_NONBLOCK
+        ))?;
+        Ok(())
+    }
+
+    /// The descriptor, to wait on with poll.
+    pub(crate) fn raw_fd(&self) -> std::os::fd::RawFd {
+        self.fd.as_raw_fd()
+    }
+}

@@ -37,6 +37,20 @@ pub(crate) fn block(signals: &[libc::c_int]) -> io::Result<()> {
     }
 }
 
+/// Unblocks `signals` in the calling thread (a process started by one that
+/// blocked them inherits the mask across exec).
+pub(crate) fn unblock(signals: &[libc::c_int]) -> io::Result<()> {
+    let set = sigset(signals)?;
+    // SAFETY: as in `block`: a valid sigset_t borrowed for the call, a null
+    // old-mask pointer; only this thread's mask changes.
+    let rc = unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(rc))
+    }
+}
+
 /// Waits until one of `signals` (which must be blocked in every thread) is
 /// pending and takes it; returns its number.
 pub(crate) fn wait(signals: &[libc::c_int]) -> io::Result<libc::c_int> {

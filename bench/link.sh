@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Benchmark (not a test): how faithful a bed's emulated link is, the targets
+# of "emulated links as faithful as a cable":
+#   1. 64-byte frames (UDP --size 18), pair --link 100M: median RTT minus the
+#      median on an unshaped pair, same run, >= 95 % of 2 x 6.720 us;
+#   2. the same at --link 1G: within +-1 us of 2 x 0.672 us;
+#   3. 1518-byte frames (--size 1472) at 100M: within 2 % of 2 x 123.04 us;
+#   4. UDP throughput at 100M through the emulator: >= 99.5 % of the model at
+#      1518-byte frames; at 64-byte frames >= 99.5 % or flagged
+#      emulator_limited (the emulator's measured limit printed);
+#   5. rfc2544 --tests single on a 100M bridge bed: never above line rate;
+#      single frames far below streaming at 64 and 1518 bytes;
+#   6. five identical ping-pong runs on a shaped bed: p50 within 10 % of
+#      each other;
+#   7. --delay 1ms adds 2 ms +- 20 us to the RTT.
+# Prints each figure, its target and PASS/MISS. Quote numbers only from a
+# quiet host.
+#
+# Needs root and iproute2; builds linerate in release mode. Every load loop
+# is bounded (COUNT exchanges, DURATION seconds).
+#
+# usage: [COUNT=5000] bench/link.sh [DURATION_S]   (default 5 s per throughput run)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION=${1:-5}
+COUNT=${COUNT:-5000}
+LR=target/release/linerate
+P="lk$$"
+
+[ "$(id -u)" -eq 0 ] || { echo "needs root (network namespaces)" >&2; exit 2; }
+command -v jq >/dev/null || { echo "jq missing: apt-get install jq" >&2; exit 2; }
+cargo build --release -q -p linerate
+
+cleanup() { "$LR" testbed sweep --prefix "$P" >/dev/null 2>&1 || true; }
+trap cleanup EXIT INT TERM
+
+up() { # name, flags…
+  local n=$1; shift
+  "$LR" testbed up "$P$n" "$@" >/dev/null
+}
+down() { "$LR" testbed down "$P$1" >/dev/null; }
+limit() { # the emulator's measured limit, frames/s
+  "$LR" testbed show "$P$1" --json | jq -r '.bed.emulator.capacity.frames_per_s // "none"'
+}
+rtt_p50() { # bed, size → median RTT in ns (every exchange stamped)
+  "$LR" latency --bed "$P$1" --size "$2" --count "$COUNT" --stamp-every 1 --json 2>/dev/null \
+    | jq -r '.runs[0].stages[] | select(.stage == "rtt") | .p50_ns'
+}
+verdict() { # ok(0/1) → PASS/MISS
+  if [ "$1" = 1 ]; then echo PASS; else echo MISS; fi
+}
+calc() { awk "BEGIN { printf \"%.3f\", $1 }"; }
+test_() { awk "BEGIN { exit !($1) }" && echo 1 || echo 0; }
+
+echo "# beds: unshaped pair (base), pair 100M emu, pair 1G emu"
+up base --topo pair --shaper tbf
+up e100 --topo pair --link 100M
+up e1g --topo pair --link 1G
+echo "emulator limit (frames/s, measured at bed start): 100M $(limit e100), 1G $(limit e1g)"
+
+# 1-3: RTT differences, emu bed minus unshaped pair, same run.
+for spec in "e100 18 13440 95pct" "e1g 18 1344 1us" "e100 1472 246080 2pct"; do
+  set -- $spec
+  base=$(rtt_p50 base "$2"); emu=$(rtt_p50 "$1" "$2")
+  diff=$((emu - base))
+  case $4 in
+    95pct) ok=$(test_ "$diff >= 0.95 * $3"); target=">= 95 % of $3 ns";;
+    1us) ok=$(test_ "$diff >= $3 - 1000 && $diff <= $3 + 1000"); target="$3 ns +- 1000";;
+    2pct) ok=$(test_ "$diff >= 0.98 * $3 && $diff <= 1.02 * $3"); target="$3 ns +- 2 %";;
+  esac
+  echo "RTT $1 size $2: emu $emu ns, base $base ns, difference $diff ns (target $target): $(verdict "$ok")"
+done
+
+# 4: UDP throughput through the emulator, % of the model.
+for size in 1472 18; do
+  doc=$("$LR" throughput --bed "${P}e100" --udp --size "$size" --time "$DURATION" --json 2>/dev/null || true)
+  pct=$(jq -r '[.figures.directions[] | select(.role == "receiver") | .pct_of_max][0] // "?"' <<<"$doc")
+  limited=$(jq -r '[.flags[] | select(.code == "emulator_limited")] | length' <<<"$doc")
+  ok=0; [ "$pct" != "?" ] && ok=$(test_ "$pct >= 99.5 || $limited > 0")
+  echo "UDP throughput 100M size $size: $pct % of the model, emulator_limited flags $limited (target >= 99.5 % or flagged): $(verdict "$ok")"
+done
+
+# 5: rfc2544 single frames on a 100M bridge bed.
+up br --topo bridge --link 100M
+doc=$("$LR" rfc2544 --bed "${P}br" --tests throughput,single --frames 64,1518 --trial 2s \
+  --resolution 2 --json 2>/dev/null || true)
+jq -r '.link_bits_per_s as $l | .sizes[] | "\(.frame_bytes) \(.single_frame.single_frame_bits_per_s // "?") \(.single_frame.streaming_bits_per_s // "?") \($l)"' <<<"$doc" \
+  | while read -r fb single stream line; do
+      ok=0
+      if [ "$single" != "?" ] && [ "$stream" != "?" ]; then ok=$(test_ "$single <= $line && $single < 0.5 * $stream"); fi
+      echo "rfc2544 single, bridge 100M, $fb B: single $single bit/s, streaming $stream bit/s, line $line (target single <= line, far below streaming): $(verdict "$ok")"
+    done
+down br
+
+# 6: five identical ping-pong runs on a shaped bed.
+p50s=()
+for _ in 1 2 3 4 5; do p50s+=("$(rtt_p50 e100 18)"); done
+lo=$(printf '%s\n' "${p50s[@]}" | sort -n | head -1); hi=$(printf '%s\n' "${p50s[@]}" | sort -n | tail -1)
+ok=$(test_ "$hi <= 1.10 * $lo")
+echo "5 ping-pong runs 100M: p50 ${p50s[*]} ns, max/min $(calc "$hi / $lo") (target <= 1.10): $(verdict "$ok")"
+
+# 7: --delay 1ms adds 2 ms to the RTT.
+up d1 --topo pair --link 1G --delay 1ms
+d=$(( $(rtt_p50 d1 18) - $(rtt_p50 e1g 18) ))
+ok=$(test_ "$d >= 2000000 - 20000 && $d <= 2000000 + 20000")
+echo "--delay 1ms: RTT +$d ns (target 2 000 000 +- 20 000): $(verdict "$ok")"
+down d1
+down e1g; down e100; down base

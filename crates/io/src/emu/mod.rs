@@ -1,0 +1,575 @@
+//! The link emulator: forwards frames between the two veth ends of each
+//! emulated cable in a bed's link namespace, each frame leaving when
+//! [`linerate_core::emu::Direction`] says (serialization at the link rate,
+//! queue, delay, impairments).
+//!
+//! One thread serves every port of a bed: AF_PACKET sockets (all
+//! protocols, outgoing frames ignored, non-blocking), the kernel's
+//! SO_TIMESTAMPNS receive stamp as each frame's arrival (so the time the
+//! emulator takes to notice a frame is part of its wire time, not added to
+//! it), departures on CLOCK_MONOTONIC. While frames are due within
+//! [`SPIN_NS`] or traffic was seen within [`ACTIVE_NS`], it spins (a sleep
+//! costs 50–350 µs of wake-up in a VM whose idle CPUs halt); otherwise it
+//! sleeps in `ppoll` until a frame arrives or one is nearly due.
+//!
+//! What it counted is written every [`STATS_EVERY_NS`] to a stats file
+//! ([`Stats`], JSON, replaced atomically), which any process measuring on
+//! the bed reads before and after its test ([`read_stats`]).
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use linerate_core::emu::{Capacity, Counters, Direction, Impairments};
+use serde::{Deserialize, Serialize};
+
+use crate::sys::clock::{monotonic_ns, realtime_ns};
+use crate::sys::packet::{self as raw, PacketSocket, ETH_P_ALL, MAX_BATCH, PACKET_OUTGOING};
+
+/// Spin (busy-wait) when the next departure is this close, ns.
+pub const SPIN_NS: u64 = 2_000_000;
+/// Keep spinning this long after the last frame arrived, ns: a test that
+/// sends a frame every few milliseconds keeps the emulator awake, so no
+/// frame waits for a wake-up.
+pub const ACTIVE_NS: u64 = 250_000_000;
+/// A receive stamp older than this is not trusted as the arrival, ns (a
+/// wake-up from idle takes up to ~350 µs in a VM; more means a stale stamp).
+const STAMP_MAX_AGE_NS: u64 = 2_000_000;
+/// Longest sleep when idle, ns (the stats file is rewritten after it).
+const IDLE_SLEEP_NS: u64 = 50_000_000;
+/// The stats file is rewritten this often, ns.
+pub const STATS_EVERY_NS: u64 = 50_000_000;
+
+/// Why the emulator stopped or could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EmuError {
+    /// An interface is missing.
+    #[error("no interface {iface}")]
+    NoInterface {
+        /// The interface.
+        iface: String,
+        /// The error.
+        source: io::Error,
+    },
+    /// A socket call failed.
+    #[error("{what} on {iface}")]
+    Socket {
+        /// The call.
+        what: &'static str,
+        /// The interface.
+        iface: String,
+        /// The error.
+        source: io::Error,
+    },
+    /// The stats file could not be written or read.
+    #[error("emulator stats {path}")]
+    Stats {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+    /// The stats file is not the emulator's.
+    #[error("emulator stats {path} unreadable: {why}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+    /// The calibration's frame source failed.
+    #[error("calibration source")]
+    Calibration(#[source] crate::netns::NetnsError),
+}
+
+/// One emulated cable: its two ports (veth ends in the link namespace) and
+/// what each direction does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cable {
+    /// A name for it (the host or DUT port it reaches, e.g. `a`).
+    pub name: String,
+    /// The port towards host a's side.
+    pub west: String,
+    /// The port towards host b's side.
+    pub east: String,
+    /// Frames entering at `west`, leaving at `east`.
+    pub west_to_east: Impairments,
+    /// Frames entering at `east`, leaving at `west`.
+    pub east_to_west: Impairments,
+}
+
+/// What one cable counted, per direction.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CableStats {
+    /// The cable's name.
+    pub name: String,
+    /// West to east.
+    pub west_to_east: Counters,
+    /// East to west.
+    pub east_to_west: Counters,
+}
+
+/// The stats file: the emulator's identity, limit and counters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    /// The emulator's process.
+    pub pid: u32,
+    /// CLOCK_MONOTONIC when written, ns.
+    pub updated_mono_ns: u64,
+    /// True once it forwards the bed's traffic (after calibrating).
+    pub ready: bool,
+    /// Its measured limit.
+    pub capacity: Option<Capacity>,
+    /// Per cable.
+    pub cables: Vec<CableStats>,
+    /// Why it stopped, if it did.
+    pub stopped: Option<String>,
+}
+
+impl Stats {
+    /// Every cable's and direction's counts summed.
+    pub fn total(&self) -> Counters {
+        self.cables.iter().fold(Counters::default(), |t, c| {
+            t.plus(&c.west_to_east).plus(&c.east_to_west)
+        })
+    }
+}
+
+/// Reads a stats file.
+pub fn read_stats(path: &Path) -> Result<Stats, EmuError> {
+    let text = std::fs::read_to_string(path).map_err(|source| EmuError::Stats {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|e| EmuError::Corrupt {
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    })
+}
+
+/// Reads a stats file written at or after `after_mono_ns`, waiting up to
+/// `wait` for the emulator's next write (it writes every
+/// [`STATS_EVERY_NS`]); the last one read if none is that fresh.
+pub fn read_stats_after(
+    path: &Path,
+    after_mono_ns: u64,
+    wait: Duration,
+) -> Result<Stats, EmuError> {
+    let end = monotonic_ns() + u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
+    loop {
+        let s = read_stats(path)?;
+        if s.updated_mono_ns >= after_mono_ns || monotonic_ns() > end || s.stopped.is_some() {
+            return Ok(s);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// CLOCK_MONOTONIC now, ns: the stats file's clock.
+pub fn now_mono_ns() -> u64 {
+    monotonic_ns()
+}
+
+fn write_stats(path: &Path, s: &Stats) -> Result<(), EmuError> {
+    let err = |source| EmuError::Stats {
+        path: path.to_path_buf(),
+        source,
+    };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(".{}.tmp", name.unwrap_or_default()));
+    let text = serde_json::to_string(s).unwrap_or_default();
+    std::fs::write(&tmp, text).map_err(err)?;
+    std::fs::rename(&tmp, path).map_err(err)
+}
+
+/// Lets SIGTERM, SIGINT and SIGHUP end the calling thread's process again
+/// (the emulator inherits its starter's blocked mask across exec; call it
+/// first, before other threads exist).
+pub fn default_termination_signals() -> io::Result<()> {
+    crate::sys::signal::unblock(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
+}
+
+/// Sends `SIGTERM` (or `SIGKILL` with `hard`) to an emulator process;
+/// false when it is gone.
+pub fn signal(pid: u32, hard: bool) -> io::Result<bool> {
+    let sig = if hard { libc::SIGKILL } else { libc::SIGTERM };
+    crate::sys::emu::kill(pid, sig)
+}
+
+/// One port: its socket and receive buffers.
+struct Port {
+    iface: String,
+    sock: PacketSocket,
+    bufs: Vec<Vec<u8>>,
+    lens: Vec<usize>,
+    kinds: Vec<u8>,
+    stamps: Vec<Option<u64>>,
+}
+
+impl Port {
+    fn open(iface: &str) -> Result<Self, EmuError> {
+        let e = |what| {
+            let iface = iface.to_string();
+            move |source| EmuError::Socket {
+                what,
+                iface,
+                source,
+            }
+        };
+        let index = raw::ifindex(iface).map_err(|source| EmuError::NoInterface {
+            iface: iface.to_string(),
+            source,
+        })?;
+        let mtu = raw::mtu(iface).map_err(e("SIOCGIFMTU"))?;
+        let sock = PacketSocket::open(index, ETH_P_ALL).map_err(e("AF_PACKET socket"))?;
+        sock.set_ignore_outgoing()
+            .map_err(e("PACKET_IGNORE_OUTGOING"))?;
+        sock.set_qdisc_bypass(true)
+            .map_err(e("PACKET_QDISC_BYPASS"))?;
+        let _ = sock.set_rcvbuf(8 << 20);
+        let _ = sock.set_sndbuf(8 << 20);
+        let _ = sock.set_timestampns();
+        sock.set_nonblocking().map_err(e("O_NONBLOCK"))?;
+        // Room for the MTU, the Ethernet header and a VLAN tag.
+        let room = mtu as usize + 32;
+        Ok(Self {
+            iface: iface.to_string(),
+            sock,
+            bufs: vec![vec![0u8; room]; MAX_BATCH],
+            lens: vec![0; MAX_BATCH],
+            kinds: vec![0; MAX_BATCH],
+            stamps: vec![None; MAX_BATCH],
+        })
+    }
+
+    /// Sends `frames` (all of EtherType `ethertype`) with one `sendmmsg`;
+    /// returns how many the kernel took.
+    fn send_run(&mut self, ethertype: u16, frames: &[&[u8]]) -> usize {
+        self.sock.set_tx_protocol(ethertype);
+        self.sock.send_batch(frames).unwrap_or(0)
+    }
+}
+
+/// A frame's EtherType (0 for a runt).
+fn ethertype(frame: &[u8]) -> u16 {
+    match frame {
+        [_, _, _, _, _, _, _, _, _, _, _, _, hi, lo, ..] => u16::from_be_bytes([*hi, *lo]),
+        _ => 0,
+    }
+}
+
+/// Frame buffers kept for reuse at most (the rest are freed after a burst).
+const POOL_MAX: usize = 4096;
+
+/// The forwarding engine: ports in pairs (cable `k` has ports `2k`, west,
+/// and `2k + 1`, east); frames arriving at port `i` go through direction
+/// `i` and leave at port `i ^ 1`.
+struct Engine {
+    names: Vec<String>,
+    ports: Vec<Port>,
+    dirs: Vec<Direction<Vec<u8>>>,
+    last_arrival_ns: u64,
+    /// Spare frame buffers (no allocation per frame).
+    pool: Vec<Vec<u8>>,
+    /// The frames of one departure batch, reused.
+    batch: Vec<(Vec<u8>, u64)>,
+}
+
+impl Engine {
+    fn new(cables: &[Cable], seed: u64) -> Result<Self, EmuError> {
+        let mut ports = Vec::new();
+        let mut dirs = Vec::new();
+        for (k, c) in cables.iter().enumerate() {
+            ports.push(Port::open(&c.west)?);
+            ports.push(Port::open(&c.east)?);
+            let s = seed.wrapping_add(2 * k as u64);
+            dirs.push(Direction::new(c.west_to_east, s));
+            dirs.push(Direction::new(c.east_to_west, s.wrapping_add(1)));
+        }
+        Ok(Self {
+            names: cables.iter().map(|c| c.name.clone()).collect(),
+            ports,
+            dirs,
+            last_arrival_ns: 0,
+            pool: Vec::new(),
+            batch: Vec::with_capacity(MAX_BATCH),
+        })
+    }
+
+    /// Receives what is queued at every port; false when a port is gone.
+    fn receive(&mut self) -> Result<bool, EmuError> {
+        for (i, p) in self.ports.iter_mut().enumerate() {
+            let n = match p
+                .sock
+                .recv_batch(&mut p.bufs, &mut p.lens, &mut p.kinds, &mut p.stamps)
+            {
+                Ok(n) => n,
+                Err(e) if gone(&e) => return Ok(false),
+                Err(source) => {
+                    return Err(EmuError::Socket {
+                        what: "recvmmsg",
+                        iface: p.iface.clone(),
+                        source,
+                    })
+                }
+            };
+            if n == 0 {
+                continue;
+            }
+            let (mono, real) = (monotonic_ns(), realtime_ns());
+            self.last_arrival_ns = mono;
+            for j in 0..n {
+                if p.kinds[j] == PACKET_OUTGOING {
+                    continue;
+                }
+                // The kernel's receive stamp, moved onto CLOCK_MONOTONIC
+                // (one older than STAMP_MAX_AGE_NS is not this arrival's:
+                // a stamp carried over from elsewhere).
+                let arrival = p.stamps[j]
+                    .filter(|s| *s <= real && real - s < STAMP_MAX_AGE_NS)
+                    .map_or(mono, |s| mono - (real - s).min(mono));
+                let len = p.lens[j];
+                let mut frame = self.pool.pop().unwrap_or_default();
+                frame.clear();
+                frame.extend_from_slice(&p.bufs[j][..len]);
+                self.dirs[i].arrive(arrival, len as u32, frame);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Sends every frame due by now: per direction, up to [`MAX_BATCH`]
+    /// at a time, one `sendmmsg` per run of frames of one EtherType.
+    fn depart(&mut self) {
+        for i in 0..self.dirs.len() {
+            loop {
+                let now = monotonic_ns();
+                while self.batch.len() < MAX_BATCH {
+                    match self.dirs[i].pop_due(now) {
+                        Some(f) => self.batch.push(f),
+                        None => break,
+                    }
+                }
+                if self.batch.is_empty() {
+                    break;
+                }
+                let port = &mut self.ports[i ^ 1];
+                let mut k = 0;
+                while k < self.batch.len() {
+                    let et = ethertype(&self.batch[k].0);
+                    let run = self.batch[k..]
+                        .iter()
+                        .take_while(|(f, _)| ethertype(f) == et)
+                        .count();
+                    let frames: Vec<&[u8]> = self.batch[k..k + run]
+                        .iter()
+                        .map(|(f, _)| f.as_slice())
+                        .collect();
+                    let sent = if et == 0 {
+                        0
+                    } else {
+                        port.send_run(et, &frames)
+                    };
+                    for (j, (_, due)) in self.batch[k..k + run].iter().enumerate() {
+                        self.dirs[i].sent(*due, now, j < sent);
+                    }
+                    k += run;
+                }
+                for (f, _) in self.batch.drain(..) {
+                    if self.pool.len() < POOL_MAX {
+                        self.pool.push(f);
+                    }
+                }
+            }
+        }
+    }
+
+    fn next_due(&self) -> Option<u64> {
+        self.dirs.iter().filter_map(Direction::next_due).min()
+    }
+
+    /// Waits for the next event: spins when one is near or traffic is
+    /// recent, else sleeps in ppoll.
+    fn wait(&self) -> Result<(), EmuError> {
+        let now = monotonic_ns();
+        let next = self.next_due();
+        let near = next.is_some_and(|d| d <= now + SPIN_NS);
+        if near || now.saturating_sub(self.last_arrival_ns) < ACTIVE_NS {
+            // Spin, but let a runnable thread on this CPU (a test's
+            // receiver, ksoftirqd) go first: a pure spin would hold the
+            // CPU until the scheduler tick (4 ms at HZ=250).
+            std::thread::yield_now();
+            return Ok(());
+        }
+        let sleep = next.map_or(IDLE_SLEEP_NS, |d| {
+            (d - now - SPIN_NS / 2).min(IDLE_SLEEP_NS)
+        });
+        let fds: Vec<_> = self.ports.iter().map(|p| p.sock.raw_fd()).collect();
+        crate::sys::emu::ppoll_readable(&fds, sleep).map_err(|source| EmuError::Socket {
+            what: "ppoll",
+            iface: self.ports[0].iface.clone(),
+            source,
+        })?;
+        Ok(())
+    }
+
+    /// Adds the kernel's receive-ring drops to each direction.
+    fn take_ring_drops(&mut self) {
+        for (i, p) in self.ports.iter().enumerate() {
+            if let Ok((_, drops)) = p.sock.stats() {
+                self.dirs[i].counters.ring_drops += u64::from(drops);
+            }
+        }
+    }
+
+    fn cable_stats(&self) -> Vec<CableStats> {
+        self.names
+            .iter()
+            .enumerate()
+            .map(|(k, name)| CableStats {
+                name: name.clone(),
+                west_to_east: self.dirs[2 * k].counters,
+                east_to_west: self.dirs[2 * k + 1].counters,
+            })
+            .collect()
+    }
+
+    fn step(&mut self) -> Result<bool, EmuError> {
+        let alive = self.receive()?;
+        self.depart();
+        Ok(alive)
+    }
+}
+
+/// Errors that mean the interface went away (the bed is going down).
+fn gone(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENETDOWN | libc::ENXIO | libc::ENODEV)
+    )
+}
+
+/// Forwards the bed's frames over `cables` (the calling thread must be in
+/// the link namespace) until `stop` is set or a port disappears, writing
+/// [`Stats`] to `stats_path`. `capacity` is recorded in the stats.
+pub fn run(
+    cables: &[Cable],
+    capacity: Option<Capacity>,
+    stats_path: &Path,
+    stop: &AtomicBool,
+    seed: u64,
+) -> Result<(), EmuError> {
+    let mut engine = Engine::new(cables, seed)?;
+    let mut stats = Stats {
+        pid: std::process::id(),
+        updated_mono_ns: monotonic_ns(),
+        ready: true,
+        capacity,
+        cables: engine.cable_stats(),
+        stopped: None,
+    };
+    write_stats(stats_path, &stats)?;
+    let mut next_write = monotonic_ns() + STATS_EVERY_NS;
+    let result = loop {
+        if stop.load(Ordering::Relaxed) {
+            break Ok("stopped".to_string());
+        }
+        match engine.step() {
+            Ok(true) => {}
+            Ok(false) => break Ok("an interface of the link went away".to_string()),
+            Err(e) => break Err(e),
+        }
+        let now = monotonic_ns();
+        if now >= next_write {
+            engine.take_ring_drops();
+            stats.cables = engine.cable_stats();
+            stats.updated_mono_ns = now;
+            write_stats(stats_path, &stats)?;
+            next_write = now + STATS_EVERY_NS;
+        }
+        engine.wait()?;
+    };
+    engine.take_ring_drops();
+    stats.cables = engine.cable_stats();
+    stats.updated_mono_ns = monotonic_ns();
+    stats.stopped = Some(match &result {
+        Ok(why) => why.clone(),
+        Err(e) => linerate_core::error::chain(e),
+    });
+    write_stats(stats_path, &stats)?;
+    result.map(|_| ())
+}
+
+/// The local experimental EtherType (IEEE 802): calibration frames no host
+/// stack takes.
+const CALIBRATION_ETHERTYPE: u16 = 0x88b5;
+
+/// Measures the frames/s the emulator forwards on this host, west to east
+/// over `cable` (the calling thread in the link namespace), with no
+/// shaping: a thread in namespace `src_netns` sends minimum-size frames
+/// (of a local experimental EtherType, to a locally administered address
+/// no host owns) out of `src_iface` as fast as it can for `seconds`.
+pub fn calibrate(
+    cable: &Cable,
+    src_netns: &str,
+    src_iface: &str,
+    seconds: f64,
+) -> Result<Capacity, EmuError> {
+    let plain = Cable {
+        west_to_east: Impairments::rate(None),
+        east_to_west: Impairments::rate(None),
+        ..cable.clone()
+    };
+    let mut engine = Engine::new(std::slice::from_ref(&plain), 1)?;
+    let run_ns = (seconds * 1e9) as u64;
+    let iface = src_iface.to_string();
+    let source =
+        crate::netns::spawn_in(Some(src_netns), "lr-emu-cal", move || blast(&iface, run_ns))
+            .map_err(EmuError::Calibration)?;
+    let start = monotonic_ns();
+    // Until the source is done, and a little longer to drain.
+    while !source.is_finished() || monotonic_ns() < start + run_ns {
+        engine.step()?;
+    }
+    let drain_end = monotonic_ns() + 20_000_000;
+    while monotonic_ns() < drain_end {
+        engine.step()?;
+    }
+    let _ = source.join();
+    engine.take_ring_drops();
+    let c = engine.dirs[0].counters;
+    Ok(Capacity {
+        frames_per_s: c.forwarded as f64 / seconds,
+        frame_bytes: 60,
+        seconds,
+        source_limited: c.ring_drops == 0,
+    })
+}
+
+/// Sends 60-byte calibration frames out of `iface` for `run_ns`; returns
+/// how many went.
+fn blast(iface: &str, run_ns: u64) -> io::Result<u64> {
+    let sock = PacketSocket::open(raw::ifindex(iface)?, 0)?;
+    let mut sock = sock;
+    sock.set_tx_protocol(CALIBRATION_ETHERTYPE);
+    // Past the host's qdisc: a bed's back-pressure tbf would otherwise
+    // measure the link rate, not the emulator.
+    sock.set_qdisc_bypass(true)?;
+    let _ = sock.set_sndbuf(4 << 20);
+    let mut frame = [0u8; 60];
+    frame[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
+    frame[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
+    frame[12..14].copy_from_slice(&CALIBRATION_ETHERTYPE.to_be_bytes());
+    let batch = [&frame[..]; MAX_BATCH];
+    let end = monotonic_ns() + run_ns;
+    let mut sent = 0u64;
+    while monotonic_ns() < end {
+        match sock.send_batch(&batch) {
+            Ok(n) => sent += n as u64,
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => std::thread::yield_now(),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(sent)
+}

@@ -1,0 +1,309 @@
+//! The link emulator end to end on beds (privileged; skips loudly without
+//! root): it starts and stops with the bed and leaves nothing after
+//! `down`, SIGINT during bring-up, a panic, or a killed owner + sweep; the
+//! gap between frames at the receiver is their wire time; the queue limit
+//! drops and counts; loss, duplication and reordering counted within
+//! statistical bounds; a flood it cannot carry is flagged
+//! `emulator_limited`.
+#![allow(clippy::unwrap_used)]
+
+use std::net::UdpSocket;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use linerate_bed::{emulator, Bed, BedSpec, Topology};
+use linerate_core::emu::{Counters, Shaper};
+use linerate_core::units::BitRate;
+
+fn linerate(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(args)
+        .output()
+        .expect("the linerate binary runs")
+}
+
+fn name(tag: &str) -> String {
+    format!("e{}-{tag}", std::process::id())
+}
+
+fn netns_exists(ns: &str) -> bool {
+    Path::new("/run/netns").join(ns).exists()
+}
+
+fn emulators_of(bed: &str) -> Vec<u32> {
+    emulator::find(|b| b == bed)
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect()
+}
+
+/// Nothing of bed `n` is left: no namespace, emulator or file.
+fn assert_gone(n: &str) {
+    for role in ["a", "b", "link"] {
+        assert!(!netns_exists(&format!("lr-{n}-{role}")), "{n} {role}");
+    }
+    assert!(emulators_of(n).is_empty(), "emulator of {n} still runs");
+    let dir = Path::new(linerate_bed::state::STATE_DIR);
+    for f in [format!("{n}.json"), format!("{n}.emu.stats")] {
+        assert!(!dir.join(&f).exists(), "{f} left");
+    }
+}
+
+fn privileged(test: &str) -> bool {
+    linerate_bed::privileges::require(test)
+}
+
+/// Sweeps bed `n` (and its emulator) when dropped, also when an assertion
+/// fails midway.
+struct Swept(String);
+
+impl Drop for Swept {
+    fn drop(&mut self) {
+        let _ = linerate(&["testbed", "sweep", "--prefix", &self.0]);
+    }
+}
+
+/// Brings bed `n` up through the binary; the guard sweeps it.
+#[must_use]
+fn up(n: &str, extra: &[&str]) -> Swept {
+    let swept = Swept(n.to_string());
+    let mut args = vec!["testbed", "up", n, "--topo", "pair"];
+    args.extend_from_slice(extra);
+    let o = linerate(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    swept
+}
+
+fn stats(n: &str) -> Counters {
+    let p = emulator::stats_path(Path::new(linerate_bed::state::STATE_DIR), n);
+    let after = linerate_io::emu::now_mono_ns();
+    let s = linerate_io::emu::read_stats_after(&p, after, Duration::from_secs(1)).unwrap();
+    s.cables[0].west_to_east
+}
+
+/// Sends `count` UDP datagrams of `size` bytes from host a to host b's
+/// port 9 (discard) as fast as the socket takes them, `gap` apart.
+fn send_from_a(n: &str, count: usize, size: usize, gap: Duration) {
+    let ns = format!("lr-{n}-a");
+    let h = linerate_io::netns::spawn_in(Some(&ns), "lr-test-tx", move || {
+        let s = UdpSocket::bind("198.18.0.1:0").unwrap();
+        let buf = vec![0x5au8; size];
+        for _ in 0..count {
+            let _ = s.send_to(&buf, "198.18.0.2:9");
+            if !gap.is_zero() {
+                std::thread::sleep(gap);
+            }
+        }
+    })
+    .unwrap();
+    h.join().unwrap().unwrap();
+}
+
+#[test]
+fn the_emulator_lives_and_dies_with_the_bed() {
+    if !privileged("the_emulator_lives_and_dies_with_the_bed") {
+        return;
+    }
+    // testbed up / show / down.
+    let n = name("life");
+    let _swept = up(&n, &["--link", "100M"]);
+    assert_eq!(emulators_of(&n).len(), 1);
+    let o = linerate(&["testbed", "show", &n]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        out.contains("shaper emu") && out.contains("emulator limit"),
+        "{out}"
+    );
+    let o = linerate(&["testbed", "down", &n]);
+    assert!(o.status.success());
+    assert_gone(&n);
+
+    // The owner gone without teardown (as after SIGKILL): sweep stops it.
+    let n = name("kill");
+    let _swept = up(&n, &["--link", "100M"]);
+    let o = linerate(&["testbed", "sweep", "--prefix", &n]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("stopped link emulator"));
+    assert_gone(&n);
+
+    // SIGINT while the emulator measures its limit: all rolled back.
+    let n = name("int");
+    let _int = Swept(n.clone());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["testbed", "up", &n, "--topo", "pair", "--link", "100M"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let begun = Instant::now();
+    while emulators_of(&n).is_empty() && begun.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let pid = child.id().to_string();
+    Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    let status = child.wait().unwrap();
+    assert!(matches!(status.code(), Some(130) | Some(0)), "{status}");
+    if status.code() == Some(0) {
+        // Bring-up finished before the signal: the bed is up; remove it.
+        linerate(&["testbed", "down", &n]);
+    }
+    assert_gone(&n);
+
+    // A panic while an owning Bed is alive: the unwind removes it all.
+    emulator::use_exe(env!("CARGO_BIN_EXE_linerate"));
+    let n = name("panic");
+    let _panic = Swept(n.clone());
+    let mut spec = BedSpec::new(n.clone(), Topology::Pair);
+    spec.link = Some(BitRate::from_mbps(100));
+    spec.shaper = Shaper::Emu;
+    let r = std::panic::catch_unwind(|| {
+        let _bed = Bed::up(&spec).unwrap();
+        assert_eq!(emulators_of(&spec.name).len(), 1);
+        panic!("on purpose");
+    });
+    assert!(r.is_err());
+    assert_gone(&n);
+}
+
+#[test]
+fn departures_are_spaced_by_their_wire_time_and_the_queue_limit_drops() {
+    if !privileged("departures_are_spaced_by_their_wire_time_and_the_queue_limit_drops") {
+        return;
+    }
+    let n = name("wire");
+    // 10 Mbit/s: a 1514-byte frame (1472 B of UDP payload) takes
+    // 1538 × 8 / 10 Mbit/s = 1230.4 µs on the wire, far above the timer
+    // resolution and the VM's wake-up noise.
+    let _swept = up(&n, &["--link", "10M", "--limit", "20p"]);
+    let before = stats(&n);
+    send_from_a(&n, 60, 1472, Duration::ZERO);
+    std::thread::sleep(Duration::from_millis(200));
+    let c = stats(&n).since(&before);
+    // A burst of 60 into a queue of 20: the tail dropped and counted, the
+    // rest forwarded; every arrival is one or the other.
+    assert!(c.queue_drops > 0, "{c:?}");
+    assert_eq!(c.arrived, c.forwarded + c.queue_drops + c.lost, "{c:?}");
+    // The emulator's own clock: each departure on time (its late counter),
+    // and the forwarded frames took their wire time each.
+    let after_burst = stats(&n);
+    let ns = format!("lr-{n}-b");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let h = linerate_io::netns::spawn_in(Some(&ns), "lr-test-rx", move || {
+        let s = UdpSocket::bind("198.18.0.2:7001").unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        tx.send(()).unwrap();
+        let mut buf = [0u8; 2048];
+        let mut times = Vec::new();
+        while times.len() < 15 {
+            match s.recv(&mut buf) {
+                Ok(_) => times.push(Instant::now()),
+                Err(_) => break,
+            }
+        }
+        times
+    })
+    .unwrap();
+    rx.recv().unwrap();
+    let ns_a = format!("lr-{n}-a");
+    linerate_io::netns::spawn_in(Some(&ns_a), "lr-test-tx", || {
+        let s = UdpSocket::bind("198.18.0.1:0").unwrap();
+        for _ in 0..15 {
+            s.send_to(&[0u8; 1472], "198.18.0.2:7001").unwrap();
+        }
+    })
+    .unwrap()
+    .join()
+    .unwrap()
+    .unwrap();
+    let times = h.join().unwrap().unwrap();
+    assert_eq!(times.len(), 15);
+    // 14 gaps of one wire time: the span, within 10 % (a wake-up of the
+    // receiving thread at either end) plus the lateness the emulator
+    // itself reports (a late departure sends the frames due behind it at
+    // once; results flag that as emulator_limited).
+    let late = stats(&n).since(&after_burst).late_max_ns as f64 / 1e9;
+    let span = times[14].duration_since(times[0]).as_secs_f64();
+    let wire = 1538.0 * 8.0 / 10e6;
+    assert!(
+        (span - 14.0 * wire).abs() < 1.4 * wire + late,
+        "span {span} s for 14 × {wire} s (emulator late by up to {late} s)"
+    );
+    linerate(&["testbed", "down", &n]);
+    assert_gone(&n);
+}
+
+#[test]
+fn impairments_are_counted_within_statistical_bounds() {
+    if !privileged("impairments_are_counted_within_statistical_bounds") {
+        return;
+    }
+    let n = name("imp");
+    let _swept = up(
+        &n,
+        &[
+            "--loss",
+            "10",
+            "--duplicate",
+            "10",
+            "--reorder",
+            "20",
+            "--delay",
+            "1ms",
+        ],
+    );
+    let before = stats(&n);
+    send_from_a(&n, 2000, 100, Duration::from_micros(100));
+    std::thread::sleep(Duration::from_millis(200));
+    let c = stats(&n).since(&before);
+    // Within 5 standard deviations of n·p.
+    let within = |count: u64, n: u64, p: f64| {
+        let (mean, sd) = (n as f64 * p, (n as f64 * p * (1.0 - p)).sqrt());
+        assert!(
+            (count as f64 - mean).abs() < 5.0 * sd,
+            "{count} of {n} (p {p}): {c:?}"
+        );
+    };
+    assert!(c.arrived >= 2000, "{c:?}");
+    within(c.lost, c.arrived, 0.10);
+    within(c.duplicated, c.arrived - c.lost, 0.10);
+    within(c.reordered, c.arrived - c.lost + c.duplicated, 0.20);
+    assert_eq!(c.forwarded, c.arrived - c.lost + c.duplicated, "{c:?}");
+    linerate(&["testbed", "down", &n]);
+    assert_gone(&n);
+}
+
+#[test]
+fn a_flood_the_emulator_cannot_carry_is_flagged_emulator_limited() {
+    if !privileged("a_flood_the_emulator_cannot_carry_is_flagged_emulator_limited") {
+        return;
+    }
+    let n = name("flood");
+    let _swept = up(&n, &["--link", "10G"]);
+    // Unpaced 64-byte UDP frames at 10 Gbit/s: far more than it forwards.
+    // It may exit 1 (the loss makes the figures untrustworthy): the
+    // document is printed either way.
+    let o = linerate(&[
+        "throughput",
+        "--bed",
+        &n,
+        "--udp",
+        "--size",
+        "18",
+        "--time",
+        "2",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON document");
+    let codes: Vec<&str> = v["flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["code"].as_str())
+        .collect();
+    assert!(codes.contains(&"emulator_limited"), "{codes:?}");
+    assert_eq!(v["link_emulation"]["shaper"], "emu", "{v}");
+    assert!(v["link_emulation"]["during"]["arrived"].as_u64().unwrap() > 0);
+    linerate(&["testbed", "down", &n]);
+    assert_gone(&n);
+}
