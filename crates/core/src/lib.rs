@@ -20,6 +20,7 @@ pub mod calc;
 pub mod demo;
 pub mod error;
 pub mod inspect;
+pub mod journey;
 pub mod latency;
 pub mod linerate;
 pub mod pace;
