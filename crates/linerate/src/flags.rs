@@ -59,6 +59,12 @@ pub(crate) enum Command {
     Inspect(crate::inspect::InspectArgs),
     /// RFC 2544 device-under-test suite with raw frames: throughput, latency, frame loss, back-to-back.
     Rfc2544(crate::rfc2544::Rfc2544Args),
+    /// The packet journey through the kernel: UDP probes from host a to host b of a bed,
+    /// followed tracepoint by tracepoint (perf raw samples, CLOCK_MONOTONIC), one row per
+    /// step with the time from the send (IDT AN-367's Table 5), gaps named, drops with
+    /// their kernel reasons, hints and the tracer's own cost. JSON: schema linerate.journey
+    /// version 1.
+    Journey(crate::journey::JourneyArgs),
 }
 
 /// Flags of `linerate calc`.

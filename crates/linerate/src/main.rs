@@ -9,6 +9,7 @@ mod calc;
 mod demo;
 mod flags;
 mod inspect;
+mod journey;
 mod latency;
 mod output;
 mod progress;
@@ -66,8 +67,7 @@ impl IntoFlags for Vec<Flag> {
 }
 
 /// Commands the specification lists that are not built yet.
-const NOT_BUILT: [(&str, &str); 6] = [
-    ("journey", "the packet journey through the kernel"),
+const NOT_BUILT: [(&str, &str); 5] = [
     ("ceilings", "host ceilings (copy, checksum, syscalls)"),
     ("scenario", "experiments as files and the seed replays"),
     ("report", "HTML reports and plots"),
@@ -106,6 +106,7 @@ fn main() -> ExitCode {
         Command::Testbed(args) => finish(testbed::run(&args, &ctx)),
         Command::Inspect(args) => finish(inspect::run(&args, &ctx)),
         Command::Rfc2544(args) => finish(rfc2544::run(&args, &ctx)),
+        Command::Journey(args) => finish(journey::run(&args, &ctx)),
     }
 }
 

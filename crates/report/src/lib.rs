@@ -13,6 +13,7 @@ pub mod column;
 pub mod demo;
 pub mod flags;
 pub mod inspect;
+pub mod journey;
 pub mod latency;
 pub mod rfc2544;
 pub mod table;

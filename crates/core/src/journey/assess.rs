@@ -141,9 +141,16 @@ pub fn hints(r: &JourneyResult) -> Vec<Hint> {
     let cpus: std::collections::BTreeSet<u32> = r
         .steps
         .iter()
-        .filter(|s| !matches!(s.point, Point::UserSend | Point::UserRecv))
+        .filter(|s| {
+            !matches!(
+                s.point,
+                Point::UserSend | Point::UserRecv | Point::SockRecvLength
+            )
+        })
         .flat_map(|s| s.cpus.iter().copied())
         .collect();
+    // The receiver's own recvmsg runs on its CPU; the path up to the socket
+    // is what RPS can move.
     if cpus.len() == 1 {
         out.push(hint(
             "rps",
@@ -188,10 +195,7 @@ pub fn hints(r: &JourneyResult) -> Vec<Hint> {
         }
     }
     if let Some(g) = r.gaps.first() {
-        let b = &r.steps[g.to];
-        if matches!(b.point, Point::SkbCopyDatagramIovec | Point::UserRecv)
-            && r.steps[g.from].point != Point::UserSend
-        {
+        if r.steps[g.from].point == Point::SkDataReady {
             out.push(hint(
                 "wakeup",
                 "the largest gap is the receiver's wake-up: a busy-polling receiver or one on \

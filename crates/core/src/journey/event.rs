@@ -51,10 +51,13 @@ pub enum Point {
     SockRcvqueueFull,
     /// udp:udp_fail_queue_rcv_skb (UDP could not queue to the socket).
     UdpFailQueueRcvSkb,
-    /// skb:skb_copy_datagram_iovec (the payload is copied to the receiver).
+    /// sock:sk_data_ready (the packet is queued to the socket, its reader woken).
+    SkDataReady,
+    /// skb:skb_copy_datagram_iovec (the payload is copied to the receiver;
+    /// UDP copies linear buffers without it).
     SkbCopyDatagramIovec,
-    /// skb:consume_skb (the buffer freed after normal use).
-    ConsumeSkb,
+    /// sock:sock_recv_length (the receiver's recvmsg returns the probe's length).
+    SockRecvLength,
     /// skb:kfree_skb (the buffer dropped, with a drop reason).
     KfreeSkb,
     /// The receiver's recvfrom() returned the probe (user space, host b).
@@ -84,12 +87,16 @@ pub enum FilterKind {
     Dport,
     /// `vec == 3` (NET_RX).
     NetRx,
+    /// `protocol == 17` (UDP).
+    Udp,
+    /// `ret` within the probes' payload lengths.
+    Ret,
     /// None: every record (matched by skb address afterwards).
     None,
 }
 
 /// Every tracepoint a journey opens, in no particular order.
-pub const TRACEPOINTS: [Tracepoint; 15] = [
+pub const TRACEPOINTS: [Tracepoint; 16] = [
     tp(
         Point::NetDevQueue,
         "net/net_dev_queue",
@@ -163,7 +170,18 @@ pub const TRACEPOINTS: [Tracepoint; 15] = [
         false,
         FilterKind::Len,
     ),
-    tp(Point::ConsumeSkb, "skb/consume_skb", true, FilterKind::None),
+    tp(
+        Point::SkDataReady,
+        "sock/sk_data_ready",
+        false,
+        FilterKind::Udp,
+    ),
+    tp(
+        Point::SockRecvLength,
+        "sock/sock_recv_length",
+        false,
+        FilterKind::Ret,
+    ),
     tp(Point::KfreeSkb, "skb/kfree_skb", true, FilterKind::None),
 ];
 
@@ -201,6 +219,7 @@ impl Point {
                 | Self::NetifReceiveSkb
                 | Self::NapiGroReceive
                 | Self::SkbCopyDatagramIovec
+                | Self::SockRecvLength
         )
     }
 }
@@ -219,7 +238,8 @@ fn label_of(path: &'static str) -> &'static str {
         "sock/sock_rcvqueue_full" => "sock:sock_rcvqueue_full",
         "udp/udp_fail_queue_rcv_skb" => "udp:udp_fail_queue_rcv_skb",
         "skb/skb_copy_datagram_iovec" => "skb:skb_copy_datagram_iovec",
-        "skb/consume_skb" => "skb:consume_skb",
+        "sock/sk_data_ready" => "sock:sk_data_ready",
+        "sock/sock_recv_length" => "sock:sock_recv_length",
         "skb/kfree_skb" => "skb:kfree_skb",
         _ => "?",
     }
@@ -244,6 +264,8 @@ pub struct Event {
     pub dev: Option<String>,
     /// The device's ifindex (qdisc events).
     pub ifindex: Option<i32>,
+    /// The socket's address (sk_data_ready, sock_recv_length).
+    pub sk: Option<u64>,
     /// kfree_skb's drop reason, by its `enum skb_drop_reason` name.
     pub reason: Option<String>,
     /// kfree_skb's `location` (the address of the function that dropped).
@@ -263,6 +285,7 @@ impl Event {
             len: Some(len),
             dev: None,
             ifindex: None,
+            sk: None,
             reason: None,
             location: None,
             seq: Some(seq),
@@ -312,6 +335,7 @@ impl Decoder {
             len: f.uint(raw, "len").and_then(|v| u32::try_from(v).ok()),
             dev: f.string(raw, "name").or_else(|| f.string(raw, "dev_name")),
             ifindex: f.int(raw, "ifindex").and_then(|v| i32::try_from(v).ok()),
+            sk: f.uint(raw, "sk").or_else(|| f.uint(raw, "skaddr")),
             reason: None,
             location: None,
             seq: None,
@@ -326,6 +350,7 @@ impl Decoder {
                 e.location = f.uint(raw, "location");
             }
             Point::SoftirqNetRx if f.uint(raw, "vec") != Some(NET_RX_VEC) => return None,
+            Point::SockRecvLength => e.len = f.int(raw, "ret").and_then(|v| u32::try_from(v).ok()),
             Point::FibTableLookup => e.dev = e.dev.filter(|d| !d.is_empty()),
             _ => {}
         }
@@ -347,7 +372,8 @@ fn needed_fields(point: Point) -> &'static [&'static str] {
         | Point::NapiGroReceive => &["skbaddr", "len", "name"],
         Point::QdiscEnqueue | Point::QdiscDequeue => &["skbaddr", "ifindex"],
         Point::SkbCopyDatagramIovec => &["skbaddr", "len"],
-        Point::ConsumeSkb => &["skbaddr"],
+        Point::SkDataReady => &["skaddr", "protocol"],
+        Point::SockRecvLength => &["sk", "ret"],
         Point::KfreeSkb => &["skbaddr", "reason", "location"],
         Point::SoftirqNetRx => &["vec"],
         Point::FibTableLookup | Point::UdpFailQueueRcvSkb => &["dport"],

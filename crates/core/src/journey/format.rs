@@ -416,7 +416,7 @@ print fmt: \"skbaddr=%p rx_sk=%p protocol=%u location=%pS reason: %s\", REC->skb
         let len = f.field("len").unwrap();
         assert_eq!((len.offset, len.size, len.signed), (16, 4, false));
         assert_eq!(f.field("name").unwrap().kind, FieldKind::DataLocStr);
-        assert_eq!(f.field("common_pid").unwrap().signed, true);
+        assert!(f.field("common_pid").unwrap().signed);
         assert_eq!(f.field("skbaddr").unwrap().kind, FieldKind::Int);
     }
 

@@ -7,8 +7,7 @@
 //! at any layer ([`Config::probe_payload`]). The tracer (in `linerate_io`)
 //! records kernel tracepoints system-wide with their real skb addresses, and
 //! [`follow`] assembles each probe's path: events whose length is one of the
-//! probe's, then every event on the same skb addresses (qdisc, consume,
-//! kfree), the NET_RX softirq that preceded each receive on its CPU, and the
+//! probe's, then every event on the same skb addresses (qdisc, kfree), the NET_RX softirq that preceded each receive on its CPU, and the
 //! two user-space stamps (sendto called, recvfrom returned with the probe's
 //! sequence number). [`summarise`] turns the paths into the table: one row per
 //! step in path order with the time from `sendto()` (median, p90, p99 over
@@ -165,7 +164,7 @@ pub struct Step {
     pub tracepoint: String,
     /// The same as a stable code.
     pub point: Point,
-    /// The device (none for events without one, such as consume_skb).
+    /// The device (none for events without one, such as kfree_skb).
     pub dev: Option<String>,
     /// The namespace: the bed's namespace holding `dev` (for events without a
     /// device, that of the step before).

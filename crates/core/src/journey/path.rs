@@ -9,6 +9,12 @@ use super::{
     LEN_SLOTS,
 };
 
+/// A kfree_skb on a chain address counts as the probe's drop, and an
+/// sk_data_ready as its queueing to the socket, only this soon after the
+/// last receive: both happen in the same softirq, and addresses are
+/// recycled within milliseconds.
+const SAME_SOFTIRQ_NS: u64 = 1_000_000;
+
 /// A probe as the sender sent it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProbeSent {
@@ -50,9 +56,15 @@ impl ProbePath {
 
     /// Seen delivered to the receiver (its payload copied, or read).
     pub fn delivered(&self) -> bool {
-        self.events
-            .iter()
-            .any(|e| matches!(e.point, Point::SkbCopyDatagramIovec | Point::UserRecv))
+        self.events.iter().any(|e| {
+            matches!(
+                e.point,
+                Point::SkDataReady
+                    | Point::SockRecvLength
+                    | Point::SkbCopyDatagramIovec
+                    | Point::UserRecv
+            )
+        })
     }
 
     /// Seen dropped (kfree_skb on its buffer) and not delivered.
@@ -123,39 +135,67 @@ pub fn follow(
 /// The kernel events of one probe: `window` from its send to its end,
 /// `before` every event up to the end (for the softirq that preceded a
 /// receive).
+///
+/// The path starts at the first net_dev_queue on host a's interface with
+/// the probe's frame length. From there it takes every event with the
+/// probe's length at that layer on a bed device (a new skb address found so
+/// joins the chain: a copy or clone), the copy to user space on a chain
+/// address, qdisc events on a chain address while it is in use, and the
+/// first kfree_skb of a chain address just after its last use (a drop).
 fn follow_one(p: &ProbeSent, devices: &[Device], window: &[Event], before: &[Event]) -> Vec<Event> {
-    let lens = [p.payload, p.payload + L3_OVERHEAD, p.payload + L2_OVERHEAD];
-    let ours = |e: &Event| {
-        e.point.has_len()
-            && e.len.is_some_and(|l| lens.contains(&l))
-            && (e.dev.is_none() || device(devices, e.dev.as_deref()).is_some())
-    };
-    // Address → (first, last) time of a length-matched event on it.
-    let mut addrs: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
-    for e in window.iter().filter(|e| ours(e)) {
-        if let Some(a) = e.skb {
-            let span = addrs.entry(a).or_insert((e.time_ns, e.time_ns));
-            span.1 = e.time_ns;
+    let len_ok = |e: &Event| {
+        let Some(l) = e.len else { return false };
+        match e.point {
+            Point::NetDevQueue | Point::NetDevStartXmit => l == p.payload + L2_OVERHEAD,
+            Point::NetifRx | Point::NetifReceiveSkb | Point::NapiGroReceive => {
+                l == p.payload + L3_OVERHEAD
+            }
+            Point::NetDevXmit => l == p.payload + L3_OVERHEAD || l == p.payload + L2_OVERHEAD,
+            Point::SkbCopyDatagramIovec => l == p.payload,
+            _ => false,
         }
-    }
-    let (Some(first), Some(last)) = (
-        addrs.values().map(|s| s.0).min(),
-        addrs.values().map(|s| s.1).max(),
-    ) else {
+    };
+    let Some(start) = window.iter().position(|e| {
+        e.point == Point::NetDevQueue
+            && len_ok(e)
+            && role_of(devices, e.dev.as_deref()) == Some("a")
+    }) else {
         return Vec::new();
     };
-    let mut freed = BTreeSet::new();
+    let window = &window[start..];
+    // Address → (first, last) time of a length-matched event on it.
+    let mut addrs: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
     let mut out: Vec<Event> = Vec::new();
+    for e in window {
+        let on_bed = device(devices, e.dev.as_deref()).is_some();
+        let known = e.skb.is_some_and(|a| addrs.contains_key(&a));
+        let take = len_ok(e)
+            && match e.point {
+                Point::SkbCopyDatagramIovec => known,
+                _ => on_bed,
+            };
+        if take {
+            if let Some(a) = e.skb {
+                let span = addrs.entry(a).or_insert((e.time_ns, e.time_ns));
+                span.1 = e.time_ns;
+            }
+            out.push(e.clone());
+        }
+    }
+    let first = window[0].time_ns;
+    let last = addrs.values().map(|s| s.1).max().unwrap_or(first);
+    let mut freed = BTreeSet::new();
     let mut end = last;
     for e in window {
-        let on = |e: &Event| e.skb.and_then(|a| addrs.get(&a).map(|s| (a, *s)));
+        let on = e.skb.and_then(|a| addrs.get(&a).map(|s| (a, *s)));
         let keep = match e.point {
-            _ if ours(e) => true,
             Point::QdiscEnqueue | Point::QdiscDequeue => {
-                on(e).is_some_and(|(_, (f, l))| (f..=l).contains(&e.time_ns))
+                on.is_some_and(|(_, (f, l))| (f..=l).contains(&e.time_ns))
             }
-            Point::ConsumeSkb | Point::KfreeSkb => match on(e) {
-                Some((a, (_, l))) if e.time_ns >= l && !freed.contains(&a) => {
+            Point::KfreeSkb => match on {
+                Some((a, (_, l)))
+                    if (l..=l + SAME_SOFTIRQ_NS).contains(&e.time_ns) && !freed.contains(&a) =>
+                {
                     freed.insert(a);
                     end = end.max(e.time_ns);
                     true
@@ -169,6 +209,7 @@ fn follow_one(p: &ProbeSent, devices: &[Device], window: &[Event], before: &[Eve
             out.push(e.clone());
         }
     }
+    socket_events(&mut out, p, devices, window);
     // Socket-queue trouble between the first event and the buffer's end.
     out.extend(
         window
@@ -181,6 +222,42 @@ fn follow_one(p: &ProbeSent, devices: &[Device], window: &[Event], before: &[Eve
     attach_softirqs(&mut out, before);
     name_qdisc_devices(&mut out);
     out
+}
+
+/// Adds the socket's side in host b: the first sk_data_ready on the CPU of
+/// the last receive in b after it (the packet queued to a UDP socket), and
+/// the receiver's recvmsg returning the probe's length on that socket.
+fn socket_events(out: &mut Vec<Event>, p: &ProbeSent, devices: &[Device], window: &[Event]) {
+    if out.iter().any(|e| e.point == Point::KfreeSkb) {
+        return;
+    }
+    let Some(rx) = out
+        .iter()
+        .rev()
+        .find(|e| {
+            e.point == Point::NetifReceiveSkb && role_of(devices, e.dev.as_deref()) == Some("b")
+        })
+        .cloned()
+    else {
+        return;
+    };
+    let ready = window
+        .iter()
+        .find(|e| {
+            e.point == Point::SkDataReady
+                && e.cpu == rx.cpu
+                && (rx.time_ns..=rx.time_ns + SAME_SOFTIRQ_NS).contains(&e.time_ns)
+        })
+        .cloned();
+    let after = ready.as_ref().map_or(rx.time_ns, |r| r.time_ns);
+    let recv = window.iter().find(|e| {
+        e.point == Point::SockRecvLength
+            && e.len == Some(p.payload)
+            && e.time_ns >= after
+            && ready.as_ref().map_or(true, |r| r.sk == e.sk)
+    });
+    out.extend(ready);
+    out.extend(recv.cloned());
 }
 
 /// Adds, before each netif_receive_skb, the NET_RX softirq entry on its CPU
@@ -441,11 +518,16 @@ fn name_gap(a: &Step, b: &Step, topology: &str) -> String {
             "backlog: waiting for the NET_RX softirq".to_string()
         }
         (P::SoftirqNetRx, P::NetifReceiveSkb) => "softirq to the stack's receive".to_string(),
-        (P::NetifReceiveSkb, P::SkbCopyDatagramIovec | P::UserRecv | P::ConsumeSkb)
+        (P::NetifReceiveSkb, P::SkDataReady) => {
+            "IP and UDP receive up to the socket queue".to_string()
+        }
+        (P::NetifReceiveSkb, P::SkbCopyDatagramIovec | P::SockRecvLength | P::UserRecv)
             if role(a) == "b" =>
         {
             "IP and UDP receive, socket queue and the receiver's wake-up in host b".to_string()
         }
+        (P::SkDataReady, _) => "the receiver's wake-up and recvmsg()".to_string(),
+        (P::SockRecvLength, P::UserRecv) => "return to user space".to_string(),
         (P::NetifReceiveSkb, P::KfreeSkb | P::SockRcvqueueFull | P::UdpFailQueueRcvSkb) => {
             "receive up to the drop".to_string()
         }
@@ -484,6 +566,7 @@ pub(crate) mod tests {
             len,
             dev: dev.map(str::to_string),
             ifindex: None,
+            sk: None,
             reason: None,
             location: None,
             seq: None,
@@ -515,14 +598,12 @@ pub(crate) mod tests {
                 v.push(k);
             }
             None => {
-                v.push(ev(
-                    Point::SkbCopyDatagramIovec,
-                    t + 40_000,
-                    a,
-                    Some(p),
-                    None,
-                ));
-                v.push(ev(Point::ConsumeSkb, t + 41_000, a, None, None));
+                let mut r = ev(Point::SkDataReady, t + 40_000, 0, None, None);
+                (r.skb, r.sk) = (None, Some(0x5000));
+                v.push(r);
+                let mut l = ev(Point::SockRecvLength, t + 80_000, 0, Some(p), None);
+                (l.skb, l.sk) = (None, Some(0x5000));
+                v.push(l);
             }
         }
         // Someone else's packet of another length, and a recycled address
@@ -534,7 +615,7 @@ pub(crate) mod tests {
             Some(p + 1),
             Some("lr-a"),
         ));
-        v.push(ev(Point::ConsumeSkb, t + 60_000, a, None, None));
+        v.push(ev(Point::KfreeSkb, t + 5_000_000, a, None, None));
         v.sort_by_key(|e| e.time_ns);
         v
     }
@@ -565,8 +646,8 @@ pub(crate) mod tests {
                 Point::NetDevStartXmit,
                 Point::NetifRx,
                 Point::NetifReceiveSkb,
-                Point::SkbCopyDatagramIovec,
-                Point::ConsumeSkb,
+                Point::SkDataReady,
+                Point::SockRecvLength,
                 Point::UserRecv,
             ]
         );
@@ -578,9 +659,9 @@ pub(crate) mod tests {
         assert_eq!(s.steps[6].netns.as_deref(), Some("lr-t-dut"));
         assert_eq!(s.steps[10].netns.as_deref(), Some("lr-t-b"));
         assert_eq!(
-            s.steps[12].netns.as_deref(),
+            s.steps[11].netns.as_deref(),
             Some("lr-t-b"),
-            "consume inherits"
+            "sk_data_ready inherits"
         );
         // The largest gap after sendto's 14 µs is the bridge's 11 µs.
         let bridge = s
