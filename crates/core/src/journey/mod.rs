@@ -425,3 +425,6 @@ mod tests {
         assert_eq!(Cost::new(1472, 100, 1, 0.0, 1.0).slower_pct, 0.0);
     }
 }
+
+/// A journey document as printed by `linerate journey --json`.
+pub type JourneyJson = crate::result::Envelope<JourneyResult>;
