@@ -52,18 +52,17 @@ fn wait_forwarding(bed: &str) {
 
 /// Index of the first step at `point` on `dev` (and in `netns`).
 fn step(r: &JourneyResult, point: Point, dev: Option<&str>, netns: &str) -> usize {
-    r.steps
+    let i = r
+        .steps
         .iter()
         .position(|s| s.point == point && s.dev.as_deref() == dev)
-        .map(|i| {
-            assert_eq!(
-                r.steps[i].netns.as_deref(),
-                Some(netns),
-                "{point:?} {dev:?}"
-            );
-            i
-        })
-        .unwrap_or_else(|| panic!("no step {point:?} on {dev:?}: {:#?}", r.steps))
+        .unwrap_or_else(|| panic!("no step {point:?} on {dev:?}: {:#?}", r.steps));
+    assert_eq!(
+        r.steps[i].netns.as_deref(),
+        Some(netns),
+        "{point:?} {dev:?}"
+    );
+    i
 }
 
 /// The example probe's events are in time order and the path's events come
