@@ -45,6 +45,12 @@ pub(crate) struct JourneyArgs {
     /// throughput without and with tracing); 0 skips it.
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub(crate) cost_time: Duration,
+    /// Also open the tracepoints that record every packet of the host
+    /// (irq:softirq_entry NET_RX, sock:sk_data_ready, qdisc enqueue and
+    /// dequeue): more steps, a costlier tracer (the cost shown is that of
+    /// the set used).
+    #[arg(long)]
+    pub(crate) all_events: bool,
     /// Following matching packets of any application on an interface (not
     /// built yet: probes on a bed only).
     #[arg(long, value_name = "IFACE", conflicts_with = "bed")]
@@ -72,6 +78,7 @@ fn config(args: &JourneyArgs) -> Result<Config, Failure> {
         port: args.port,
         rcvbuf_bytes: args.rcvbuf,
         cost_ns: u64::try_from(args.cost_time.as_nanos()).unwrap_or(u64::MAX),
+        all_events: args.all_events,
         window_ns: WINDOW.as_nanos() as u64,
     };
     cfg.validate()?;

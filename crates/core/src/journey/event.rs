@@ -185,6 +185,26 @@ pub const TRACEPOINTS: [Tracepoint; 16] = [
     tp(Point::KfreeSkb, "skb/kfree_skb", true, FilterKind::None),
 ];
 
+/// The tracepoints of a journey: without `all_events`, those whose filter
+/// lets through a sample for every packet of the host (softirq NET_RX,
+/// sk_data_ready, qdisc events) are left out, since recording every packet
+/// is what makes a tracer expensive.
+pub fn tracepoints(all_events: bool) -> Vec<Tracepoint> {
+    TRACEPOINTS
+        .into_iter()
+        .filter(|t| all_events || !t.every_packet())
+        .collect()
+}
+
+impl Tracepoint {
+    /// True when it records a sample for every packet of the host, not only
+    /// for the probes (its filter cannot tell them apart).
+    pub fn every_packet(&self) -> bool {
+        matches!(self.point, Point::QdiscEnqueue | Point::QdiscDequeue)
+            || matches!(self.filter, FilterKind::NetRx | FilterKind::Udp)
+    }
+}
+
 const fn tp(point: Point, path: &'static str, required: bool, filter: FilterKind) -> Tracepoint {
     Tracepoint {
         point,
@@ -459,6 +479,19 @@ mod tests {
             }),
             None
         );
+    }
+
+    #[test]
+    fn the_default_set_leaves_out_what_records_every_packet() {
+        let few = tracepoints(false);
+        assert!(few.len() < TRACEPOINTS.len());
+        assert!(few.iter().all(|t| !t.every_packet()));
+        assert!(few.iter().any(|t| t.point == Point::NetifReceiveSkb));
+        assert!(TRACEPOINTS
+            .iter()
+            .filter(|t| t.required)
+            .all(|t| few.contains(t)));
+        assert_eq!(tracepoints(true).len(), TRACEPOINTS.len());
     }
 
     #[test]

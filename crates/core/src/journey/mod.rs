@@ -26,8 +26,10 @@ pub mod format;
 mod path;
 
 pub use assess::{assess, codes, hints};
-pub use event::{Decoder, Event, FilterKind, Point, Tracepoint, NET_RX_VEC, TRACEPOINTS};
-pub use path::{follow, summarise, Device, ProbePath, ProbeSent};
+pub use event::{
+    tracepoints, Decoder, Event, FilterKind, Point, Tracepoint, NET_RX_VEC, TRACEPOINTS,
+};
+pub use path::{follow, summarise, Device, ProbePath, ProbeSent, Summary};
 
 /// Schema name of the JSON document.
 pub const SCHEMA: &str = "linerate.journey";
@@ -72,6 +74,9 @@ pub struct Config {
     pub rcvbuf_bytes: Option<u32>,
     /// How long each half of the tracer-cost measurement runs (0: skipped).
     pub cost_ns: u64,
+    /// Also open the tracepoints that record every packet of the host
+    /// (softirq NET_RX, sk_data_ready, qdisc): more steps, a costlier tracer.
+    pub all_events: bool,
     /// How long after a probe's send its events are still looked for (at
     /// most until the next probe of the same length is sent).
     pub window_ns: u64,
@@ -252,6 +257,9 @@ pub struct TracerInfo {
     pub opened: Vec<String>,
     /// Optional tracepoints this kernel lacks.
     pub missing: Vec<String>,
+    /// Tracepoints left out because they record every packet of the host
+    /// (`--all-events` opens them).
+    pub left_out: Vec<String>,
     /// In-kernel filters set (`net/net_dev_queue: len >= 100 && len <= 187`).
     pub filters: Vec<String>,
     /// Whether the kernel has kprobes (a `kprobe_events` file in tracefs).
@@ -276,25 +284,51 @@ pub struct Cost {
     pub traced_one_in: u32,
     /// How long each half ran, ns.
     pub duration_ns: u64,
-    /// Datagrams/s received in host b without tracing.
+    /// Datagrams/s the sender pushed through without tracing (sends that
+    /// succeeded: on veth the whole path, the receive side included, runs
+    /// inside the sender's sendto(), so this is the path's rate).
     pub untraced_pps: f64,
-    /// Datagrams/s received in host b while tracing.
+    /// The same while tracing.
     pub traced_pps: f64,
-    /// How much slower with tracing, percent (negative: faster, noise).
+    /// Datagrams/s the receiving application read in host b without tracing
+    /// (lower when its socket queue overflowed).
+    pub untraced_received_pps: f64,
+    /// The same while tracing.
+    pub traced_received_pps: f64,
+    /// CPU time (user + system, getrusage RUSAGE_THREAD) the sender spent
+    /// per datagram without tracing, ns: on veth it includes the receive
+    /// path that runs inside its sendto().
+    pub untraced_cpu_ns_per_datagram: f64,
+    /// The same while tracing.
+    pub traced_cpu_ns_per_datagram: f64,
+    /// How much slower a CPU-bound sender is with tracing, percent: the
+    /// growth of CPU time per datagram (negative: noise). Rates swing with
+    /// the host's other load; CPU time per datagram much less.
     pub slower_pct: f64,
 }
 
+/// One half-round of the cost measurement: datagrams/s sent and received.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Rates {
+    /// Sends that succeeded, per second.
+    pub sent_pps: f64,
+    /// Datagrams read by the receiver, per second.
+    pub received_pps: f64,
+    /// The sender's CPU time per datagram sent, ns.
+    pub cpu_ns_per_datagram: f64,
+}
+
 impl Cost {
-    /// A cost from the two rates.
+    /// A cost from the two measurements.
     pub fn new(
         datagram_bytes: u32,
         traced_one_in: u32,
         duration_ns: u64,
-        untraced_pps: f64,
-        traced_pps: f64,
+        untraced: Rates,
+        traced: Rates,
     ) -> Self {
-        let slower_pct = if untraced_pps > 0.0 {
-            (1.0 - traced_pps / untraced_pps) * 100.0
+        let slower_pct = if untraced.cpu_ns_per_datagram > 0.0 {
+            (traced.cpu_ns_per_datagram / untraced.cpu_ns_per_datagram - 1.0) * 100.0
         } else {
             0.0
         };
@@ -302,8 +336,12 @@ impl Cost {
             datagram_bytes,
             traced_one_in,
             duration_ns,
-            untraced_pps,
-            traced_pps,
+            untraced_pps: untraced.sent_pps,
+            traced_pps: traced.sent_pps,
+            untraced_received_pps: untraced.received_pps,
+            traced_received_pps: traced.received_pps,
+            untraced_cpu_ns_per_datagram: untraced.cpu_ns_per_datagram,
+            traced_cpu_ns_per_datagram: traced.cpu_ns_per_datagram,
             slower_pct,
         }
     }
@@ -369,6 +407,7 @@ mod tests {
             port: 40000,
             rcvbuf_bytes: None,
             cost_ns: 0,
+            all_events: true,
             window_ns: 100_000_000,
         }
     }
@@ -420,9 +459,18 @@ mod tests {
 
     #[test]
     fn cost_ratio() {
-        let c = Cost::new(1472, 100, 1, 100_000.0, 95_000.0);
+        let r = |sent_pps, received_pps, cpu_ns_per_datagram| Rates {
+            sent_pps,
+            received_pps,
+            cpu_ns_per_datagram,
+        };
+        let c = Cost::new(1472, 100, 1, r(1.0, 1.0, 2000.0), r(3.0, 2.0, 2100.0));
         assert!((c.slower_pct - 5.0).abs() < 1e-9);
-        assert_eq!(Cost::new(1472, 100, 1, 0.0, 1.0).slower_pct, 0.0);
+        assert_eq!(c.traced_received_pps, 2.0);
+        assert_eq!(
+            Cost::new(1472, 100, 1, r(0.0, 0.0), r(1.0, 1.0)).slower_pct,
+            0.0
+        );
     }
 }
 
