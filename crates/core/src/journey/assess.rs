@@ -206,3 +206,123 @@ pub fn hints(r: &JourneyResult) -> Vec<Hint> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::path::tests::{bridge_events, devices};
+    use super::super::tests::config;
+    use super::super::{follow, summarise, Cost, JourneyResult, ProbeSent, Rates, TracerInfo};
+    use super::*;
+
+    fn result(drop: Option<&str>) -> JourneyResult {
+        let cfg = config();
+        let probes: Vec<ProbeSent> = (0..4)
+            .map(|i| ProbeSent {
+                seq: i,
+                payload: cfg.probe_payload(i),
+                send_ns: 1_000_000 * (i + 1),
+            })
+            .collect();
+        let mut events = Vec::new();
+        for p in &probes {
+            events.extend(bridge_events(
+                p.send_ns,
+                p.payload,
+                0x1000 * (p.seq + 1),
+                drop,
+            ));
+        }
+        events.sort_by_key(|e| e.time_ns);
+        let s = summarise(
+            &follow(&cfg, &devices(), &probes, &events, &[]),
+            &devices(),
+            "bridge",
+        );
+        let mut r = JourneyResult {
+            bed: "t".into(),
+            topology: "bridge".into(),
+            proto: "udp".into(),
+            payload_bytes: (100, 175),
+            rate_pps: 100.0,
+            tracer: TracerInfo {
+                method: String::new(),
+                clock: String::new(),
+                opened: vec![],
+                missing: vec![],
+                left_out: vec![],
+                filters: vec![],
+                kprobes: false,
+                function_level: "no kprobes".into(),
+                mounted_tracefs: false,
+                ring_bytes_per_cpu: 0,
+                cpus: 2,
+            },
+            probes: s.counts,
+            steps: s.steps,
+            gaps: s.gaps,
+            drops: s.drops,
+            hints: vec![],
+            cost: None,
+            example: s.example,
+        };
+        r.hints = hints(&r);
+        r
+    }
+
+    fn codes_of(flags: &[Flag]) -> Vec<&str> {
+        flags.iter().map(|f| f.code.as_str()).collect()
+    }
+
+    #[test]
+    fn a_clean_journey_earns_only_the_function_level_note() {
+        let r = result(None);
+        assert_eq!(codes_of(&assess(&r)), [codes::NO_FUNCTION_LEVEL]);
+        let h: Vec<&str> = r.hints.iter().map(|h| h.code.as_str()).collect();
+        // One CPU for every step, no GRO on veth, the receiver's wake-up the
+        // largest gap (sk_data_ready → recvmsg, 40 µs).
+        assert_eq!(h, ["gro", "rps", "wakeup"]);
+    }
+
+    #[test]
+    fn drops_costs_and_lost_probes_are_flagged() {
+        let mut r = result(Some("SOCKET_RCVBUFF"));
+        r.probes.lost_from_view = 1;
+        r.probes.ring_lost_samples = 3;
+        let slow = Rates {
+            sent_pps: 1.0,
+            received_pps: 1.0,
+            cpu_ns_per_datagram: 1300.0,
+        };
+        let fast = Rates {
+            cpu_ns_per_datagram: 1000.0,
+            ..slow
+        };
+        r.cost = Some(Cost::new(1472, 100, 1, fast, slow));
+        let flags = assess(&r);
+        let c = codes_of(&flags);
+        for code in [
+            codes::LOST_FROM_VIEW,
+            codes::RING_OVERFLOW,
+            codes::DROPS,
+            codes::TRACER_COST,
+        ] {
+            assert!(c.contains(&code), "{c:?}");
+        }
+        assert!(!c.contains(&codes::INCOMPLETE));
+        assert!(r.hints.iter().any(|h| h.code == "sock_rcvqueue_full"));
+    }
+
+    #[test]
+    fn nothing_followed_is_invalid() {
+        let mut r = result(None);
+        r.probes.followed_end_to_end = 0;
+        r.probes.dropped = 0;
+        let flags = assess(&r);
+        assert!(
+            flags
+                .iter()
+                .any(|f| f.code == codes::INCOMPLETE
+                    && f.severity == crate::result::Severity::Invalid)
+        );
+    }
+}

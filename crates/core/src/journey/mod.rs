@@ -468,7 +468,7 @@ mod tests {
         assert!((c.slower_pct - 5.0).abs() < 1e-9);
         assert_eq!(c.traced_received_pps, 2.0);
         assert_eq!(
-            Cost::new(1472, 100, 1, r(0.0, 0.0), r(1.0, 1.0)).slower_pct,
+            Cost::new(1472, 100, 1, r(0.0, 0.0, 0.0), r(1.0, 1.0, 1.0)).slower_pct,
             0.0
         );
     }
