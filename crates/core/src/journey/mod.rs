@@ -395,6 +395,9 @@ pub struct JourneyResult {
     pub example: Vec<ExampleEvent>,
 }
 
+/// A journey document as printed by `linerate journey --json`.
+pub type JourneyJson = crate::result::Envelope<JourneyResult>;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -473,6 +476,3 @@ mod tests {
         );
     }
 }
-
-/// A journey document as printed by `linerate journey --json`.
-pub type JourneyJson = crate::result::Envelope<JourneyResult>;

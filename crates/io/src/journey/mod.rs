@@ -20,7 +20,7 @@ use std::time::Duration;
 use linerate_core::journey::format::FormatError;
 use linerate_core::journey::{
     follow, hints, summarise, tracepoints, Config, Cost, Device, Event, JourneyResult, Point,
-    ProbeSent, Rates, Tracepoint, TracerInfo, TRACEPOINTS,
+    ProbeSent, Rates, Tracepoint, TracerInfo, L2_OVERHEAD, LEN_SLOTS, LEN_STEP, TRACEPOINTS,
 };
 use linerate_core::progress::Progress;
 
@@ -258,7 +258,7 @@ pub fn run(
     counts.ring_lost_samples = ring_lost;
     let (lo, hi) = (
         cfg.probe_payload(0),
-        cfg.probe_payload(u64::from(linerate_core::journey::LEN_SLOTS) - 1),
+        cfg.probe_payload(u64::from(LEN_SLOTS) - 1),
     );
     let mut result = JourneyResult {
         bed: target.bed.clone(),
@@ -435,10 +435,6 @@ fn measure_cost(
     ns: u64,
     stop: &AtomicBool,
 ) -> Result<Cost, JourneyError> {
-    let filters = |port| Filters {
-        len: (COST_TRACED_PAYLOAD as u32, COST_TRACED_PAYLOAD as u32 + 117),
-        dport: port,
-    };
     // Alternating rounds, the best of each kind: the host's other load
     // (noise) only ever lowers a round.
     let (mut untraced, mut traced) = (Rates::default(), Rates::default());
@@ -452,7 +448,7 @@ fn measure_cost(
     };
     for _ in 0..COST_ROUNDS {
         untraced = best(untraced, blast(target, ns, None, stop)?);
-        traced = best(traced, blast(target, ns, Some((fs, set, &filters)), stop)?);
+        traced = best(traced, blast(target, ns, Some((fs, set)), stop)?);
     }
     Ok(Cost::new(
         COST_DATAGRAM as u32,
@@ -467,7 +463,7 @@ fn measure_cost(
 fn blast(
     target: &Target,
     ns: u64,
-    trace: Option<(&Tracefs, &[Tracepoint], &dyn Fn(u16) -> Filters)>,
+    trace: Option<(&Tracefs, &[Tracepoint])>,
     stop: &AtomicBool,
 ) -> Result<Rates, JourneyError> {
     let sock = {
@@ -486,8 +482,15 @@ fn blast(
         .map_err(socket_err("cost receiver"))?
         .port();
     let mut tracer = match trace {
-        Some((fs, set, filters)) => {
-            let t = Tracer::open(fs, set, filters(port))?;
+        Some((fs, set)) => {
+            let filters = Filters {
+                len: (
+                    COST_TRACED_PAYLOAD as u32,
+                    COST_TRACED_PAYLOAD as u32 + L2_OVERHEAD + LEN_STEP * (LEN_SLOTS - 1),
+                ),
+                dport: port,
+            };
+            let t = Tracer::open(fs, set, filters)?;
             t.enable()
                 .map_err(|source| JourneyError::Control { source })?;
             Some(t)
