@@ -143,6 +143,15 @@ fn socket_err(what: &'static str) -> impl FnOnce(io::Error) -> JourneyError {
     move |source| JourneyError::Socket { what, source }
 }
 
+/// Sets its flag when dropped.
+struct SetOnDrop(Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
 /// How a probe receiver behaves.
 #[derive(Debug, Clone, Copy)]
 struct Receive {
@@ -173,6 +182,9 @@ pub fn run(
         },
         Arc::clone(&sent_all),
     )?;
+    // On every way out (an error below included) the receiver learns that
+    // nothing more comes, and ends after its drain time.
+    let _release = SetOnDrop(Arc::clone(&sent_all));
     let filters = Filters {
         len: cfg.len_range(),
         dport: port,
