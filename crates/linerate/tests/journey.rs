@@ -358,3 +358,27 @@ fn sigint_ends_a_journey_with_its_result() {
     let sent = doc["probes"]["sent"].as_u64().unwrap();
     assert!(sent > 0 && sent < 100_000, "{sent}");
 }
+
+#[test]
+fn a_kernel_answered_ping_on_a_bed_shows_the_responders_stages() {
+    if !linerate_bed::privileges::require(
+        "a_kernel_answered_ping_on_a_bed_shows_the_responders_stages",
+    ) {
+        return;
+    }
+    let name = format!("jl{}", std::process::id());
+    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).expect("bed up");
+    let doc = common::json_of(&[
+        "latency", "--icmp", "--bed", &name, "--count", "50", "--json",
+    ]);
+    let k = &doc["runs"][0]["responder_kernel"];
+    assert_eq!(k["device"], "lr-b", "{k}");
+    assert_eq!(k["requests"], 50, "{k}");
+    for stage in ["rx", "processing", "tx"] {
+        assert_eq!(k[stage]["count"], 50, "{stage}: {k}");
+        assert!(k[stage]["p50_ns"].as_u64().unwrap() > 0, "{stage}: {k}");
+    }
+    let text = linerate(&["latency", "--icmp", "--bed", &name, "--count", "20"]);
+    let out = String::from_utf8_lossy(&text.stdout);
+    assert!(out.contains("responder kernel on lr-b"), "{out}");
+}

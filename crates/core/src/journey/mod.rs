@@ -24,12 +24,14 @@ mod assess;
 mod event;
 pub mod format;
 mod path;
+mod responder;
 
 pub use assess::{assess, codes, hints};
 pub use event::{
     tracepoints, Decoder, Event, FilterKind, Point, Tracepoint, NET_RX_VEC, TRACEPOINTS,
 };
 pub use path::{follow, summarise, Device, ProbePath, ProbeSent, Summary};
+pub use responder::{responder_stages, ResponderKernel};
 
 /// Schema name of the JSON document.
 pub const SCHEMA: &str = "linerate.journey";

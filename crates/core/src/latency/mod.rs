@@ -534,6 +534,11 @@ pub struct LatencyRun {
     /// came), if it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incomplete: Option<String>,
+    /// The responder kernel's own stages (rx, processing, tx) when the
+    /// kernel answered (ICMP echo on a bed), from tracepoints; otherwise
+    /// they are inside "network".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub responder_kernel: Option<crate::journey::ResponderKernel>,
 }
 
 fn one() -> u64 {
@@ -560,6 +565,7 @@ impl LatencyRun {
             stamping_cost_ns: None,
             no_udp_checksum: false,
             incomplete: None,
+            responder_kernel: None,
         }
     }
 

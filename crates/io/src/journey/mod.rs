@@ -27,6 +27,7 @@ use linerate_core::progress::Progress;
 use crate::netns::{self, NetnsError};
 use crate::sys;
 
+pub mod responder;
 pub mod tracefs;
 pub mod tracer;
 
