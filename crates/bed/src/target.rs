@@ -49,3 +49,41 @@ pub fn latency(name: &str, ipv6: bool) -> Result<BedPeer, BedError> {
         link: bed.link(),
     })
 }
+
+/// The stored bed `name` as a journey target: probes from host a to host
+/// b's IPv4 address, every interface with its namespace and role.
+pub fn journey(name: &str) -> Result<linerate_io::journey::Target, BedError> {
+    journey_of(&Bed::open(name)?)
+}
+
+/// [`journey`] for a bed already at hand (an owning one in tests).
+pub fn journey_of(bed: &Bed) -> Result<linerate_io::journey::Target, BedError> {
+    let (Some(a), Some(b)) = (bed.netns("a"), bed.netns("b")) else {
+        return Err(BedError::Invalid("it lacks host a or b".into()));
+    };
+    let server_ip = bed
+        .ipv4("b")
+        .ok_or_else(|| BedError::Invalid("no IPv4 address for host b".into()))?;
+    let layout = bed.layout();
+    let devices = layout
+        .ifaces
+        .iter()
+        .map(|i| linerate_core::journey::Device {
+            name: i.name.clone(),
+            netns: i.netns.clone(),
+            role: layout
+                .hosts
+                .iter()
+                .find(|h| h.netns == i.netns)
+                .map_or_else(String::new, |h| h.role.clone()),
+        })
+        .collect();
+    Ok(linerate_io::journey::Target {
+        bed: bed.name().to_string(),
+        topology: bed.topology().to_string(),
+        client_netns: a.to_string(),
+        server_netns: b.to_string(),
+        server_ip,
+        devices,
+    })
+}

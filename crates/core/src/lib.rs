@@ -25,6 +25,7 @@ pub mod energy;
 pub mod error;
 pub mod hostload;
 pub mod inspect;
+pub mod journey;
 pub mod latency;
 pub mod linerate;
 pub mod pace;

@@ -163,7 +163,7 @@ fn calc_columns_keep_one_unit() {
 
 #[test]
 fn unbuilt_commands_say_so() {
-    let o = linerate(&["journey"]);
+    let o = linerate(&["scenario"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(o.stdout.is_empty());
     let err = stderr(&o);

@@ -277,6 +277,31 @@ fn run_stats(out: &mut Doc, run: &LatencyRun) {
             ),
         );
     }
+    if let Some(k) = &run.responder_kernel {
+        out.para("  ", "  ", responder_kernel_line(k));
+    }
+}
+
+/// The responder kernel's stages (ICMP echo on a bed), medians and p99.
+fn responder_kernel_line(k: &linerate_core::journey::ResponderKernel) -> String {
+    let stage = |name: &str, s: &Option<linerate_core::stats::Summary>| {
+        s.as_ref().map_or(format!("{name} –"), |s| {
+            format!(
+                "{name} {} µs (p99 {})",
+                us(s.p50_ns as f64),
+                us(s.p99_ns as f64)
+            )
+        })
+    };
+    format!(
+        "responder kernel on {} ({} requests, part of \"network\" above): {}, {}, {} — {}",
+        k.device,
+        group_thousands(k.requests),
+        stage("rx", &k.rx),
+        stage("processing", &k.processing),
+        stage("tx", &k.tx),
+        k.source
+    )
 }
 
 /// One run in a line (for progress while sweeping).

@@ -17,6 +17,7 @@ pub mod flags;
 pub mod history;
 pub mod html;
 pub mod inspect;
+pub mod journey;
 pub mod latency;
 pub mod plot;
 pub mod rfc2544;

@@ -558,6 +558,11 @@ pub struct LatencyRun {
     /// RTTs seen unless one was given; absent in version 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ns: Option<u64>,
+    /// The responder kernel's own stages (rx, processing, tx) when the
+    /// kernel answered (ICMP echo on a bed), from tracepoints; otherwise
+    /// they are inside "network".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub responder_kernel: Option<crate::journey::ResponderKernel>,
 }
 
 fn one() -> u64 {
@@ -590,6 +595,7 @@ impl LatencyRun {
             wire_rtt_ns: None,
             repeat: None,
             timeout_ns: None,
+            responder_kernel: None,
         }
     }
 

@@ -165,18 +165,38 @@ fn run_one(
             }
         }
         Setup::ClientOnly => {
+            let responder = responder_trace(cfg, v, place);
             let r = run_client_in(cfg.protocol, &client, place.client_ns.as_deref()).map(|run| {
-                row(summarize(
+                let mut r = row(summarize(
                     settings,
                     v.size_bytes,
                     &run,
                     None,
                     cfg.bed.is_some(),
-                ))
+                ));
+                r.responder_kernel = responder.and_then(|t| t.finish());
+                r
             });
             (r, true)
         }
     }
+}
+
+/// Traces the responder's kernel when it answers (ICMP echo, IPv4, on a
+/// bed's host b); None otherwise, or when tracing is not possible (its
+/// stages then stay inside "network", as without a bed).
+fn responder_trace(
+    cfg: &Config,
+    v: &Variant,
+    place: &Placement,
+) -> Option<crate::journey::responder::ResponderTrace> {
+    let ns = place.reflector_ns.as_deref()?;
+    if cfg.responder != Responder::Kernel || cfg.target.is_ipv6() {
+        return None;
+    }
+    // ICMP data + 8 bytes of ICMP header + 20 of IPv4.
+    let ip_len = u32::try_from(v.size_bytes).ok()? + 28;
+    crate::journey::responder::trace_responder(ns, cfg.target.ip(), ip_len).ok()
 }
 
 /// What the device carrying traffic to `ip` (from this thread's namespace)

@@ -13,6 +13,7 @@ pub(crate) mod emu;
 pub(crate) mod ifaddrs;
 pub(crate) mod netns;
 pub(crate) mod packet;
+pub(crate) mod perf;
 pub(crate) mod signal;
 pub(crate) mod sock;
 pub(crate) mod timestamping;

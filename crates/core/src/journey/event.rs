@@ -1,0 +1,506 @@
+//! The tracepoints a journey listens to and their records decoded into
+//! typed [`Event`]s.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::format::{record_type, Format, FormatError, Sample};
+
+/// Where an event comes from: a kernel tracepoint, or the probe's own
+/// sender and receiver (user space, stamped with CLOCK_MONOTONIC like the
+/// tracepoints).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Point {
+    /// The sender called sendto() (user space, host a).
+    UserSend,
+    /// fib:fib_table_lookup (a route lookup for the probe's flow).
+    FibTableLookup,
+    /// net:net_dev_queue (dev_queue_xmit: the packet enters a device's tx path).
+    NetDevQueue,
+    /// qdisc:qdisc_enqueue.
+    QdiscEnqueue,
+    /// qdisc:qdisc_dequeue.
+    QdiscDequeue,
+    /// net:net_dev_start_xmit (the driver's ndo_start_xmit is called).
+    NetDevStartXmit,
+    /// net:netif_rx (veth_xmit hands the packet to the peer's backlog).
+    NetifRx,
+    /// net:net_dev_xmit (the driver's transmit returned).
+    NetDevXmit,
+    /// irq:softirq_entry with vec NET_RX, on the CPU of the next receive.
+    SoftirqNetRx,
+    /// net:napi_gro_receive_entry (a NAPI driver hands the packet to GRO).
+    NapiGroReceive,
+    /// net:netif_receive_skb (the stack takes the packet: bridge, IP…).
+    NetifReceiveSkb,
+    /// sock:sock_rcvqueue_full (a socket's receive queue was full).
+    SockRcvqueueFull,
+    /// udp:udp_fail_queue_rcv_skb (UDP could not queue to the socket).
+    UdpFailQueueRcvSkb,
+    /// sock:sk_data_ready (the packet is queued to the socket, its reader woken).
+    SkDataReady,
+    /// skb:skb_copy_datagram_iovec (the payload is copied to the receiver;
+    /// UDP copies linear buffers without it).
+    SkbCopyDatagramIovec,
+    /// sock:sock_recv_length (the receiver's recvmsg returns the probe's length).
+    SockRecvLength,
+    /// skb:kfree_skb (the buffer dropped, with a drop reason).
+    KfreeSkb,
+    /// The receiver's recvfrom() returned the probe (user space, host b).
+    UserRecv,
+}
+
+/// A tracepoint the tracer opens: the [`Point`], its tracefs path, whether
+/// a journey can go without it, and the in-kernel filter it gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tracepoint {
+    /// What it marks.
+    pub point: Point,
+    /// `SYSTEM/NAME` under tracefs `events/`.
+    pub path: &'static str,
+    /// A journey refuses to start without it.
+    pub required: bool,
+    /// Which in-kernel filter applies.
+    pub filter: FilterKind,
+}
+
+/// The in-kernel filter a tracepoint gets (`PERF_EVENT_IOC_SET_FILTER`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FilterKind {
+    /// `len` within the probes' lengths.
+    Len,
+    /// `dport` equal to the probes' port.
+    Dport,
+    /// `vec == 3` (NET_RX).
+    NetRx,
+    /// `protocol == 17` (UDP).
+    Udp,
+    /// `ret` within the probes' payload lengths.
+    Ret,
+    /// None: every record (matched by skb address afterwards).
+    None,
+}
+
+/// Every tracepoint a journey opens, in no particular order.
+pub const TRACEPOINTS: [Tracepoint; 16] = [
+    tp(
+        Point::NetDevQueue,
+        "net/net_dev_queue",
+        true,
+        FilterKind::Len,
+    ),
+    tp(
+        Point::NetDevStartXmit,
+        "net/net_dev_start_xmit",
+        false,
+        FilterKind::Len,
+    ),
+    tp(
+        Point::NetDevXmit,
+        "net/net_dev_xmit",
+        false,
+        FilterKind::Len,
+    ),
+    tp(Point::NetifRx, "net/netif_rx", false, FilterKind::Len),
+    tp(
+        Point::NetifReceiveSkb,
+        "net/netif_receive_skb",
+        true,
+        FilterKind::Len,
+    ),
+    tp(
+        Point::NapiGroReceive,
+        "net/napi_gro_receive_entry",
+        false,
+        FilterKind::Len,
+    ),
+    tp(
+        Point::QdiscEnqueue,
+        "qdisc/qdisc_enqueue",
+        false,
+        FilterKind::None,
+    ),
+    tp(
+        Point::QdiscDequeue,
+        "qdisc/qdisc_dequeue",
+        false,
+        FilterKind::None,
+    ),
+    tp(
+        Point::FibTableLookup,
+        "fib/fib_table_lookup",
+        false,
+        FilterKind::Dport,
+    ),
+    tp(
+        Point::SoftirqNetRx,
+        "irq/softirq_entry",
+        false,
+        FilterKind::NetRx,
+    ),
+    tp(
+        Point::SockRcvqueueFull,
+        "sock/sock_rcvqueue_full",
+        false,
+        FilterKind::None,
+    ),
+    tp(
+        Point::UdpFailQueueRcvSkb,
+        "udp/udp_fail_queue_rcv_skb",
+        false,
+        FilterKind::Dport,
+    ),
+    tp(
+        Point::SkbCopyDatagramIovec,
+        "skb/skb_copy_datagram_iovec",
+        false,
+        FilterKind::Len,
+    ),
+    tp(
+        Point::SkDataReady,
+        "sock/sk_data_ready",
+        false,
+        FilterKind::Udp,
+    ),
+    tp(
+        Point::SockRecvLength,
+        "sock/sock_recv_length",
+        false,
+        FilterKind::Ret,
+    ),
+    tp(Point::KfreeSkb, "skb/kfree_skb", true, FilterKind::None),
+];
+
+/// The tracepoints of a journey: without `all_events`, those whose filter
+/// lets through a sample for every packet of the host (softirq NET_RX,
+/// sk_data_ready, qdisc events) are left out, since recording every packet
+/// is what makes a tracer expensive.
+pub fn tracepoints(all_events: bool) -> Vec<Tracepoint> {
+    TRACEPOINTS
+        .into_iter()
+        .filter(|t| all_events || !t.every_packet())
+        .collect()
+}
+
+impl Tracepoint {
+    /// True when it records a sample for every packet of the host, not only
+    /// for the probes (its filter cannot tell them apart).
+    pub fn every_packet(&self) -> bool {
+        matches!(self.point, Point::QdiscEnqueue | Point::QdiscDequeue)
+            || matches!(self.filter, FilterKind::NetRx | FilterKind::Udp)
+    }
+}
+
+const fn tp(point: Point, path: &'static str, required: bool, filter: FilterKind) -> Tracepoint {
+    Tracepoint {
+        point,
+        path,
+        required,
+        filter,
+    }
+}
+
+impl Point {
+    /// The name shown in tables: `net:net_dev_queue`, `user:sendto`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::UserSend => "user:sendto",
+            Self::UserRecv => "user:recvfrom",
+            Self::SoftirqNetRx => "irq:softirq_entry NET_RX",
+            other => TRACEPOINTS
+                .iter()
+                .find(|t| t.point == other)
+                .map_or("?", |t| label_of(t.path)),
+        }
+    }
+
+    /// True for the events whose records carry the packet's length.
+    pub fn has_len(self) -> bool {
+        matches!(
+            self,
+            Self::NetDevQueue
+                | Self::NetDevStartXmit
+                | Self::NetDevXmit
+                | Self::NetifRx
+                | Self::NetifReceiveSkb
+                | Self::NapiGroReceive
+                | Self::SkbCopyDatagramIovec
+                | Self::SockRecvLength
+        )
+    }
+}
+
+fn label_of(path: &'static str) -> &'static str {
+    match path {
+        "net/net_dev_queue" => "net:net_dev_queue",
+        "net/net_dev_start_xmit" => "net:net_dev_start_xmit",
+        "net/net_dev_xmit" => "net:net_dev_xmit",
+        "net/netif_rx" => "net:netif_rx",
+        "net/netif_receive_skb" => "net:netif_receive_skb",
+        "net/napi_gro_receive_entry" => "net:napi_gro_receive_entry",
+        "qdisc/qdisc_enqueue" => "qdisc:qdisc_enqueue",
+        "qdisc/qdisc_dequeue" => "qdisc:qdisc_dequeue",
+        "fib/fib_table_lookup" => "fib:fib_table_lookup",
+        "sock/sock_rcvqueue_full" => "sock:sock_rcvqueue_full",
+        "udp/udp_fail_queue_rcv_skb" => "udp:udp_fail_queue_rcv_skb",
+        "skb/skb_copy_datagram_iovec" => "skb:skb_copy_datagram_iovec",
+        "sock/sk_data_ready" => "sock:sk_data_ready",
+        "sock/sock_recv_length" => "sock:sock_recv_length",
+        "skb/kfree_skb" => "skb:kfree_skb",
+        _ => "?",
+    }
+}
+
+/// One decoded event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// What it marks.
+    pub point: Point,
+    /// CLOCK_MONOTONIC, ns.
+    pub time_ns: u64,
+    /// The CPU it ran on (user events: none).
+    pub cpu: Option<u32>,
+    /// The skb's address (real, not hashed: perf raw samples).
+    pub skb: Option<u64>,
+    /// `skb->len` where the record has it (L2 length on transmit, L3 after
+    /// `eth_type_trans` on receive; the payload copied for
+    /// skb_copy_datagram_iovec).
+    pub len: Option<u32>,
+    /// The device's name (or, for qdisc events, none: see `ifindex`).
+    pub dev: Option<String>,
+    /// The device's ifindex (qdisc events).
+    pub ifindex: Option<i32>,
+    /// The socket's address (sk_data_ready, sock_recv_length).
+    pub sk: Option<u64>,
+    /// kfree_skb's drop reason, by its `enum skb_drop_reason` name.
+    pub reason: Option<String>,
+    /// kfree_skb's `location` (the address of the function that dropped).
+    pub location: Option<u64>,
+    /// The probe's sequence number (user events only).
+    pub seq: Option<u64>,
+}
+
+impl Event {
+    /// A user-space event (sender or receiver).
+    pub fn user(point: Point, time_ns: u64, seq: u64, len: u32) -> Self {
+        Self {
+            point,
+            time_ns,
+            cpu: None,
+            skb: None,
+            len: Some(len),
+            dev: None,
+            ifindex: None,
+            sk: None,
+            reason: None,
+            location: None,
+            seq: Some(seq),
+        }
+    }
+}
+
+/// Decodes raw records of the tracepoints that were opened.
+#[derive(Debug, Clone, Default)]
+pub struct Decoder {
+    by_id: BTreeMap<u16, (Point, Format)>,
+}
+
+impl Decoder {
+    /// A decoder knowing no tracepoint.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a tracepoint's format; checks it has the fields the decoder reads.
+    pub fn add(&mut self, point: Point, format: Format) -> Result<(), FormatError> {
+        for f in needed_fields(point) {
+            format.require(f)?;
+        }
+        self.by_id.insert(format.id, (point, format));
+        Ok(())
+    }
+
+    /// The format of `point`, if added.
+    pub fn format(&self, point: Point) -> Option<&Format> {
+        self.by_id
+            .values()
+            .find(|(p, _)| *p == point)
+            .map(|(_, f)| f)
+    }
+
+    /// The event a sample holds (None: a tracepoint not added, or a record
+    /// it filters out, such as softirq vectors other than NET_RX).
+    pub fn decode(&self, s: &Sample) -> Option<Event> {
+        let (point, f) = self.by_id.get(&record_type(&s.raw)?)?;
+        let raw = &s.raw;
+        let mut e = Event {
+            point: *point,
+            time_ns: s.time_ns,
+            cpu: Some(s.cpu),
+            skb: f.uint(raw, "skbaddr"),
+            len: f.uint(raw, "len").and_then(|v| u32::try_from(v).ok()),
+            dev: f.string(raw, "name").or_else(|| f.string(raw, "dev_name")),
+            ifindex: f.int(raw, "ifindex").and_then(|v| i32::try_from(v).ok()),
+            sk: f.uint(raw, "sk").or_else(|| f.uint(raw, "skaddr")),
+            reason: None,
+            location: None,
+            seq: None,
+        };
+        match point {
+            Point::KfreeSkb => {
+                let r = f.uint(raw, "reason")?;
+                e.reason = Some(
+                    f.symbol("reason", r)
+                        .map_or_else(|| format!("reason {r}"), str::to_string),
+                );
+                e.location = f.uint(raw, "location");
+            }
+            Point::SoftirqNetRx if f.uint(raw, "vec") != Some(NET_RX_VEC) => return None,
+            Point::SockRecvLength => e.len = f.int(raw, "ret").and_then(|v| u32::try_from(v).ok()),
+            Point::FibTableLookup => e.dev = e.dev.filter(|d| !d.is_empty()),
+            _ => {}
+        }
+        Some(e)
+    }
+}
+
+/// The NET_RX softirq vector.
+pub const NET_RX_VEC: u64 = 3;
+
+/// The fields [`Decoder::decode`] reads for each point.
+fn needed_fields(point: Point) -> &'static [&'static str] {
+    match point {
+        Point::NetDevQueue
+        | Point::NetDevStartXmit
+        | Point::NetDevXmit
+        | Point::NetifRx
+        | Point::NetifReceiveSkb
+        | Point::NapiGroReceive => &["skbaddr", "len", "name"],
+        Point::QdiscEnqueue | Point::QdiscDequeue => &["skbaddr", "ifindex"],
+        Point::SkbCopyDatagramIovec => &["skbaddr", "len"],
+        Point::SkDataReady => &["skaddr", "protocol"],
+        Point::SockRecvLength => &["sk", "ret"],
+        Point::KfreeSkb => &["skbaddr", "reason", "location"],
+        Point::SoftirqNetRx => &["vec"],
+        Point::FibTableLookup | Point::UdpFailQueueRcvSkb => &["dport"],
+        Point::SockRcvqueueFull => &["sk_rcvbuf"],
+        Point::UserSend | Point::UserRecv => &[],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::format::tests::{netif_receive_skb_raw, KFREE_SKB, NETIF_RECEIVE_SKB};
+    use super::*;
+
+    #[test]
+    fn samples_decode_into_events() {
+        let mut d = Decoder::new();
+        d.add(
+            Point::NetifReceiveSkb,
+            Format::parse(NETIF_RECEIVE_SKB).unwrap(),
+        )
+        .unwrap();
+        let e = d
+            .decode(&Sample {
+                time_ns: 5,
+                cpu: 1,
+                raw: netif_receive_skb_raw(),
+            })
+            .unwrap();
+        assert_eq!(e.point, Point::NetifReceiveSkb);
+        assert_eq!((e.time_ns, e.cpu, e.len), (5, Some(1), Some(805)));
+        assert_eq!(e.dev.as_deref(), Some("lr-b"));
+        assert_eq!(e.skb, Some(0xffff_8880_03a1_c300));
+    }
+
+    #[test]
+    fn kfree_skb_names_its_drop_reason() {
+        let mut d = Decoder::new();
+        d.add(Point::KfreeSkb, Format::parse(KFREE_SKB).unwrap())
+            .unwrap();
+        let mut raw = vec![0u8; 40];
+        raw[0..2].copy_from_slice(&2310u16.to_le_bytes());
+        raw[8..16].copy_from_slice(&0xffff_0000_1234_5600u64.to_le_bytes());
+        raw[36..40].copy_from_slice(&6u32.to_le_bytes());
+        let e = d
+            .decode(&Sample {
+                time_ns: 1,
+                cpu: 0,
+                raw: raw.clone(),
+            })
+            .unwrap();
+        assert_eq!(e.reason.as_deref(), Some("SOCKET_RCVBUFF"));
+        raw[36..40].copy_from_slice(&77u32.to_le_bytes());
+        let e = d
+            .decode(&Sample {
+                time_ns: 1,
+                cpu: 0,
+                raw,
+            })
+            .unwrap();
+        assert_eq!(e.reason.as_deref(), Some("reason 77"));
+    }
+
+    #[test]
+    fn a_format_lacking_a_needed_field_is_refused_by_name() {
+        let mut d = Decoder::new();
+        let err = d
+            .add(Point::KfreeSkb, Format::parse(NETIF_RECEIVE_SKB).unwrap())
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "tracepoint netif_receive_skb has no field `reason`"
+        );
+    }
+
+    #[test]
+    fn unknown_records_are_skipped() {
+        let d = Decoder::new();
+        assert_eq!(
+            d.decode(&Sample {
+                time_ns: 0,
+                cpu: 0,
+                raw: netif_receive_skb_raw()
+            }),
+            None
+        );
+    }
+
+    #[test]
+    fn the_default_set_leaves_out_what_records_every_packet() {
+        let few = tracepoints(false);
+        assert!(few.len() < TRACEPOINTS.len());
+        assert!(few.iter().all(|t| !t.every_packet()));
+        assert!(few.iter().any(|t| t.point == Point::NetifReceiveSkb));
+        assert!(TRACEPOINTS
+            .iter()
+            .filter(|t| t.required)
+            .all(|t| few.contains(t)));
+        assert_eq!(tracepoints(true).len(), TRACEPOINTS.len());
+    }
+
+    #[test]
+    fn labels() {
+        assert_eq!(Point::NetDevQueue.label(), "net:net_dev_queue");
+        assert_eq!(Point::KfreeSkb.label(), "skb:kfree_skb");
+        assert_eq!(Point::UserSend.label(), "user:sendto");
+        for t in TRACEPOINTS {
+            assert_ne!(t.point.label(), "?", "{}", t.path);
+        }
+    }
+}

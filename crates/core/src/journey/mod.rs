@@ -1,0 +1,480 @@
+//! The packet journey through the kernel (`linerate journey`): IDT AN-367's
+//! Table 5 (a frame followed through a Linux bridge, step by step, with the
+//! time of each step) redone with today's tracepoints on any bed.
+//!
+//! linerate sends its own UDP probes from host a to host b; each probe's
+//! payload length is chosen so that no two probes in flight share a length
+//! at any layer ([`Config::probe_payload`]). The tracer (in `linerate_io`)
+//! records kernel tracepoints system-wide with their real skb addresses, and
+//! [`follow`] assembles each probe's path: events whose length is one of the
+//! probe's, then every event on the same skb addresses (qdisc, kfree), the NET_RX softirq that preceded each receive on its CPU, and the
+//! two user-space stamps (sendto called, recvfrom returned with the probe's
+//! sequence number). [`summarise`] turns the paths into the table: one row per
+//! step in path order with the time from `sendto()` (median, p90, p99 over
+//! the probes), the gaps between steps named in words, drops with their
+//! kernel drop reasons, and rule-based hints.
+//!
+//! Clock: every time is CLOCK_MONOTONIC (perf `use_clockid` for tracepoint
+//! samples, `clock_gettime` for the user stamps), so steps in different
+//! namespaces and on different CPUs compare directly.
+
+use serde::{Deserialize, Serialize};
+
+mod assess;
+mod event;
+pub mod format;
+mod path;
+mod responder;
+
+pub use assess::{assess, codes, hints};
+pub use event::{
+    tracepoints, Decoder, Event, FilterKind, Point, Tracepoint, NET_RX_VEC, TRACEPOINTS,
+};
+pub use path::{follow, summarise, Device, ProbePath, ProbeSent, Summary};
+pub use responder::{responder_stages, ResponderKernel};
+
+/// Schema name of the JSON document.
+pub const SCHEMA: &str = "linerate.journey";
+/// Schema version.
+pub const VERSION: u32 = 1;
+
+/// Payload lengths of consecutive probes differ by this many bytes. Lengths
+/// are seen at three layers (UDP payload, +28 for IPv4 and UDP headers, +42
+/// with Ethernet); 5 divides none of 14, 28 and 42, so no probe's length
+/// at one layer equals another in-flight probe's length at another layer.
+pub const LEN_STEP: u32 = 5;
+/// Distinct lengths in one cycle; probe `i` and `i + LEN_SLOTS` share one, so
+/// a probe is looked for only until the next probe of its length is sent.
+pub const LEN_SLOTS: u32 = 16;
+/// IPv4 + UDP header bytes.
+pub const L3_OVERHEAD: u32 = 28;
+/// Ethernet + IPv4 + UDP header bytes.
+pub const L2_OVERHEAD: u32 = 42;
+/// Smallest base payload: the 18-byte probe header.
+pub const MIN_PAYLOAD: u32 = 18;
+/// Largest base payload so that the longest probe still fits a 1500-byte MTU.
+pub const MAX_PAYLOAD: u32 = 1472 - LEN_STEP * (LEN_SLOTS - 1);
+/// The largest probe count.
+pub const MAX_COUNT: u32 = 100_000;
+/// The highest probe rate (probes per second).
+pub const MAX_RATE: f64 = 100_000.0;
+
+/// What a journey does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Payload of the first probe (UDP payload bytes, at least 18).
+    pub payload_bytes: u32,
+    /// Probes to send.
+    pub count: u32,
+    /// Probes per second.
+    pub rate_pps: f64,
+    /// The UDP port the receiver listens on in host b.
+    pub port: u16,
+    /// SO_RCVBUF of the receiver; with it the receiver reads only after the
+    /// last probe was sent, so a small buffer fills as behind a slow
+    /// application.
+    pub rcvbuf_bytes: Option<u32>,
+    /// How long each half of the tracer-cost measurement runs (0: skipped).
+    pub cost_ns: u64,
+    /// Also open the tracepoints that record every packet of the host
+    /// (softirq NET_RX, sk_data_ready, qdisc): more steps, a costlier tracer.
+    pub all_events: bool,
+    /// How long after a probe's send its events are still looked for (at
+    /// most until the next probe of the same length is sent).
+    pub window_ns: u64,
+}
+
+/// Why a configuration cannot run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    /// `--size` out of range.
+    #[error("--size must be {MIN_PAYLOAD}..={MAX_PAYLOAD} bytes (each probe's length adds a multiple of {LEN_STEP}), got {0}")]
+    Size(u32),
+    /// `--count` out of range.
+    #[error("--count must be 1..={MAX_COUNT}, got {0}")]
+    Count(u32),
+    /// `--rate` out of range.
+    #[error("--rate must be above 0 and at most {MAX_RATE} probes/s, got {0}")]
+    Rate(f64),
+}
+
+impl Config {
+    /// Checks the ranges.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(MIN_PAYLOAD..=MAX_PAYLOAD).contains(&self.payload_bytes) {
+            return Err(ConfigError::Size(self.payload_bytes));
+        }
+        if !(1..=MAX_COUNT).contains(&self.count) {
+            return Err(ConfigError::Count(self.count));
+        }
+        if !(self.rate_pps > 0.0 && self.rate_pps <= MAX_RATE) {
+            return Err(ConfigError::Rate(self.rate_pps));
+        }
+        Ok(())
+    }
+
+    /// The UDP payload length of probe `seq`.
+    pub fn probe_payload(&self, seq: u64) -> u32 {
+        // `seq % LEN_SLOTS` < 16: the cast cannot truncate.
+        self.payload_bytes + LEN_STEP * (seq % u64::from(LEN_SLOTS)) as u32
+    }
+
+    /// The range of `len` values any probe shows at any layer, for the
+    /// in-kernel filters.
+    pub fn len_range(&self) -> (u32, u32) {
+        (
+            self.payload_bytes,
+            self.payload_bytes + LEN_STEP * (LEN_SLOTS - 1) + L2_OVERHEAD,
+        )
+    }
+
+    /// Nanoseconds between probes.
+    pub fn interval_ns(&self) -> u64 {
+        (1e9 / self.rate_pps).round() as u64
+    }
+}
+
+/// Median, p90 and p99 of a set of durations (nearest rank), ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Quantiles {
+    /// Median.
+    pub median_ns: i64,
+    /// 90th percentile.
+    pub p90_ns: i64,
+    /// 99th percentile.
+    pub p99_ns: i64,
+}
+
+impl Quantiles {
+    /// The quantiles of `values` (None when empty).
+    pub fn of(values: &mut [i64]) -> Option<Self> {
+        if values.is_empty() {
+            return None;
+        }
+        values.sort_unstable();
+        let at = |q: f64| {
+            let rank = (q * values.len() as f64).ceil() as usize;
+            values[rank.clamp(1, values.len()) - 1]
+        };
+        Some(Self {
+            median_ns: at(0.5),
+            p90_ns: at(0.9),
+            p99_ns: at(0.99),
+        })
+    }
+}
+
+/// One row of the table: a tracepoint on a device, in path order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Step {
+    /// `net:netif_receive_skb`, `user:sendto`…
+    pub tracepoint: String,
+    /// The same as a stable code.
+    pub point: Point,
+    /// The device (none for events without one, such as kfree_skb).
+    pub dev: Option<String>,
+    /// The namespace: the bed's namespace holding `dev` (for events without a
+    /// device, that of the step before).
+    pub netns: Option<String>,
+    /// The bed role of that namespace (`a`, `dut`, `b`).
+    pub role: Option<String>,
+    /// The CPUs it ran on, over the probes.
+    pub cpus: Vec<u32>,
+    /// Probes in which it was seen.
+    pub packets: u64,
+    /// Time from the sender's sendto() call.
+    pub from_send: Quantiles,
+}
+
+/// The time between two consecutive steps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Gap {
+    /// Index of the earlier step in `steps`.
+    pub from: usize,
+    /// Index of the later step.
+    pub to: usize,
+    /// What the kernel does in between, in words.
+    pub what: String,
+    /// Probes that showed both steps.
+    pub packets: u64,
+    /// The gap's duration over those probes.
+    pub duration: Quantiles,
+}
+
+/// Drops of probes at one place, for one reason.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DropSite {
+    /// The kernel's drop reason (`enum skb_drop_reason` name from the
+    /// kfree_skb tracepoint's format).
+    pub reason: String,
+    /// The last step the dropped probes passed (`net:netif_receive_skb on lr-b`).
+    pub after: String,
+    /// The namespace of that step.
+    pub netns: Option<String>,
+    /// Address of the dropping code (kfree_skb's `location`), hex.
+    pub location: Option<String>,
+    /// Probes dropped there.
+    pub count: u64,
+}
+
+/// A rule-based tuning hint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Hint {
+    /// Stable code (`gro`, `rps`, `sock_rcvqueue_full`…).
+    pub code: String,
+    /// The hint.
+    pub message: String,
+}
+
+/// How many probes were followed.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+pub struct ProbeCounts {
+    /// Probes sent.
+    pub sent: u64,
+    /// Probes seen from their first transmit in host a to their delivery to
+    /// the socket in host b.
+    pub followed_end_to_end: u64,
+    /// Probes the receiver read.
+    pub received: u64,
+    /// Probes seen dropped (kfree_skb on their skb).
+    pub dropped: u64,
+    /// Probes neither followed end to end nor seen dropped.
+    pub lost_from_view: u64,
+    /// Probes whose skb address changed on the way (a copy or clone).
+    pub address_changed: u64,
+    /// Samples the kernel could not write because a ring was full.
+    pub ring_lost_samples: u64,
+}
+
+/// The tracer and what the kernel offered it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TracerInfo {
+    /// How events were recorded.
+    pub method: String,
+    /// The clock of every time in the result.
+    pub clock: String,
+    /// Tracepoints opened (`net/netif_receive_skb`…).
+    pub opened: Vec<String>,
+    /// Optional tracepoints this kernel lacks.
+    pub missing: Vec<String>,
+    /// Tracepoints left out because they record every packet of the host
+    /// (`--all-events` opens them).
+    pub left_out: Vec<String>,
+    /// In-kernel filters set (`net/net_dev_queue: len >= 100 && len <= 187`).
+    pub filters: Vec<String>,
+    /// Whether the kernel has kprobes (a `kprobe_events` file in tracefs).
+    pub kprobes: bool,
+    /// Why there are no function-level steps.
+    pub function_level: String,
+    /// True when linerate mounted tracefs itself (at /sys/kernel/tracing).
+    pub mounted_tracefs: bool,
+    /// Ring buffer bytes per CPU.
+    pub ring_bytes_per_cpu: u64,
+    /// CPUs traced (one ring each).
+    pub cpus: u32,
+}
+
+/// The tracer's own cost, measured on the bed.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Cost {
+    /// UDP payload bytes of the load datagrams.
+    pub datagram_bytes: u32,
+    /// One datagram in this many has a probe's length (the others are
+    /// filtered out in the kernel, at the cost of running the filter).
+    pub traced_one_in: u32,
+    /// How long each half ran, ns.
+    pub duration_ns: u64,
+    /// Datagrams/s the sender pushed through without tracing (sends that
+    /// succeeded: on veth the whole path, the receive side included, runs
+    /// inside the sender's sendto(), so this is the path's rate).
+    pub untraced_pps: f64,
+    /// The same while tracing.
+    pub traced_pps: f64,
+    /// Datagrams/s the receiving application read in host b without tracing
+    /// (lower when its socket queue overflowed).
+    pub untraced_received_pps: f64,
+    /// The same while tracing.
+    pub traced_received_pps: f64,
+    /// CPU time (user + system, getrusage RUSAGE_THREAD) the sender spent
+    /// per datagram without tracing, ns: on veth it includes the receive
+    /// path that runs inside its sendto().
+    pub untraced_cpu_ns_per_datagram: f64,
+    /// The same while tracing.
+    pub traced_cpu_ns_per_datagram: f64,
+    /// How much slower a CPU-bound sender is with tracing, percent: the
+    /// growth of CPU time per datagram (negative: noise). Rates swing with
+    /// the host's other load; CPU time per datagram much less.
+    pub slower_pct: f64,
+}
+
+/// One half-round of the cost measurement: datagrams/s sent and received.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Rates {
+    /// Sends that succeeded, per second.
+    pub sent_pps: f64,
+    /// Datagrams read by the receiver, per second.
+    pub received_pps: f64,
+    /// The sender's CPU time per datagram sent, ns.
+    pub cpu_ns_per_datagram: f64,
+}
+
+impl Cost {
+    /// A cost from the two measurements.
+    pub fn new(
+        datagram_bytes: u32,
+        traced_one_in: u32,
+        duration_ns: u64,
+        untraced: Rates,
+        traced: Rates,
+    ) -> Self {
+        let slower_pct = if untraced.cpu_ns_per_datagram > 0.0 {
+            (traced.cpu_ns_per_datagram / untraced.cpu_ns_per_datagram - 1.0) * 100.0
+        } else {
+            0.0
+        };
+        Self {
+            datagram_bytes,
+            traced_one_in,
+            duration_ns,
+            untraced_pps: untraced.sent_pps,
+            traced_pps: traced.sent_pps,
+            untraced_received_pps: untraced.received_pps,
+            traced_received_pps: traced.received_pps,
+            untraced_cpu_ns_per_datagram: untraced.cpu_ns_per_datagram,
+            traced_cpu_ns_per_datagram: traced.cpu_ns_per_datagram,
+            slower_pct,
+        }
+    }
+}
+
+/// One event of an example probe's path, for the JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ExampleEvent {
+    /// The tracepoint.
+    pub tracepoint: String,
+    /// Time from sendto(), ns.
+    pub t_ns: i64,
+    /// Device.
+    pub dev: Option<String>,
+    /// CPU.
+    pub cpu: Option<u32>,
+    /// skb address, hex.
+    pub skb: Option<String>,
+    /// Length in the record.
+    pub len: Option<u32>,
+}
+
+/// What `linerate journey` measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct JourneyResult {
+    /// The bed (`--bed`).
+    pub bed: String,
+    /// Its topology (`pair`, `bridge`, `router`).
+    pub topology: String,
+    /// Probe protocol (`udp`).
+    pub proto: String,
+    /// Smallest and largest probe payload, bytes.
+    pub payload_bytes: (u32, u32),
+    /// Probes per second asked for.
+    pub rate_pps: f64,
+    /// The tracer.
+    pub tracer: TracerInfo,
+    /// Probe counts.
+    pub probes: ProbeCounts,
+    /// The table: one row per step, in path order.
+    pub steps: Vec<Step>,
+    /// Gaps between consecutive steps, largest median first.
+    pub gaps: Vec<Gap>,
+    /// Drops, most frequent first.
+    pub drops: Vec<DropSite>,
+    /// Tuning hints.
+    pub hints: Vec<Hint>,
+    /// The tracer's cost (None: not measured).
+    pub cost: Option<Cost>,
+    /// The path of the first probe followed end to end, event by event.
+    pub example: Vec<ExampleEvent>,
+}
+
+/// A journey document as printed by `linerate journey --json`.
+pub type JourneyJson = crate::result::Envelope<JourneyResult>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn config() -> Config {
+        Config {
+            payload_bytes: 100,
+            count: 10,
+            rate_pps: 100.0,
+            port: 40000,
+            rcvbuf_bytes: None,
+            cost_ns: 0,
+            all_events: true,
+            window_ns: 100_000_000,
+        }
+    }
+
+    #[test]
+    fn probe_lengths_never_alias_across_layers() {
+        let c = config();
+        let mut seen = std::collections::BTreeMap::new();
+        for seq in 0..u64::from(LEN_SLOTS) {
+            let p = c.probe_payload(seq);
+            for len in [p, p + L3_OVERHEAD, p + L2_OVERHEAD] {
+                assert_eq!(
+                    seen.insert(len, seq),
+                    None,
+                    "len {len} of probe {seq} aliases"
+                );
+            }
+        }
+        assert_eq!(c.probe_payload(u64::from(LEN_SLOTS)), c.probe_payload(0));
+        let (lo, hi) = c.len_range();
+        assert_eq!((lo, hi), (100, 100 + 75 + 42));
+        assert!(seen.keys().all(|l| (lo..=hi).contains(l)));
+    }
+
+    #[test]
+    fn validation() {
+        assert!(config().validate().is_ok());
+        let bad = |f: fn(&mut Config)| {
+            let mut c = config();
+            f(&mut c);
+            c.validate().unwrap_err().to_string()
+        };
+        assert!(bad(|c| c.payload_bytes = 17).contains("--size"));
+        assert!(bad(|c| c.payload_bytes = MAX_PAYLOAD + 1).contains("--size"));
+        assert!(bad(|c| c.count = 0).contains("--count"));
+        assert!(bad(|c| c.rate_pps = 0.0).contains("--rate"));
+        assert!(bad(|c| c.rate_pps = f64::NAN).contains("--rate"));
+    }
+
+    #[test]
+    fn quantiles_are_nearest_rank() {
+        let mut v: Vec<i64> = (1..=100).collect();
+        let q = Quantiles::of(&mut v).unwrap();
+        assert_eq!((q.median_ns, q.p90_ns, q.p99_ns), (50, 90, 99));
+        assert_eq!(Quantiles::of(&mut []), None);
+        let q = Quantiles::of(&mut [7]).unwrap();
+        assert_eq!((q.median_ns, q.p99_ns), (7, 7));
+    }
+
+    #[test]
+    fn cost_ratio() {
+        let r = |sent_pps, received_pps, cpu_ns_per_datagram| Rates {
+            sent_pps,
+            received_pps,
+            cpu_ns_per_datagram,
+        };
+        let c = Cost::new(1472, 100, 1, r(1.0, 1.0, 2000.0), r(3.0, 2.0, 2100.0));
+        assert!((c.slower_pct - 5.0).abs() < 1e-9);
+        assert_eq!(c.traced_received_pps, 2.0);
+        assert_eq!(
+            Cost::new(1472, 100, 1, r(0.0, 0.0, 0.0), r(1.0, 1.0, 1.0)).slower_pct,
+            0.0
+        );
+    }
+}

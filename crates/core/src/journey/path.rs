@@ -1,0 +1,739 @@
+//! Following each probe through the events ([`follow`]) and turning the
+//! paths into the table ([`summarise`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::event::{Event, Point};
+use super::{
+    Config, DropSite, ExampleEvent, Gap, ProbeCounts, Quantiles, Step, L2_OVERHEAD, L3_OVERHEAD,
+    LEN_SLOTS,
+};
+
+/// A kfree_skb on a chain address counts as the probe's drop, and an
+/// sk_data_ready as its queueing to the socket, only this soon after the
+/// last receive: both happen in the same softirq, and addresses are
+/// recycled within milliseconds.
+const SAME_SOFTIRQ_NS: u64 = 1_000_000;
+
+/// A probe as the sender sent it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbeSent {
+    /// Its sequence number (in its payload).
+    pub seq: u64,
+    /// Its UDP payload length.
+    pub payload: u32,
+    /// CLOCK_MONOTONIC just before sendto(), ns.
+    pub send_ns: u64,
+}
+
+/// A device of the bed and where it lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Device {
+    /// Interface name (unique within a bed).
+    pub name: String,
+    /// Its namespace.
+    pub netns: String,
+    /// The bed role of the namespace (`a`, `dut`, `b`).
+    pub role: String,
+}
+
+/// One probe's events, in time order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbePath {
+    /// The probe.
+    pub probe: ProbeSent,
+    /// Its events (user and kernel), sorted by time.
+    pub events: Vec<Event>,
+}
+
+impl ProbePath {
+    /// Seen leaving host a (net_dev_queue on a's interface).
+    pub fn started(&self, devices: &[Device]) -> bool {
+        self.events.iter().any(|e| {
+            e.point == Point::NetDevQueue && role_of(devices, e.dev.as_deref()) == Some("a")
+        })
+    }
+
+    /// Seen delivered to the receiver (its payload copied, or read).
+    pub fn delivered(&self) -> bool {
+        self.events.iter().any(|e| {
+            matches!(
+                e.point,
+                Point::SkDataReady
+                    | Point::SockRecvLength
+                    | Point::SkbCopyDatagramIovec
+                    | Point::UserRecv
+            )
+        })
+    }
+
+    /// Seen dropped (kfree_skb on its buffer) and not delivered.
+    pub fn dropped(&self) -> bool {
+        !self.delivered() && self.events.iter().any(|e| e.point == Point::KfreeSkb)
+    }
+
+    /// Its skb address changed on the way (a copy or a clone).
+    pub fn address_changed(&self) -> bool {
+        let addrs: BTreeSet<u64> = self
+            .events
+            .iter()
+            .filter(|e| e.point.has_len())
+            .filter_map(|e| e.skb)
+            .collect();
+        addrs.len() > 1
+    }
+}
+
+fn device<'a>(devices: &'a [Device], name: Option<&str>) -> Option<&'a Device> {
+    let name = name?;
+    devices.iter().find(|d| d.name == name)
+}
+
+fn role_of<'a>(devices: &'a [Device], name: Option<&str>) -> Option<&'a str> {
+    device(devices, name).map(|d| d.role.as_str())
+}
+
+/// Assembles each probe's path.
+///
+/// `events` are the decoded kernel events sorted by time; `received` the
+/// receiver's [`Point::UserRecv`] events (with the probe's sequence number).
+/// A probe's events are looked for from its send until `cfg.window_ns`
+/// later, or until the next probe of the same length is sent.
+pub fn follow(
+    cfg: &Config,
+    devices: &[Device],
+    probes: &[ProbeSent],
+    events: &[Event],
+    received: &[Event],
+) -> Vec<ProbePath> {
+    let recv_by_seq: BTreeMap<u64, &Event> =
+        received.iter().filter_map(|e| Some((e.seq?, e))).collect();
+    probes
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let mut end = p.send_ns.saturating_add(cfg.window_ns);
+            if let Some(next) = probes.get(i + LEN_SLOTS as usize) {
+                end = end.min(next.send_ns);
+            }
+            let lo = events.partition_point(|e| e.time_ns < p.send_ns);
+            let hi = events.partition_point(|e| e.time_ns < end);
+            let mut path = follow_one(p, devices, &events[lo..hi], &events[..hi]);
+            if let Some(r) = recv_by_seq.get(&p.seq) {
+                path.push((*r).clone());
+            }
+            path.push(Event::user(Point::UserSend, p.send_ns, p.seq, p.payload));
+            path.sort_by_key(|e| e.time_ns);
+            ProbePath {
+                probe: *p,
+                events: path,
+            }
+        })
+        .collect()
+}
+
+/// The kernel events of one probe: `window` from its send to its end,
+/// `before` every event up to the end (for the softirq that preceded a
+/// receive).
+///
+/// The path starts at the first net_dev_queue on host a's interface with
+/// the probe's frame length. From there it takes every event with the
+/// probe's length at that layer on a bed device (a new skb address found so
+/// joins the chain: a copy or clone), the copy to user space on a chain
+/// address, qdisc events on a chain address while it is in use, and the
+/// first kfree_skb of a chain address just after its last use (a drop).
+fn follow_one(p: &ProbeSent, devices: &[Device], window: &[Event], before: &[Event]) -> Vec<Event> {
+    let len_ok = |e: &Event| {
+        let Some(l) = e.len else { return false };
+        match e.point {
+            Point::NetDevQueue | Point::NetDevStartXmit => l == p.payload + L2_OVERHEAD,
+            Point::NetifRx | Point::NetifReceiveSkb | Point::NapiGroReceive => {
+                l == p.payload + L3_OVERHEAD
+            }
+            Point::NetDevXmit => l == p.payload + L3_OVERHEAD || l == p.payload + L2_OVERHEAD,
+            Point::SkbCopyDatagramIovec => l == p.payload,
+            _ => false,
+        }
+    };
+    let Some(start) = window.iter().position(|e| {
+        e.point == Point::NetDevQueue
+            && len_ok(e)
+            && role_of(devices, e.dev.as_deref()) == Some("a")
+    }) else {
+        return Vec::new();
+    };
+    let window = &window[start..];
+    // Address → (first, last) time of a length-matched event on it.
+    let mut addrs: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+    let mut out: Vec<Event> = Vec::new();
+    for e in window {
+        let on_bed = device(devices, e.dev.as_deref()).is_some();
+        let known = e.skb.is_some_and(|a| addrs.contains_key(&a));
+        let take = len_ok(e)
+            && match e.point {
+                Point::SkbCopyDatagramIovec => known,
+                _ => on_bed,
+            };
+        if take {
+            if let Some(a) = e.skb {
+                let span = addrs.entry(a).or_insert((e.time_ns, e.time_ns));
+                span.1 = e.time_ns;
+            }
+            out.push(e.clone());
+        }
+    }
+    let first = window[0].time_ns;
+    let last = addrs.values().map(|s| s.1).max().unwrap_or(first);
+    let mut freed = BTreeSet::new();
+    let mut end = last;
+    for e in window {
+        let on = e.skb.and_then(|a| addrs.get(&a).map(|s| (a, *s)));
+        let keep = match e.point {
+            Point::QdiscEnqueue | Point::QdiscDequeue => {
+                on.is_some_and(|(_, (f, l))| (f..=l).contains(&e.time_ns))
+            }
+            Point::KfreeSkb => match on {
+                Some((a, (_, l)))
+                    if (l..=l + SAME_SOFTIRQ_NS).contains(&e.time_ns) && !freed.contains(&a) =>
+                {
+                    freed.insert(a);
+                    end = end.max(e.time_ns);
+                    true
+                }
+                _ => false,
+            },
+            Point::FibTableLookup => e.time_ns <= last,
+            _ => false,
+        };
+        if keep {
+            out.push(e.clone());
+        }
+    }
+    socket_events(&mut out, p, devices, window);
+    // Socket-queue trouble between the first event and the buffer's end.
+    out.extend(
+        window
+            .iter()
+            .filter(|e| matches!(e.point, Point::SockRcvqueueFull | Point::UdpFailQueueRcvSkb))
+            .filter(|e| (first..=end).contains(&e.time_ns))
+            .cloned(),
+    );
+    out.sort_by_key(|e| e.time_ns);
+    attach_softirqs(&mut out, before);
+    name_qdisc_devices(&mut out);
+    out
+}
+
+/// Adds the socket's side in host b: the first sk_data_ready on the CPU of
+/// the last receive in b after it (the packet queued to a UDP socket), and
+/// the receiver's recvmsg returning the probe's length on that socket.
+fn socket_events(out: &mut Vec<Event>, p: &ProbeSent, devices: &[Device], window: &[Event]) {
+    if out.iter().any(|e| e.point == Point::KfreeSkb) {
+        return;
+    }
+    let Some(rx) = out
+        .iter()
+        .rev()
+        .find(|e| {
+            e.point == Point::NetifReceiveSkb && role_of(devices, e.dev.as_deref()) == Some("b")
+        })
+        .cloned()
+    else {
+        return;
+    };
+    let ready = window
+        .iter()
+        .find(|e| {
+            e.point == Point::SkDataReady
+                && e.cpu == rx.cpu
+                && (rx.time_ns..=rx.time_ns + SAME_SOFTIRQ_NS).contains(&e.time_ns)
+        })
+        .cloned();
+    let after = ready.as_ref().map_or(rx.time_ns, |r| r.time_ns);
+    let recv = window.iter().find(|e| {
+        e.point == Point::SockRecvLength
+            && e.len == Some(p.payload)
+            && e.time_ns >= after
+            && ready.as_ref().map_or(true, |r| r.sk == e.sk)
+    });
+    out.extend(ready);
+    out.extend(recv.cloned());
+}
+
+/// Adds, before each netif_receive_skb, the NET_RX softirq entry on its CPU
+/// that ran it: the latest one on that CPU after the probe's previous event.
+fn attach_softirqs(path: &mut Vec<Event>, before: &[Event]) {
+    let mut found = Vec::new();
+    for (i, e) in path.iter().enumerate() {
+        if e.point != Point::NetifReceiveSkb {
+            continue;
+        }
+        let since = i.checked_sub(1).map_or(0, |j| path[j].time_ns);
+        let upto = before.partition_point(|s| s.time_ns <= e.time_ns);
+        if let Some(s) = before[..upto]
+            .iter()
+            .rev()
+            .take_while(|s| s.time_ns >= since)
+            .find(|s| s.point == Point::SoftirqNetRx && s.cpu == e.cpu)
+        {
+            let mut s = s.clone();
+            s.dev.clone_from(&e.dev);
+            found.push(s);
+        }
+    }
+    path.extend(found);
+    path.sort_by_key(|e| e.time_ns);
+    path.dedup();
+}
+
+/// qdisc records carry an ifindex, not a name: the device is that of the
+/// net_dev_queue on the same buffer just before.
+fn name_qdisc_devices(path: &mut [Event]) {
+    for i in 0..path.len() {
+        if matches!(path[i].point, Point::QdiscEnqueue | Point::QdiscDequeue) {
+            let skb = path[i].skb;
+            path[i].dev = path[..i]
+                .iter()
+                .rev()
+                .find(|e| e.point == Point::NetDevQueue && e.skb == skb)
+                .and_then(|e| e.dev.clone());
+        }
+    }
+}
+
+/// The table and the counts from the paths.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// Rows in path order.
+    pub steps: Vec<Step>,
+    /// Gaps, largest median first.
+    pub gaps: Vec<Gap>,
+    /// Drops, most frequent first.
+    pub drops: Vec<DropSite>,
+    /// Counts (without `ring_lost_samples`).
+    pub counts: ProbeCounts,
+    /// The first probe followed end to end.
+    pub example: Vec<ExampleEvent>,
+}
+
+type Key = (Point, Option<String>, usize);
+
+/// Summarises the paths. `topology` names the bed's (`bridge`, `router`,
+/// `pair`) for naming the gaps.
+pub fn summarise(paths: &[ProbePath], devices: &[Device], topology: &str) -> Summary {
+    struct Acc {
+        offsets: BTreeMap<u64, i64>,
+        cpus: BTreeSet<u32>,
+        netns: Option<String>,
+        first_seen: usize,
+    }
+    let mut rows: BTreeMap<Key, Acc> = BTreeMap::new();
+    let mut order = 0;
+    let mut drops: BTreeMap<(String, String, Option<String>, Option<String>), u64> =
+        BTreeMap::new();
+    for p in paths {
+        let mut seen: BTreeMap<(Point, Option<String>), usize> = BTreeMap::new();
+        let mut netns: Option<String> = None;
+        let mut prev_label = String::from("?");
+        for e in &p.events {
+            let dev_ns = device(devices, e.dev.as_deref()).map(|d| d.netns.clone());
+            let ns = match e.point {
+                Point::UserSend => device_of_role(devices, "a"),
+                Point::UserRecv => device_of_role(devices, "b"),
+                _ => dev_ns.or_else(|| netns.clone()),
+            };
+            netns.clone_from(&ns);
+            let n = seen.entry((e.point, e.dev.clone())).or_default();
+            let key = (e.point, e.dev.clone(), *n);
+            *n += 1;
+            let acc = rows.entry(key).or_insert_with(|| {
+                order += 1;
+                Acc {
+                    offsets: BTreeMap::new(),
+                    cpus: BTreeSet::new(),
+                    netns: ns.clone(),
+                    first_seen: order,
+                }
+            });
+            acc.offsets
+                .insert(p.probe.seq, e.time_ns as i64 - p.probe.send_ns as i64);
+            acc.cpus.extend(e.cpu);
+            if e.point == Point::KfreeSkb && !p.delivered() {
+                let reason = e.reason.clone().unwrap_or_else(|| "?".into());
+                let loc = e.location.map(|l| format!("{l:#x}"));
+                *drops
+                    .entry((reason, prev_label.clone(), ns, loc))
+                    .or_default() += 1;
+            }
+            prev_label = step_label(e.point, e.dev.as_deref());
+        }
+    }
+    let mut keyed: Vec<(Key, Acc, Quantiles)> = rows
+        .into_iter()
+        .filter_map(|(k, a)| {
+            let mut v: Vec<i64> = a.offsets.values().copied().collect();
+            Quantiles::of(&mut v).map(|q| (k, a, q))
+        })
+        .collect();
+    keyed.sort_by_key(|(_, a, q)| (q.median_ns, a.first_seen));
+    let steps: Vec<Step> = keyed
+        .iter()
+        .map(|((point, dev, _), a, q)| Step {
+            tracepoint: point.label().to_string(),
+            point: *point,
+            dev: dev.clone(),
+            role: a
+                .netns
+                .as_deref()
+                .and_then(|ns| devices.iter().find(|d| d.netns == ns))
+                .map(|d| d.role.clone()),
+            netns: a.netns.clone(),
+            cpus: a.cpus.iter().copied().collect(),
+            packets: a.offsets.len() as u64,
+            from_send: *q,
+        })
+        .collect();
+    let mut gaps: Vec<Gap> = keyed
+        .windows(2)
+        .enumerate()
+        .filter_map(|(i, w)| {
+            let (a, b) = (&w[0].1, &w[1].1);
+            let mut d: Vec<i64> = a
+                .offsets
+                .iter()
+                .filter_map(|(seq, t)| b.offsets.get(seq).map(|u| u - t))
+                .collect();
+            let packets = d.len() as u64;
+            Quantiles::of(&mut d).map(|duration| Gap {
+                from: i,
+                to: i + 1,
+                what: name_gap(&steps[i], &steps[i + 1], topology),
+                packets,
+                duration,
+            })
+        })
+        .collect();
+    gaps.sort_by_key(|g| std::cmp::Reverse(g.duration.median_ns));
+    let mut drops: Vec<DropSite> = drops
+        .into_iter()
+        .map(|((reason, after, netns, location), count)| DropSite {
+            reason,
+            after,
+            netns,
+            location,
+            count,
+        })
+        .collect();
+    drops.sort_by_key(|d| std::cmp::Reverse(d.count));
+    let followed = paths
+        .iter()
+        .filter(|p| p.started(devices) && p.delivered())
+        .count() as u64;
+    let dropped = paths.iter().filter(|p| p.dropped()).count() as u64;
+    let counts = ProbeCounts {
+        sent: paths.len() as u64,
+        followed_end_to_end: followed,
+        received: paths
+            .iter()
+            .filter(|p| p.events.iter().any(|e| e.point == Point::UserRecv))
+            .count() as u64,
+        dropped,
+        lost_from_view: (paths.len() as u64).saturating_sub(followed + dropped),
+        address_changed: paths.iter().filter(|p| p.address_changed()).count() as u64,
+        ring_lost_samples: 0,
+    };
+    let example = paths
+        .iter()
+        .find(|p| p.started(devices) && p.delivered())
+        .map(|p| {
+            p.events
+                .iter()
+                .map(|e| ExampleEvent {
+                    tracepoint: e.point.label().to_string(),
+                    t_ns: e.time_ns as i64 - p.probe.send_ns as i64,
+                    dev: e.dev.clone(),
+                    cpu: e.cpu,
+                    skb: e.skb.map(|a| format!("{a:#x}")),
+                    len: e.len,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Summary {
+        steps,
+        gaps,
+        drops,
+        counts,
+        example,
+    }
+}
+
+fn device_of_role(devices: &[Device], role: &str) -> Option<String> {
+    devices
+        .iter()
+        .find(|d| d.role == role)
+        .map(|d| d.netns.clone())
+}
+
+/// `net:netif_receive_skb on lr-b`.
+pub(crate) fn step_label(point: Point, dev: Option<&str>) -> String {
+    match dev {
+        Some(d) => format!("{} on {d}", point.label()),
+        None => point.label().to_string(),
+    }
+}
+
+fn step_text(s: &Step) -> String {
+    let mut t = step_label(s.point, s.dev.as_deref());
+    if let Some(r) = &s.role {
+        t.push_str(&format!(" ({r})"));
+    }
+    t
+}
+
+/// The gap between two steps in words: what the kernel does there, then
+/// the two steps.
+fn name_gap(a: &Step, b: &Step, topology: &str) -> String {
+    use Point as P;
+    let same_dev = a.dev == b.dev;
+    fn role(s: &Step) -> &str {
+        s.role.as_deref().unwrap_or("")
+    }
+    let what = match (a.point, b.point) {
+        (P::UserSend, _) => "sendto(): socket, UDP and IP output in host a".to_string(),
+        (P::NetifReceiveSkb, P::NetDevQueue) if role(a) == "dut" && role(b) == "dut" => {
+            if topology == "router" {
+                "IP forwarding in the router (routing lookup, netfilter, neighbour)".to_string()
+            } else {
+                "bridge forwarding (br_handle_frame → FDB lookup → br_forward)".to_string()
+            }
+        }
+        (P::NetDevQueue, P::QdiscEnqueue | P::NetDevStartXmit) if same_dev => {
+            "queueing discipline entry".to_string()
+        }
+        (P::QdiscEnqueue, P::QdiscDequeue) => "waiting in the qdisc".to_string(),
+        (P::QdiscDequeue, P::NetDevStartXmit) => "qdisc to driver".to_string(),
+        (P::NetDevStartXmit, P::NetifRx) => "veth transmit to the peer's backlog".to_string(),
+        (P::NetifRx | P::NetDevXmit, P::SoftirqNetRx | P::NetifReceiveSkb) => {
+            "backlog: waiting for the NET_RX softirq".to_string()
+        }
+        (P::SoftirqNetRx, P::NetifReceiveSkb) => "softirq to the stack's receive".to_string(),
+        (P::NetifReceiveSkb, P::SkDataReady) => {
+            "IP and UDP receive up to the socket queue".to_string()
+        }
+        (P::NetifReceiveSkb, P::SkbCopyDatagramIovec | P::SockRecvLength | P::UserRecv)
+            if role(a) == "b" =>
+        {
+            "IP and UDP receive, socket queue and the receiver's wake-up in host b".to_string()
+        }
+        (P::SkDataReady, _) => "the receiver's wake-up and recvmsg()".to_string(),
+        (P::SockRecvLength, P::UserRecv) => "return to user space".to_string(),
+        (P::NetifReceiveSkb, P::KfreeSkb | P::SockRcvqueueFull | P::UdpFailQueueRcvSkb) => {
+            "receive up to the drop".to_string()
+        }
+        (P::SkbCopyDatagramIovec, _) => "copy to user space and return from recvfrom()".to_string(),
+        _ => "kernel path".to_string(),
+    };
+    format!("{what}: {} → {}", step_text(a), step_text(b))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::super::tests::config;
+    use super::*;
+
+    pub(crate) fn devices() -> Vec<Device> {
+        let d = |n: &str, ns: &str, r: &str| Device {
+            name: n.into(),
+            netns: ns.into(),
+            role: r.into(),
+        };
+        vec![
+            d("lr-a", "lr-t-a", "a"),
+            d("lr-dut-a", "lr-t-dut", "dut"),
+            d("lr-dut-b", "lr-t-dut", "dut"),
+            d("lr-br", "lr-t-dut", "dut"),
+            d("lr-b", "lr-t-b", "b"),
+        ]
+    }
+
+    fn ev(point: Point, t: u64, skb: u64, len: Option<u32>, dev: Option<&str>) -> Event {
+        Event {
+            point,
+            time_ns: t,
+            cpu: Some(1),
+            skb: Some(skb),
+            len,
+            dev: dev.map(str::to_string),
+            ifindex: None,
+            sk: None,
+            reason: None,
+            location: None,
+            seq: None,
+        }
+    }
+
+    /// The events of one probe through a bridge (payload `p`, skb `a`), as
+    /// recorded on Linux 6.18, starting at `t`.
+    pub(crate) fn bridge_events(t: u64, p: u32, a: u64, drop: Option<&str>) -> Vec<Event> {
+        let (l2, l3) = (Some(p + 42), Some(p + 28));
+        let mut v = vec![
+            ev(Point::NetDevQueue, t + 14_000, a, l2, Some("lr-a")),
+            ev(Point::NetDevStartXmit, t + 15_000, a, l2, Some("lr-a")),
+            ev(Point::NetifRx, t + 17_000, a, l3, Some("lr-dut-a")),
+            ev(Point::NetDevXmit, t + 18_000, a, l3, Some("lr-dut-a")),
+            ev(Point::NetifReceiveSkb, t + 19_000, a, l3, Some("lr-dut-a")),
+            ev(Point::NetDevQueue, t + 30_000, a, l2, Some("lr-dut-b")),
+            ev(Point::NetDevStartXmit, t + 31_000, a, l2, Some("lr-dut-b")),
+            ev(Point::NetifRx, t + 32_000, a, l3, Some("lr-b")),
+            ev(Point::NetifReceiveSkb, t + 33_000, a, l3, Some("lr-b")),
+        ];
+        let mut softirq = ev(Point::SoftirqNetRx, t + 18_500, 0, None, None);
+        softirq.skb = None;
+        v.push(softirq);
+        match drop {
+            Some(reason) => {
+                let mut k = ev(Point::KfreeSkb, t + 36_000, a, None, None);
+                k.reason = Some(reason.into());
+                v.push(k);
+            }
+            None => {
+                let mut r = ev(Point::SkDataReady, t + 40_000, 0, None, None);
+                (r.skb, r.sk) = (None, Some(0x5000));
+                v.push(r);
+                let mut l = ev(Point::SockRecvLength, t + 80_000, 0, Some(p), None);
+                (l.skb, l.sk) = (None, Some(0x5000));
+                v.push(l);
+            }
+        }
+        // Someone else's packet of another length, and a recycled address
+        // used again later.
+        v.push(ev(
+            Point::NetDevQueue,
+            t + 20_000,
+            a + 64,
+            Some(p + 1),
+            Some("lr-a"),
+        ));
+        v.push(ev(Point::KfreeSkb, t + 5_000_000, a, None, None));
+        v.sort_by_key(|e| e.time_ns);
+        v
+    }
+
+    #[test]
+    fn a_bridge_probe_is_followed_in_path_order() {
+        let cfg = config();
+        let probes = [ProbeSent {
+            seq: 0,
+            payload: 100,
+            send_ns: 1_000_000,
+        }];
+        let events = bridge_events(1_000_000, 100, 0xffff_0000_0000_1000, None);
+        let recv = [Event::user(Point::UserRecv, 1_000_000 + 90_000, 0, 100)];
+        let paths = follow(&cfg, &devices(), &probes, &events, &recv);
+        let pts: Vec<Point> = paths[0].events.iter().map(|e| e.point).collect();
+        assert_eq!(
+            pts,
+            [
+                Point::UserSend,
+                Point::NetDevQueue,
+                Point::NetDevStartXmit,
+                Point::NetifRx,
+                Point::NetDevXmit,
+                Point::SoftirqNetRx,
+                Point::NetifReceiveSkb,
+                Point::NetDevQueue,
+                Point::NetDevStartXmit,
+                Point::NetifRx,
+                Point::NetifReceiveSkb,
+                Point::SkDataReady,
+                Point::SockRecvLength,
+                Point::UserRecv,
+            ]
+        );
+        let s = summarise(&paths, &devices(), "bridge");
+        assert_eq!(s.counts.followed_end_to_end, 1);
+        assert_eq!(s.counts.lost_from_view, 0);
+        assert_eq!(s.steps.len(), 14);
+        assert_eq!(s.steps[0].from_send.median_ns, 0);
+        assert_eq!(s.steps[6].netns.as_deref(), Some("lr-t-dut"));
+        assert_eq!(s.steps[10].netns.as_deref(), Some("lr-t-b"));
+        assert_eq!(
+            s.steps[11].netns.as_deref(),
+            Some("lr-t-b"),
+            "sk_data_ready inherits"
+        );
+        // The largest gap after sendto's 14 µs is the bridge's 11 µs.
+        let bridge = s
+            .gaps
+            .iter()
+            .find(|g| g.what.starts_with("bridge forwarding"))
+            .unwrap();
+        assert_eq!(bridge.duration.median_ns, 11_000);
+        assert_eq!(
+            bridge.what,
+            "bridge forwarding (br_handle_frame → FDB lookup → br_forward): \
+             net:netif_receive_skb on lr-dut-a (dut) → net:net_dev_queue on lr-dut-b (dut)"
+        );
+        assert_eq!(s.example.len(), 14);
+    }
+
+    #[test]
+    fn a_drop_is_reported_with_its_reason_and_place() {
+        let cfg = config();
+        let probes: Vec<ProbeSent> = (0..4)
+            .map(|i| ProbeSent {
+                seq: i,
+                payload: cfg.probe_payload(i),
+                send_ns: 1_000_000 * (i + 1),
+            })
+            .collect();
+        let mut events = Vec::new();
+        for p in &probes {
+            let drop = (p.seq % 2 == 1).then_some("NETFILTER_DROP");
+            events.extend(bridge_events(
+                p.send_ns,
+                p.payload,
+                0x1000 * (p.seq + 1),
+                drop,
+            ));
+        }
+        events.sort_by_key(|e| e.time_ns);
+        let paths = follow(&cfg, &devices(), &probes, &events, &[]);
+        let s = summarise(&paths, &devices(), "bridge");
+        assert_eq!(s.counts.dropped, 2);
+        assert_eq!(s.counts.followed_end_to_end, 2);
+        assert_eq!(s.drops.len(), 1);
+        assert_eq!(s.drops[0].reason, "NETFILTER_DROP");
+        assert_eq!(s.drops[0].after, "net:netif_receive_skb on lr-b");
+        assert_eq!(s.drops[0].netns.as_deref(), Some("lr-t-b"));
+        assert_eq!(s.drops[0].count, 2);
+        let k = s.steps.iter().find(|s| s.point == Point::KfreeSkb).unwrap();
+        assert_eq!(k.packets, 2);
+    }
+
+    #[test]
+    fn a_probe_with_no_events_is_lost_from_view() {
+        let cfg = config();
+        let probes = [ProbeSent {
+            seq: 0,
+            payload: 100,
+            send_ns: 5,
+        }];
+        let paths = follow(&cfg, &devices(), &probes, &[], &[]);
+        let s = summarise(&paths, &devices(), "pair");
+        assert_eq!(s.counts.lost_from_view, 1);
+        assert_eq!(s.counts.followed_end_to_end, 0);
+        assert!(s.example.is_empty());
+    }
+
+    #[test]
+    fn qdisc_events_take_the_device_of_their_queue() {
+        let mut path = vec![
+            ev(Point::NetDevQueue, 1, 7, Some(142), Some("lr-a")),
+            ev(Point::QdiscEnqueue, 2, 7, None, None),
+        ];
+        name_qdisc_devices(&mut path);
+        assert_eq!(path[1].dev.as_deref(), Some("lr-a"));
+    }
+}

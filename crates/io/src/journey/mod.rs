@@ -1,0 +1,606 @@
+//! `linerate journey`: sends UDP probes from host a to host b of a bed and
+//! follows each through the kernel with tracepoints (see
+//! `linerate_core::journey` for how the paths are assembled).
+//!
+//! The tracer is `perf_event_open` on tracepoints with raw samples (real skb
+//! addresses, lengths, device names; CLOCK_MONOTONIC; in-kernel filters on
+//! `len`, `dport` and the softirq vector), one ring per CPU. Why not BPF
+//! `tp_btf` programs: they could read the namespace and the probe's own
+//! sequence number, but need a program assembled instruction by instruction
+//! for every tracepoint; raw samples give every field the path needs, and
+//! no wake-up per sample keeps the cost low (measured: [`Cost`]).
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use linerate_core::journey::format::FormatError;
+use linerate_core::journey::{
+    follow, hints, summarise, tracepoints, Config, Cost, Device, Event, JourneyResult, Point,
+    ProbeSent, Rates, Tracepoint, TracerInfo, L2_OVERHEAD, LEN_SLOTS, LEN_STEP, TRACEPOINTS,
+};
+use linerate_core::progress::Progress;
+
+use crate::netns::{self, NetnsError};
+use crate::sys;
+
+pub mod responder;
+pub mod tracefs;
+pub mod tracer;
+
+pub use tracefs::Tracefs;
+pub use tracer::{Filters, Tracer, RING_PAGES};
+
+/// The first bytes of every probe's payload; the sequence number follows
+/// (u64, little-endian).
+pub const MAGIC: &[u8; 4] = b"LRJ1";
+
+/// Why a journey could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum JourneyError {
+    /// tracefs is neither mounted nor mountable.
+    #[error("cannot find or mount tracefs at {}", tracefs::TRACEFS)]
+    Tracefs {
+        /// The error.
+        source: io::Error,
+    },
+    /// A tracepoint the journey needs is missing (or unreadable).
+    #[error("tracepoint {name} is not available: cannot read {}", path.display())]
+    Tracepoint {
+        /// `SYSTEM/NAME`.
+        name: String,
+        /// Its format file.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+    /// A tracepoint's format lacks what the decoder needs.
+    #[error("tracepoint {name} has an unexpected format")]
+    Format {
+        /// `SYSTEM/NAME`.
+        name: String,
+        /// What is wrong.
+        source: FormatError,
+    },
+    /// perf_event_open was refused.
+    #[error("no permission to trace {name} with perf_event_open (run as root, or lower kernel.perf_event_paranoid)")]
+    Permission {
+        /// `SYSTEM/NAME`.
+        name: String,
+        /// The error.
+        source: io::Error,
+    },
+    /// perf_event_open failed otherwise.
+    #[error("cannot open tracepoint {name} on CPU {cpu} with perf_event_open")]
+    Open {
+        /// `SYSTEM/NAME`.
+        name: String,
+        /// The CPU.
+        cpu: u32,
+        /// The error.
+        source: io::Error,
+    },
+    /// The kernel refused an in-kernel filter.
+    #[error("tracepoint {name} refused the filter `{filter}`")]
+    Filter {
+        /// `SYSTEM/NAME`.
+        name: String,
+        /// The filter.
+        filter: String,
+        /// The error.
+        source: io::Error,
+    },
+    /// A ring could not be mapped or shared.
+    #[error("cannot set up the perf ring buffer of CPU {cpu}")]
+    Ring {
+        /// The CPU.
+        cpu: u32,
+        /// The error.
+        source: io::Error,
+    },
+    /// Starting or stopping the events failed.
+    #[error("cannot enable or disable the tracepoints")]
+    Control {
+        /// The error.
+        source: io::Error,
+    },
+    /// A namespace could not be entered.
+    #[error(transparent)]
+    Netns(#[from] NetnsError),
+    /// A probe socket failed.
+    #[error("probe socket: {what}")]
+    Socket {
+        /// What was being done.
+        what: &'static str,
+        /// The error.
+        source: io::Error,
+    },
+    /// A probe thread panicked.
+    #[error("the {0} thread panicked")]
+    Thread(&'static str),
+}
+
+/// Where the probes go: a bed read as plain data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The bed's name.
+    pub bed: String,
+    /// Its topology (`pair`, `bridge`, `router`).
+    pub topology: String,
+    /// Host a's namespace (the sender).
+    pub client_netns: String,
+    /// Host b's namespace (the receiver).
+    pub server_netns: String,
+    /// Host b's IPv4 address.
+    pub server_ip: Ipv4Addr,
+    /// Every interface of the bed with its namespace and role.
+    pub devices: Vec<Device>,
+}
+
+fn socket_err(what: &'static str) -> impl FnOnce(io::Error) -> JourneyError {
+    move |source| JourneyError::Socket { what, source }
+}
+
+/// Sets its flag when dropped.
+struct SetOnDrop(Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// How a probe receiver behaves.
+#[derive(Debug, Clone, Copy)]
+struct Receive {
+    count: u64,
+    rcvbuf: Option<u32>,
+}
+
+/// Sends the probes, traces them, follows them. `stop` (SIGINT) ends the
+/// sending early; the tracer is closed before this returns, whatever happens.
+pub fn run(
+    cfg: &Config,
+    target: &Target,
+    progress: &mut dyn Progress,
+    stop: &AtomicBool,
+) -> Result<JourneyResult, JourneyError> {
+    let fs = Tracefs::find_or_mount().map_err(|source| JourneyError::Tracefs { source })?;
+    if fs.mounted_by_us {
+        progress.step(&format!("mounted tracefs at {}", fs.root.display()));
+    }
+    let kprobes = fs.has_kprobes();
+    let sent_all = Arc::new(AtomicBool::new(false));
+    let (port, receiver) = spawn_receiver(
+        target,
+        cfg.port,
+        Receive {
+            count: u64::from(cfg.count),
+            rcvbuf: cfg.rcvbuf_bytes,
+        },
+        Arc::clone(&sent_all),
+    )?;
+    // On every way out (an error below included) the receiver learns that
+    // nothing more comes, and ends after its drain time.
+    let _release = SetOnDrop(Arc::clone(&sent_all));
+    let filters = Filters {
+        len: cfg.len_range(),
+        dport: port,
+    };
+    let set = tracepoints(cfg.all_events);
+    let mut tracer = Tracer::open(&fs, &set, filters)?;
+    progress.step(&format!(
+        "tracing {} tracepoints on {} CPUs; sending {} probes from {} to {}:{port}",
+        tracer.opened.len(),
+        tracer.cpus,
+        cfg.count,
+        target.client_netns,
+        target.server_ip
+    ));
+    tracer
+        .enable()
+        .map_err(|source| JourneyError::Control { source })?;
+    let to = SocketAddr::from((target.server_ip, port));
+    let probes = {
+        let cfg = cfg.clone();
+        let stop_ptr = Arc::new(AtomicBool::new(stop.load(Ordering::Relaxed)));
+        let stop_thread = Arc::clone(&stop_ptr);
+        let sender = netns::spawn_in(Some(&target.client_netns), "lr-journey-tx", move || {
+            send_probes(&cfg, to, &stop_thread)
+        })?;
+        while !sender.is_finished() {
+            tracer.poll();
+            stop_ptr.store(stop.load(Ordering::Relaxed), Ordering::Relaxed);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        sent_all.store(true, Ordering::Release);
+        let probes = sender
+            .join()
+            .map_err(|_| JourneyError::Thread("sender"))??;
+        probes.map_err(socket_err("send"))?
+    };
+    while !receiver.is_finished() {
+        tracer.poll();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let received = receiver
+        .join()
+        .map_err(|_| JourneyError::Thread("receiver"))??
+        .map_err(socket_err("receive"))?;
+    // Let late events (frees after the receiver read) land, then stop.
+    std::thread::sleep(Duration::from_millis(20));
+    tracer
+        .disable()
+        .map_err(|source| JourneyError::Control { source })?;
+    let (events, ring_lost) = tracer.events();
+    let info = TracerInfo {
+        method: "perf_event_open on tracepoints, raw samples, one ring per CPU, polled (no wake-up per sample)".into(),
+        clock: "CLOCK_MONOTONIC (perf use_clockid for kernel events, clock_gettime for sendto/recvfrom)".into(),
+        opened: tracer.opened.clone(),
+        missing: tracer.missing.clone(),
+        left_out: TRACEPOINTS
+            .iter()
+            .filter(|t| !set.contains(t))
+            .map(|t| t.path.to_string())
+            .collect(),
+        filters: tracer.filters.clone(),
+        kprobes,
+        function_level: function_level(kprobes),
+        mounted_tracefs: fs.mounted_by_us,
+        ring_bytes_per_cpu: (RING_PAGES * 4096) as u64,
+        cpus: tracer.cpus,
+    };
+    drop(tracer);
+    progress.step(&format!(
+        "{} events recorded, {} probes received; following them",
+        events.len(),
+        received.len()
+    ));
+    let paths = follow(cfg, &target.devices, &probes, &events, &received);
+    let s = summarise(&paths, &target.devices, &target.topology);
+    let cost = if cfg.cost_ns > 0 && !stop.load(Ordering::Relaxed) {
+        progress.step("measuring the tracer's cost (UDP 1472 B, one datagram in 100 traced)");
+        Some(measure_cost(&fs, &set, target, cfg.cost_ns, stop)?)
+    } else {
+        None
+    };
+    let mut counts = s.counts;
+    counts.ring_lost_samples = ring_lost;
+    let (lo, hi) = (
+        cfg.probe_payload(0),
+        cfg.probe_payload(u64::from(LEN_SLOTS) - 1),
+    );
+    let mut result = JourneyResult {
+        bed: target.bed.clone(),
+        topology: target.topology.clone(),
+        proto: "udp".into(),
+        payload_bytes: (lo, hi.max(lo)),
+        rate_pps: cfg.rate_pps,
+        tracer: info,
+        probes: counts,
+        steps: s.steps,
+        gaps: s.gaps,
+        drops: s.drops,
+        hints: Vec::new(),
+        cost,
+        example: s.example,
+    };
+    result.hints = hints(&result);
+    Ok(result)
+}
+
+fn function_level(kprobes: bool) -> String {
+    if kprobes {
+        "function-level events are not used: only tracepoints (kprobes exist on this kernel but \
+         are not attached); steps inside the bridge and IP code are the gaps between tracepoints"
+            .into()
+    } else {
+        "this kernel has no kprobes (no kprobe_events in tracefs), so no function-level events \
+         (fentry/fexit are not used either): steps inside the bridge and IP code show as the gaps \
+         between tracepoints"
+            .into()
+    }
+}
+
+/// The receiver thread: the probes it read.
+type ReceiverThread = std::thread::JoinHandle<Result<io::Result<Vec<Event>>, NetnsError>>;
+
+/// The receiver in host b: binds `port` (0: any), returns the port and the
+/// thread, which collects [`Point::UserRecv`] events until every probe came
+/// or the sender is done and nothing more arrives.
+fn spawn_receiver(
+    target: &Target,
+    port: u16,
+    how: Receive,
+    sent_all: Arc<AtomicBool>,
+) -> Result<(u16, ReceiverThread), JourneyError> {
+    let (tx, rx) = mpsc::channel();
+    let ip = target.server_ip;
+    let h = netns::spawn_in(Some(&target.server_netns), "lr-journey-rx", move || {
+        let sock = match bind_receiver(ip, port, how.rcvbuf) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = tx.send(Err(e));
+                return Ok(Vec::new());
+            }
+        };
+        let _ = tx.send(sock.local_addr().map(|a| a.port()));
+        receive_probes(&sock, how, &sent_all)
+    })?;
+    let port = rx
+        .recv()
+        .map_err(|_| JourneyError::Thread("receiver"))?
+        .map_err(socket_err("bind the receiver in host b"))?;
+    Ok((port, h))
+}
+
+fn bind_receiver(ip: Ipv4Addr, port: u16, rcvbuf: Option<u32>) -> io::Result<UdpSocket> {
+    let sock = UdpSocket::bind((ip, port))?;
+    if let Some(b) = rcvbuf {
+        let b = i32::try_from(b).map_err(io::Error::other)?;
+        sys::sock::set_int(&sock, libc::SOL_SOCKET, libc::SO_RCVBUF, b)?;
+    }
+    sock.set_read_timeout(Some(Duration::from_millis(20)))?;
+    Ok(sock)
+}
+
+/// How long the receiver waits for stragglers once the sender is done.
+const DRAIN: Duration = Duration::from_millis(300);
+
+fn receive_probes(sock: &UdpSocket, how: Receive, sent_all: &AtomicBool) -> io::Result<Vec<Event>> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    if how.rcvbuf.is_some() {
+        // Read only once everything was sent: the queue fills as it would
+        // behind a slow application.
+        while !sent_all.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let mut done_at = None;
+    while (out.len() as u64) < how.count {
+        match sock.recv(&mut buf) {
+            Ok(n) => {
+                let t = sys::clock::monotonic_ns();
+                if let Some(seq) = probe_seq(&buf[..n]) {
+                    out.push(Event::user(Point::UserRecv, t, seq, n as u32));
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => return Err(e),
+        }
+        if sent_all.load(Ordering::Acquire) {
+            let since = *done_at.get_or_insert_with(std::time::Instant::now);
+            if since.elapsed() > DRAIN {
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The sequence number of a probe's payload.
+fn probe_seq(payload: &[u8]) -> Option<u64> {
+    if payload.get(..4)? != MAGIC {
+        return None;
+    }
+    Some(u64::from_le_bytes(payload.get(4..12)?.try_into().ok()?))
+}
+
+/// Sends the probes at the configured rate (bounded by count and rate).
+fn send_probes(cfg: &Config, to: SocketAddr, stop: &AtomicBool) -> io::Result<Vec<ProbeSent>> {
+    let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
+    sock.connect(to)?;
+    let mut buf = vec![0u8; 1500];
+    buf[..4].copy_from_slice(MAGIC);
+    let interval = cfg.interval_ns();
+    let start = sys::clock::monotonic_ns();
+    let mut out = Vec::with_capacity(cfg.count as usize);
+    for seq in 0..u64::from(cfg.count) {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let due = start + seq * interval;
+        loop {
+            let now = sys::clock::monotonic_ns();
+            if now >= due {
+                break;
+            }
+            std::thread::sleep(Duration::from_nanos((due - now).min(1_000_000)));
+        }
+        let len = cfg.probe_payload(seq) as usize;
+        buf[4..12].copy_from_slice(&seq.to_le_bytes());
+        let send_ns = sys::clock::monotonic_ns();
+        sock.send(&buf[..len])?;
+        out.push(ProbeSent {
+            seq,
+            payload: len as u32,
+            send_ns,
+        });
+    }
+    Ok(out)
+}
+
+/// UDP payload of the cost measurement's load.
+const COST_DATAGRAM: usize = 1472;
+/// One datagram in this many has a traced length.
+const COST_TRACED_ONE_IN: u64 = 100;
+/// The traced datagrams' payload (outside the load's lengths at every layer).
+const COST_TRACED_PAYLOAD: usize = 1000;
+
+/// Rounds of the cost measurement (each: `ns` untraced, then `ns` traced).
+const COST_ROUNDS: u32 = 2;
+
+/// UDP throughput from a to b for `ns`, without and then with the tracer
+/// (one datagram in 100 of a traced length; every datagram still runs the
+/// filters and the unfiltered skb tracepoints), [`COST_ROUNDS`] times.
+fn measure_cost(
+    fs: &Tracefs,
+    set: &[Tracepoint],
+    target: &Target,
+    ns: u64,
+    stop: &AtomicBool,
+) -> Result<Cost, JourneyError> {
+    // Alternating rounds, the best of each kind: the host's other load
+    // (noise) only ever lowers a round.
+    let (mut untraced, mut traced) = (Rates::default(), Rates::default());
+    // The round with the least CPU per datagram: other load only adds.
+    let best = |a: Rates, b: Rates| {
+        if a.sent_pps == 0.0 || b.cpu_ns_per_datagram < a.cpu_ns_per_datagram {
+            b
+        } else {
+            a
+        }
+    };
+    for _ in 0..COST_ROUNDS {
+        untraced = best(untraced, blast(target, ns, None, stop)?);
+        traced = best(traced, blast(target, ns, Some((fs, set)), stop)?);
+    }
+    Ok(Cost::new(
+        COST_DATAGRAM as u32,
+        COST_TRACED_ONE_IN as u32,
+        ns,
+        untraced,
+        traced,
+    ))
+}
+
+/// Datagrams/s sent by a and received in b while a sends back to back for `ns`.
+fn blast(
+    target: &Target,
+    ns: u64,
+    trace: Option<(&Tracefs, &[Tracepoint])>,
+    stop: &AtomicBool,
+) -> Result<Rates, JourneyError> {
+    let sock = {
+        let ip = target.server_ip;
+        netns::spawn_in(
+            Some(&target.server_netns),
+            "lr-journey-cost-rx",
+            move || bind_receiver(ip, 0, None),
+        )?
+        .join()
+        .map_err(|_| JourneyError::Thread("cost receiver"))??
+        .map_err(socket_err("bind the cost receiver"))?
+    };
+    let port = sock
+        .local_addr()
+        .map_err(socket_err("cost receiver"))?
+        .port();
+    let mut tracer = match trace {
+        Some((fs, set)) => {
+            let filters = Filters {
+                len: (
+                    COST_TRACED_PAYLOAD as u32,
+                    COST_TRACED_PAYLOAD as u32 + L2_OVERHEAD + LEN_STEP * (LEN_SLOTS - 1),
+                ),
+                dport: port,
+            };
+            let t = Tracer::open(fs, set, filters)?;
+            t.enable()
+                .map_err(|source| JourneyError::Control { source })?;
+            Some(t)
+        }
+        None => None,
+    };
+    let received = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let rx = {
+        let (received, done) = (Arc::clone(&received), Arc::clone(&done));
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 2048];
+            while !done.load(Ordering::Relaxed) {
+                if sock.recv(&mut buf).is_ok() {
+                    received.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    let to = SocketAddr::from((target.server_ip, port));
+    let tx = netns::spawn_in(
+        Some(&target.client_netns),
+        "lr-journey-cost-tx",
+        move || {
+            let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
+            sock.connect(to)?;
+            let buf = vec![0u8; COST_DATAGRAM];
+            let end = sys::clock::monotonic_ns() + ns;
+            let cpu = || sys::sock::thread_cpu_ns().map(|(u, s)| u + s);
+            let cpu0 = cpu()?;
+            let (mut n, mut sent) = (0u64, 0u64);
+            while sys::clock::monotonic_ns() < end {
+                let len = if n % COST_TRACED_ONE_IN == 0 {
+                    COST_TRACED_PAYLOAD
+                } else {
+                    COST_DATAGRAM
+                };
+                // A full queue (ENOBUFS) is part of the load; keep going.
+                if sock.send(&buf[..len]).is_ok() {
+                    sent += 1;
+                }
+                n += 1;
+            }
+            io::Result::Ok((sent, cpu()? - cpu0))
+        },
+    )?;
+    while !tx.is_finished() {
+        if let Some(t) = tracer.as_mut() {
+            t.poll();
+        }
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let (sent, cpu_ns) = tx
+        .join()
+        .map_err(|_| JourneyError::Thread("cost sender"))??
+        .map_err(socket_err("cost sender"))?;
+    std::thread::sleep(Duration::from_millis(30));
+    done.store(true, Ordering::Relaxed);
+    rx.join()
+        .map_err(|_| JourneyError::Thread("cost receiver"))?;
+    drop(tracer);
+    let s = ns as f64 / 1e9;
+    Ok(Rates {
+        sent_pps: sent as f64 / s,
+        received_pps: received.load(Ordering::Relaxed) as f64 / s,
+        cpu_ns_per_datagram: cpu_ns as f64 / sent.max(1) as f64,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_payloads_carry_their_sequence_number() {
+        let mut p = vec![0u8; 20];
+        p[..4].copy_from_slice(MAGIC);
+        p[4..12].copy_from_slice(&42u64.to_le_bytes());
+        assert_eq!(probe_seq(&p), Some(42));
+        assert_eq!(probe_seq(&p[..8]), None);
+        p[0] = b'X';
+        assert_eq!(probe_seq(&p), None);
+    }
+
+    #[test]
+    fn filters_read_as_the_kernel_wants_them() {
+        let f = Filters {
+            len: (100, 217),
+            dport: 4000,
+        };
+        use linerate_core::journey::FilterKind;
+        assert_eq!(f.text(FilterKind::Len).unwrap(), "len >= 100 && len <= 217");
+        assert_eq!(f.text(FilterKind::Dport).unwrap(), "dport == 4000");
+        assert_eq!(f.text(FilterKind::NetRx).unwrap(), "vec == 3");
+        assert_eq!(f.text(FilterKind::None), None);
+    }
+}

@@ -1,0 +1,117 @@
+//! `linerate journey`: flags -> [`Config`] (the bed from
+//! `linerate_bed::target::journey`) -> `linerate_io::journey::run` ->
+//! `linerate_report::journey`.
+
+use std::time::Duration;
+
+use anyhow::anyhow;
+use clap::Args;
+use linerate_core::journey::{assess, Config, SCHEMA, VERSION};
+use linerate_core::progress::Steps;
+use linerate_core::result::{Envelope, Flag};
+use linerate_core::units::parse_duration;
+
+use crate::output::{print, print_json};
+use crate::Failure;
+
+/// Flags of `linerate journey`.
+#[derive(Debug, Args)]
+pub(crate) struct JourneyArgs {
+    /// A bed made with `linerate testbed up` (pair, bridge or router): probes
+    /// go from host a to host b.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) bed: Option<String>,
+    /// Probe protocol: udp (tcp and icmp are not built yet).
+    #[arg(long, value_name = "udp|tcp|icmp", default_value = "udp")]
+    pub(crate) proto: String,
+    /// UDP payload of the first probe; probe i adds 5 × (i mod 16) bytes so
+    /// probes in flight never share a length.
+    #[arg(long, value_name = "BYTES", default_value_t = 100)]
+    pub(crate) size: u32,
+    /// Probes to send.
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    pub(crate) count: u32,
+    /// Probes per second.
+    #[arg(long, value_name = "PPS", default_value_t = 100.0)]
+    pub(crate) rate: f64,
+    /// UDP port of the receiver in host b (default: any free one).
+    #[arg(long, value_name = "PORT", default_value_t = 0)]
+    pub(crate) port: u16,
+    /// SO_RCVBUF of the receiver; it then reads only after the last probe
+    /// was sent, so a small buffer overflows (drops with reason SOCKET_RCVBUFF).
+    #[arg(long, value_name = "BYTES")]
+    pub(crate) rcvbuf: Option<u32>,
+    /// How long each half of the tracer-cost measurement runs (UDP
+    /// throughput without and with tracing); 0 skips it.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub(crate) cost_time: Duration,
+    /// Also open the tracepoints that record every packet of the host
+    /// (irq:softirq_entry NET_RX, sock:sk_data_ready, qdisc enqueue and
+    /// dequeue): more steps, a costlier tracer (the cost shown is that of
+    /// the set used).
+    #[arg(long)]
+    pub(crate) all_events: bool,
+    /// Following matching packets of any application on an interface (not
+    /// built yet: probes on a bed only).
+    #[arg(long, value_name = "IFACE", conflicts_with = "bed")]
+    pub(crate) iface: Option<String>,
+    /// One JSON document (schema linerate.journey, version 1).
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// A probe's events are looked for this long after its send.
+const WINDOW: Duration = Duration::from_secs(1);
+
+fn config(args: &JourneyArgs) -> Result<Config, Failure> {
+    if args.proto != "udp" {
+        return Err(anyhow!(
+            "--proto {}: not built yet; journeys send UDP probes (--proto udp)",
+            args.proto
+        )
+        .into());
+    }
+    let cfg = Config {
+        payload_bytes: args.size,
+        count: args.count,
+        rate_pps: args.rate,
+        port: args.port,
+        rcvbuf_bytes: args.rcvbuf,
+        cost_ns: u64::try_from(args.cost_time.as_nanos()).unwrap_or(u64::MAX),
+        all_events: args.all_events,
+        window_ns: WINDOW.as_nanos() as u64,
+    };
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// Runs `linerate journey`.
+pub(crate) fn run(args: &JourneyArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
+    if args.iface.is_some() {
+        return Err(anyhow!(
+            "--iface: following any application's packets on an interface is not built yet; use --bed NAME"
+        )
+        .into());
+    }
+    let cfg = config(args)?;
+    let name = args
+        .bed
+        .as_deref()
+        .ok_or_else(|| anyhow!("give --bed NAME (a bed made with `linerate testbed up`)"))?;
+    let target = linerate_bed::target::journey(name)?;
+    let interrupt = linerate_io::signal::interrupt_flag();
+    let started = linerate_io::host::unix_now_ns();
+    let mut progress = Steps(|l: &str| eprintln!("{l}"));
+    let result = linerate_io::journey::run(&cfg, &target, &mut progress, &interrupt)?;
+    let flags = assess(&result);
+    let doc = Envelope::new(SCHEMA, VERSION, result)
+        .started(started)
+        .on(linerate_io::host::facts())
+        .flagged(flags);
+    if args.json {
+        print_json(&doc)?;
+    } else {
+        print(&linerate_report::journey::render(&doc, ctx.width))?;
+    }
+    Ok(doc.flags)
+}

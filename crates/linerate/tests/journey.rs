@@ -1,0 +1,384 @@
+//! `linerate journey`: the published schema, usage errors, and on beds the
+//! tests create and always remove (privileged; skips loudly without root,
+//! fails under LINERATE_REQUIRE_PRIV=1): the path in order and in the right
+//! namespaces on bridge and router beds, the forwarding steps named, drops
+//! with their kernel reasons (nft rule, small receive buffer), clear errors
+//! for a missing tracepoint and for missing permission, and the tracer
+//! detached on drop, on panic and on SIGINT.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use linerate_bed::{Bed, BedSpec, Topology};
+use linerate_core::journey::{JourneyJson, JourneyResult, Point, SCHEMA, TRACEPOINTS};
+use linerate_io::journey::{Filters, Tracefs, Tracer};
+
+fn linerate(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(args)
+        .output()
+        .expect("the linerate binary runs")
+}
+
+fn journey(bed: &str, extra: &[&str]) -> JourneyJson {
+    let mut args = vec!["journey", "--bed", bed, "--json", "--cost-time", "0"];
+    args.extend(extra);
+    let doc = common::json_of(&args);
+    common::round_trip::<JourneyResult>(SCHEMA, &doc)
+}
+
+/// Waits until the bridge's ports forward (they pass through learning
+/// after the bed comes up; probes sent before are dropped, reason
+/// BRIDGE_INGRESS_STP_STATE).
+fn wait_forwarding(bed: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let ns = format!("lr-{bed}-dut");
+    while Instant::now() < deadline {
+        let o = Command::new("ip")
+            .args(["netns", "exec", &ns, "bridge", "link"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        if text.lines().count() >= 2 && text.lines().all(|l| l.contains("state forwarding")) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("the bridge ports of {bed} never reached forwarding");
+}
+
+/// Index of the first step at `point` on `dev` (and in `netns`).
+fn step(r: &JourneyResult, point: Point, dev: Option<&str>, netns: &str) -> usize {
+    let i = r
+        .steps
+        .iter()
+        .position(|s| s.point == point && s.dev.as_deref() == dev)
+        .unwrap_or_else(|| panic!("no step {point:?} on {dev:?}: {:#?}", r.steps));
+    assert_eq!(
+        r.steps[i].netns.as_deref(),
+        Some(netns),
+        "{point:?} {dev:?}"
+    );
+    i
+}
+
+/// The example probe's events are in time order and the path's events come
+/// in causal order: time never goes backwards within the packet.
+fn assert_causal(r: &JourneyResult, order: &[(&str, Option<&str>)]) {
+    let ex = &r.example;
+    assert!(!ex.is_empty(), "no probe followed end to end");
+    assert!(ex.windows(2).all(|w| w[0].t_ns <= w[1].t_ns), "{ex:#?}");
+    let mut at = 0;
+    for (tp, dev) in order {
+        let i = ex[at..]
+            .iter()
+            .position(|e| e.tracepoint == *tp && e.dev.as_deref() == *dev)
+            .unwrap_or_else(|| panic!("{tp} on {dev:?} missing or out of order: {ex:#?}"));
+        at += i + 1;
+    }
+}
+
+#[test]
+fn schema_is_published() {
+    common::published::<JourneyJson>(SCHEMA);
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    for (args, needle) in [
+        (&["journey", "--bed", "x", "--size", "5"][..], "--size"),
+        (
+            &["journey", "--bed", "x", "--proto", "tcp"][..],
+            "not built yet",
+        ),
+        (&["journey", "--bed", "x", "--rate", "0"][..], "--rate"),
+        (&["journey"][..], "--bed"),
+        (&["journey", "--iface", "lo"][..], "--iface"),
+        (
+            &["journey", "--bed", "lr-no-such-bed-here"][..],
+            "no-such-bed",
+        ),
+    ] {
+        let o = linerate(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_missing_tracepoint_is_an_error_naming_it() {
+    let dir = std::env::temp_dir().join(format!("lr-journey-tracefs-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("events")).unwrap();
+    let fs = Tracefs {
+        root: dir.clone(),
+        mounted_by_us: false,
+    };
+    let err = Tracer::open(
+        &fs,
+        &TRACEPOINTS,
+        Filters {
+            len: (100, 217),
+            dport: 9,
+        },
+    )
+    .unwrap_err();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let text = err.to_string();
+    assert!(
+        text.starts_with("tracepoint net/net_dev_queue is not available"),
+        "{text}"
+    );
+    assert!(text.contains("events/net/net_dev_queue/format"), "{text}");
+}
+
+/// Open perf event descriptors of this process.
+fn perf_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|l| l.to_string_lossy().contains("perf_event"))
+        .count()
+}
+
+#[test]
+fn the_tracer_detaches_on_drop_and_on_panic() {
+    if !linerate_bed::privileges::require("the_tracer_detaches_on_drop_and_on_panic") {
+        return;
+    }
+    let fs = Tracefs::find_or_mount().unwrap();
+    let filters = Filters {
+        len: (100, 217),
+        dport: 9,
+    };
+    let before = perf_fds();
+    let t = Tracer::open(&fs, &TRACEPOINTS, filters).unwrap();
+    t.enable().unwrap();
+    assert_eq!(perf_fds(), before + t.descriptors());
+    assert!(t.descriptors() >= TRACEPOINTS.len());
+    drop(t);
+    assert_eq!(perf_fds(), before);
+    let fs2 = fs.clone();
+    let r = std::panic::catch_unwind(move || {
+        let t = Tracer::open(&fs2, &TRACEPOINTS, filters).unwrap();
+        t.enable().unwrap();
+        panic!("a panic while tracing");
+    });
+    assert!(r.is_err());
+    assert_eq!(perf_fds(), before, "the panic left events open");
+}
+
+#[test]
+fn a_bridge_journey_finds_the_path_and_the_bridge() {
+    if !linerate_bed::privileges::require("a_bridge_journey_finds_the_path_and_the_bridge") {
+        return;
+    }
+    let name = format!("jb{}", std::process::id());
+    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Bridge)).expect("bed up");
+    wait_forwarding(&name);
+    let doc = journey(&name, &["--count", "40", "--rate", "200"]);
+    let r = &doc.result;
+    let (a, dut, b) = (
+        format!("lr-{name}-a"),
+        format!("lr-{name}-dut"),
+        format!("lr-{name}-b"),
+    );
+    assert!(r.probes.followed_end_to_end > 0, "{:#?}", r.probes);
+    assert_eq!(r.probes.sent, 40);
+    assert_eq!(r.steps[0].point, Point::UserSend);
+    let order = [
+        step(r, Point::UserSend, None, &a),
+        step(r, Point::NetDevQueue, Some("lr-a"), &a),
+        step(r, Point::NetifReceiveSkb, Some("lr-dut-a"), &dut),
+        step(r, Point::NetDevQueue, Some("lr-dut-b"), &dut),
+        step(r, Point::NetifReceiveSkb, Some("lr-b"), &b),
+        step(r, Point::UserRecv, None, &b),
+    ];
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
+    assert!(
+        r.gaps
+            .iter()
+            .any(|g| g.what.starts_with("bridge forwarding")
+                && g.what.contains("lr-dut-a")
+                && g.what.contains("lr-dut-b")),
+        "{:#?}",
+        r.gaps
+    );
+    assert_causal(
+        r,
+        &[
+            ("user:sendto", None),
+            ("net:net_dev_queue", Some("lr-a")),
+            ("net:netif_receive_skb", Some("lr-dut-a")),
+            ("net:net_dev_queue", Some("lr-dut-b")),
+            ("net:netif_receive_skb", Some("lr-b")),
+            ("user:recvfrom", None),
+        ],
+    );
+    assert!(!r.tracer.kprobes || r.tracer.function_level.contains("not used"));
+    assert!(doc.flags.iter().any(|f| f.code == "no_function_level"));
+}
+
+#[test]
+fn a_router_journey_finds_the_forwarding_step() {
+    if !linerate_bed::privileges::require("a_router_journey_finds_the_forwarding_step") {
+        return;
+    }
+    let name = format!("jr{}", std::process::id());
+    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Router)).expect("bed up");
+    // Neighbour resolution on the first probes is part of the path; warm up.
+    let _ = journey(&name, &["--count", "3"]);
+    let doc = journey(&name, &["--count", "40", "--rate", "200"]);
+    let r = &doc.result;
+    let dut = format!("lr-{name}-dut");
+    assert!(r.probes.followed_end_to_end > 0, "{:#?}", r.probes);
+    let rx = step(r, Point::NetifReceiveSkb, Some("lr-dut-a"), &dut);
+    let tx = step(r, Point::NetDevQueue, Some("lr-dut-b"), &dut);
+    assert!(rx < tx);
+    assert!(
+        r.gaps.iter().any(|g| g.what.starts_with("IP forwarding")),
+        "{:#?}",
+        r.gaps
+    );
+    assert_causal(
+        r,
+        &[
+            ("net:net_dev_queue", Some("lr-a")),
+            ("net:netif_receive_skb", Some("lr-dut-a")),
+            ("net:net_dev_queue", Some("lr-dut-b")),
+            ("net:netif_receive_skb", Some("lr-b")),
+        ],
+    );
+}
+
+#[test]
+fn drops_appear_with_their_kernel_reasons() {
+    if !linerate_bed::privileges::require("drops_appear_with_their_kernel_reasons") {
+        return;
+    }
+    let name = format!("jd{}", std::process::id());
+    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).expect("bed up");
+    let b = format!("lr-{name}-b");
+    // An nft rule in b drops every other probe to this port.
+    let port = (40_000 + std::process::id() % 20_000).to_string();
+    let rules = format!(
+        "table inet lrj {{\n chain pre {{\n type filter hook prerouting priority -300;\n \
+         udp dport {port} numgen inc mod 2 == 0 drop\n }}\n}}\n"
+    );
+    let o = Command::new("ip")
+        .args(["netns", "exec", &b, "nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write as _;
+            c.stdin.take().unwrap().write_all(rules.as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert!(o.status.success());
+    let doc = journey(&name, &["--count", "20", "--rate", "200", "--port", &port]);
+    let r = &doc.result;
+    let nft = r
+        .drops
+        .iter()
+        .find(|d| d.reason == "NETFILTER_DROP")
+        .unwrap_or_else(|| panic!("{:#?}", r.drops));
+    assert_eq!(nft.count, 10);
+    assert_eq!(nft.after, "net:netif_receive_skb on lr-b");
+    assert_eq!(nft.netns.as_deref(), Some(b.as_str()));
+    assert_eq!(r.probes.dropped, 10);
+    assert!(doc.flags.iter().any(|f| f.code == "drops"));
+    // A receive buffer far too small, read only after the last probe: the
+    // socket's queue overflows.
+    let doc = journey(
+        &name,
+        &[
+            "--count", "30", "--rate", "1000", "--rcvbuf", "1", "--size", "1000",
+        ],
+    );
+    let r = &doc.result;
+    assert!(
+        r.drops.iter().any(|d| d.reason == "SOCKET_RCVBUFF"),
+        "{:#?}",
+        r.drops
+    );
+    assert!(r.hints.iter().any(|h| h.code == "sock_rcvqueue_full"));
+}
+
+#[test]
+fn without_permission_the_error_names_the_tracepoint() {
+    if !linerate_bed::privileges::require("without_permission_the_error_names_the_tracepoint") {
+        return;
+    }
+    let name = format!("jp{}", std::process::id());
+    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).expect("bed up");
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_linerate"))
+        .args(["journey", "--bed", &name, "--cost-time", "0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("net/net_dev_queue") || err.contains("tracefs"),
+        "{err}"
+    );
+}
+
+#[test]
+fn sigint_ends_a_journey_with_its_result() {
+    if !linerate_bed::privileges::require("sigint_ends_a_journey_with_its_result") {
+        return;
+    }
+    let name = format!("js{}", std::process::id());
+    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).expect("bed up");
+    let child = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["journey", "--bed", &name, "--json", "--count", "100000"])
+        .args(["--rate", "100", "--cost-time", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let o = child.wait_with_output().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&o.stderr)));
+    let sent = doc["probes"]["sent"].as_u64().unwrap();
+    assert!(sent > 0 && sent < 100_000, "{sent}");
+}
+
+#[test]
+fn a_kernel_answered_ping_on_a_bed_shows_the_responders_stages() {
+    if !linerate_bed::privileges::require(
+        "a_kernel_answered_ping_on_a_bed_shows_the_responders_stages",
+    ) {
+        return;
+    }
+    let name = format!("jl{}", std::process::id());
+    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).expect("bed up");
+    let doc = common::json_of(&[
+        "latency", "--icmp", "--bed", &name, "--count", "50", "--json",
+    ]);
+    let k = &doc["runs"][0]["responder_kernel"];
+    assert_eq!(k["device"], "lr-b", "{k}");
+    assert_eq!(k["requests"], 50, "{k}");
+    for stage in ["rx", "processing", "tx"] {
+        assert_eq!(k[stage]["count"], 50, "{stage}: {k}");
+        assert!(k[stage]["p50_ns"].as_u64().unwrap() > 0, "{stage}: {k}");
+    }
+    let text = linerate(&["latency", "--icmp", "--bed", &name, "--count", "20"]);
+    let out = String::from_utf8_lossy(&text.stdout);
+    assert!(out.contains("responder kernel on lr-b"), "{out}");
+}

@@ -1,0 +1,157 @@
+//! `linerate journey` for people: IDT AN-367's Table 5 shape (one row per
+//! step in path order with the time from the send), the largest gaps in
+//! words, drops with their reasons, hints, the tracer's cost and the flags.
+//! Every figure is a field of [`JourneyResult`]; nothing is computed here.
+
+use linerate_core::journey::{JourneyResult, Quantiles};
+use linerate_core::result::Envelope;
+use linerate_core::units::group_thousands;
+
+use crate::table::{paragraph, Align, Table, Width};
+
+/// Gaps listed under the table.
+const LARGEST_GAPS: usize = 5;
+
+fn us(ns: i64) -> String {
+    format!("{:.1}", ns as f64 / 1000.0)
+}
+
+fn q3(q: &Quantiles) -> [String; 3] {
+    [us(q.median_ns), us(q.p90_ns), us(q.p99_ns)]
+}
+
+/// The steps as a table.
+pub fn steps_table(r: &JourneyResult) -> Table {
+    let mut t = Table::new([
+        ("#", Align::Right),
+        ("event", Align::Left),
+        ("device", Align::Left),
+        ("namespace", Align::Left),
+        ("cpu", Align::Left),
+        ("packets", Align::Right),
+        ("p50 µs", Align::Right),
+        ("p90 µs", Align::Right),
+        ("p99 µs", Align::Right),
+    ])
+    .optional(&["cpu", "namespace", "p90 µs"]);
+    for (i, s) in r.steps.iter().enumerate() {
+        let [m, p90, p99] = q3(&s.from_send);
+        let ns = match (&s.netns, &s.role) {
+            (Some(n), Some(role)) => format!("{n} ({role})"),
+            (Some(n), None) => n.clone(),
+            _ => String::new(),
+        };
+        let cpus: Vec<String> = s.cpus.iter().map(ToString::to_string).collect();
+        t.row(vec![
+            (i + 1).to_string(),
+            s.tracepoint.clone(),
+            s.dev.clone().unwrap_or_default(),
+            ns,
+            cpus.join(","),
+            group_thousands(s.packets),
+            m,
+            p90,
+            p99,
+        ]);
+    }
+    t
+}
+
+/// The whole report.
+pub fn render(doc: &Envelope<JourneyResult>, width: Width) -> String {
+    let r = &doc.result;
+    let p = &r.probes;
+    let mut out = format!(
+        "journey on bed {} ({}): {} UDP probes of {}–{} B at {} probes/s, host a → host b\n",
+        r.bed,
+        r.topology,
+        group_thousands(p.sent),
+        r.payload_bytes.0,
+        r.payload_bytes.1,
+        r.rate_pps
+    );
+    out.push_str(&paragraph(
+        "",
+        "",
+        &format!(
+            "followed end to end {}, dropped {}, lost from view {} (received by the application: {}; skb address changed on the way: {}; trace samples lost: {}). Times from the sender's sendto() call, {}.",
+            p.followed_end_to_end,
+            p.dropped,
+            p.lost_from_view,
+            p.received,
+            p.address_changed,
+            p.ring_lost_samples,
+            r.tracer.clock
+        ),
+        width,
+    ));
+    out.push('\n');
+    out.push_str(&steps_table(r).fit(2, width));
+    if !r.gaps.is_empty() {
+        out.push_str("\nlargest gaps (median, p90, p99 µs):\n");
+        for g in r.gaps.iter().take(LARGEST_GAPS) {
+            let [m, p90, p99] = q3(&g.duration);
+            out.push_str(&paragraph(
+                &format!("  {m:>7} {p90:>7} {p99:>7}  "),
+                &" ".repeat(28),
+                &format!("{} (#{}→#{})", g.what, g.from + 1, g.to + 1),
+                width,
+            ));
+        }
+    }
+    if !r.drops.is_empty() {
+        out.push_str("\ndrops (kernel drop reason, after which step):\n");
+        for d in &r.drops {
+            out.push_str(&paragraph(
+                "  ",
+                "    ",
+                &format!(
+                    "{} × {} after {}{}{}",
+                    d.count,
+                    d.reason,
+                    d.after,
+                    d.netns
+                        .as_ref()
+                        .map(|n| format!(" in {n}"))
+                        .unwrap_or_default(),
+                    d.location
+                        .as_ref()
+                        .map(|l| format!(" (at {l})"))
+                        .unwrap_or_default()
+                ),
+                width,
+            ));
+        }
+    }
+    if let Some(c) = &r.cost {
+        out.push_str(&paragraph(
+            "\n",
+            "",
+            &format!(
+                "tracer cost: UDP {} B back to back a → b (one in {} of a traced length): the sender's CPU per datagram {:.0} ns untraced, {:.0} ns traced: {:.1} % slower when CPU-bound; {} and {} datagrams/s sent, {} and {} read by the application",
+                c.datagram_bytes,
+                c.traced_one_in,
+                c.untraced_cpu_ns_per_datagram,
+                c.traced_cpu_ns_per_datagram,
+                c.slower_pct,
+                group_thousands(c.untraced_pps.round() as u64),
+                group_thousands(c.traced_pps.round() as u64),
+                group_thousands(c.untraced_received_pps.round() as u64),
+                group_thousands(c.traced_received_pps.round() as u64)
+            ),
+            width,
+        ));
+    }
+    if !r.hints.is_empty() {
+        out.push_str("\nhints:\n");
+        for h in &r.hints {
+            out.push_str(&paragraph("  - ", "    ", &h.message, width));
+        }
+    }
+    let flags = crate::flags::render(&doc.flags, width);
+    if !flags.is_empty() {
+        out.push('\n');
+        out.push_str(&flags);
+    }
+    out
+}
