@@ -8,5 +8,6 @@
 pub mod control;
 pub mod echo;
 pub mod icmp;
+pub mod iperf3;
 pub mod probe;
 pub mod testframe;
