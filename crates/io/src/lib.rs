@@ -12,6 +12,7 @@
 pub mod dut;
 pub mod echo;
 pub mod host;
+pub mod iperf3;
 pub mod netns;
 pub mod packet;
 pub mod resolve;
