@@ -22,6 +22,7 @@ fn server(max_clients: usize) -> (SocketAddr, Arc<std::sync::atomic::AtomicBool>
         max_clients,
         max_duration: Some(Duration::from_secs(30)),
         log: Arc::new(|s: &str| eprintln!("server: {s}")),
+        iperf3: None,
     };
     let s = Server::bind(cfg).unwrap();
     let addr = s.local_addr().unwrap();
@@ -564,6 +565,7 @@ fn ipv6_loopback_tcp_and_udp() {
         max_clients: 2,
         max_duration: None,
         log: Arc::new(|s: &str| eprintln!("server6: {s}")),
+        iperf3: None,
     };
     let Ok(s) = Server::bind(cfg) else {
         eprintln!("SKIPPED: ipv6_loopback_tcp_and_udp: no IPv6 loopback here");

@@ -112,6 +112,7 @@ fn throughput_over_a_veth_pair() {
             max_clients: 2,
             max_duration: Some(Duration::from_secs(30)),
             log: std::sync::Arc::new(|s: &str| eprintln!("server: {s}")),
+            iperf3: None,
         })
         .unwrap();
         tx.send((s.local_addr().unwrap(), s.stop_flag())).unwrap();

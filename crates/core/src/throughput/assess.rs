@@ -142,6 +142,7 @@ pub fn result(setting: &Setting, params: ThroughputParams, m: Measured) -> Throu
         steal_pct: m.steal_share.map(|s| s * 100.0),
         one_sided: setting.one_sided,
         figures: Figures::default(),
+        server_output: None,
     };
     r.figures = figures(&r);
     r

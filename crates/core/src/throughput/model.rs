@@ -1034,6 +1034,10 @@ pub struct ThroughputResult {
     /// (absent in version 1).
     #[serde(default)]
     pub figures: Figures,
+    /// An iperf3 server's own account of the test (`--iperf3`: the text it
+    /// returns for `--get-server-output`), as it sent it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_output: Option<String>,
 }
 
 /// Several runs that differ only in the send path (`linerate throughput

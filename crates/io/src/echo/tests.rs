@@ -339,6 +339,7 @@ fn start_server(
         max_clients: 4,
         max_duration,
         log: Arc::new(|_| {}),
+        iperf3: None,
     })
     .unwrap();
     let addr = server.local_addr().unwrap();

@@ -342,12 +342,14 @@ fn connect_stream(
                             ),
                         })
                     }
-                    Err(e) => return Err(ClientError::Protocol {
-                        addr,
-                        reason: format!(
+                    Err(e) => {
+                        return Err(ClientError::Protocol {
+                            addr,
+                            reason: format!(
                             "no answer to the UDP stream connect within {CONNECT_TIMEOUT:?}: {e}"
                         ),
-                    }),
+                        })
+                    }
                 }
             }
             Err(ClientError::Protocol {

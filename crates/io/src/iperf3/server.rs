@@ -25,7 +25,9 @@ use linerate_core::wire::iperf3::results::{Results, StreamResult};
 use linerate_core::wire::iperf3::session::{
     ServerAction, ServerEnding, ServerEvent, ServerSession, Timeouts,
 };
-use linerate_core::wire::iperf3::{errno, stream_id, Cookie, State, COOKIE_LEN, UDP_CONNECT_REPLY};
+use linerate_core::wire::iperf3::{
+    errno, starts_cookie, stream_id, Cookie, State, COOKIE_LEN, UDP_CONNECT_REPLY,
+};
 
 use super::auth::ServerAuth;
 use super::streams::{self, StreamCfg, StreamOutcome};
@@ -239,9 +241,30 @@ impl Hub {
 }
 
 /// Hands a connection whose first byte is an iperf3 cookie's to `hub`: the
-/// hook `linerate server`'s own port calls after peeking that byte.
-pub fn serve(hub: &Arc<Hub>, stream: TcpStream, peer: SocketAddr) {
-    hub.serve(stream, peer);
+/// hook `linerate server`'s own port calls after [`is_iperf3`]. Without a
+/// hub (iperf3 serving turned off) the client is refused with
+/// ACCESS_DENIED and the log says why.
+pub fn serve(hub: Option<&Arc<Hub>>, mut stream: TcpStream, peer: SocketAddr, log: &dyn Fn(&str)) {
+    match hub {
+        Some(h) => h.serve(stream, peer),
+        None => {
+            let _ = stream.write_all(&[State::AccessDenied.byte()]);
+            log(&format!(
+                "{peer}: an iperf3 client; refused: iperf3 serving is off (--no-iperf3)"
+            ));
+        }
+    }
+}
+
+/// Whether a new connection is an iperf3 client's: its first byte (waited
+/// for at most `wait`, not consumed) is a cookie character. linerate's own
+/// frames start with a length's high byte, 0.
+pub fn is_iperf3(stream: &TcpStream, wait: Duration) -> bool {
+    let _ = stream.set_read_timeout(Some(wait));
+    let mut b = [0u8; 1];
+    let yes = matches!(stream.peek(&mut b), Ok(1)) && starts_cookie(b[0]);
+    let _ = stream.set_read_timeout(None);
+    yes
 }
 
 /// Gives a session slot back however the session ends.

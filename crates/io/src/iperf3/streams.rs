@@ -85,6 +85,9 @@ pub(crate) struct Shared {
     pub(crate) sent_blocks: AtomicU64,
     /// Bytes received by this end's receivers.
     pub(crate) recv_bytes: AtomicU64,
+    /// When the streams were told to stop (CLOCK_MONOTONIC ns, 0: not
+    /// yet): a stream's time ends there, not when its blocked call returns.
+    pub(crate) stopped_at_ns: AtomicU64,
 }
 
 /// What one stream did.
@@ -140,7 +143,8 @@ pub(crate) fn start(socks: Vec<(i64, bool, DataSock)>, cfg: StreamCfg) -> io::Re
                 (false, false) => recv_tcp(&s, &c, &sh, &mut m),
                 (false, true) => recv_udp(&s, &c, &sh, &mut m),
             };
-            let mut out = m.finish();
+            let stopped = sh.stopped_at_ns.load(Ordering::Relaxed);
+            let mut out = m.finish((stopped > 0).then_some(stopped));
             if let Err(e) = r {
                 out.error = Some(e.to_string());
             }
@@ -175,6 +179,12 @@ pub(crate) fn start(socks: Vec<(i64, bool, DataSock)>, cfg: StreamCfg) -> io::Re
 impl Running {
     /// Stops every stream (they end within a poll period).
     pub(crate) fn stop(&self) {
+        let _ = self.shared.stopped_at_ns.compare_exchange(
+            0,
+            sock::monotonic_ns(),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
         self.shared.stop.store(true, Ordering::Relaxed);
     }
 
@@ -270,8 +280,10 @@ impl Meter {
         }
     }
 
-    fn finish(mut self) -> StreamOutcome {
-        let now = sock::monotonic_ns();
+    /// The stream's figures; its time ends at `stopped_ns` when it was
+    /// stopped then (else now).
+    fn finish(mut self, stopped_ns: Option<u64>) -> StreamOutcome {
+        let now = sock::monotonic_ns().min(stopped_ns.unwrap_or(u64::MAX));
         let from = if self.omitted {
             self.omit_end.max(self.t0)
         } else {

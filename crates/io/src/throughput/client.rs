@@ -43,6 +43,9 @@ pub enum ClientError {
     /// Threads could not be spawned.
     #[error("cannot spawn flow threads: {0}")]
     Spawn(std::io::Error),
+    /// The server answered as an iperf3 server.
+    #[error("{0} speaks iperf3; add --iperf3")]
+    Iperf3(SocketAddr),
 }
 
 /// Both ends' measurements.
@@ -87,6 +90,9 @@ pub fn run_until(
         env!("CARGO_PKG_VERSION")
     )))
     .map_err(cerr)?;
+    if crate::iperf3::client::answered_as_iperf3(ctrl.stream(), STEP_TIMEOUT) {
+        return Err(ClientError::Iperf3(addr));
+    }
     let (session_id, cookie) = match ctrl.recv(STEP_TIMEOUT).map_err(cerr)? {
         Message::Welcome {
             session_id, cookie, ..

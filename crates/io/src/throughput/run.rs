@@ -195,6 +195,7 @@ impl LocalServer {
                 max_clients: 1,
                 max_duration: None,
                 log: Arc::new(|_: &str| {}),
+                iperf3: None,
             });
             match server {
                 Ok(server) => {

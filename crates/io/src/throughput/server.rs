@@ -50,6 +50,8 @@ pub struct ServerConfig {
     pub max_duration: Option<Duration>,
     /// Log sink.
     pub log: Log,
+    /// Serves iperf3 clients that connect to this port (None: refuses them).
+    pub iperf3: Option<Arc<crate::iperf3::Hub>>,
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -192,6 +194,12 @@ impl ConnCtx {
     }
 
     fn handle(self, stream: TcpStream, peer: SocketAddr) {
+        // An iperf3 client: its cookie's first byte tells it from a Hello.
+        if crate::iperf3::server::is_iperf3(&stream, FIRST_FRAME_TIMEOUT) {
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+            crate::iperf3::serve(self.cfg.iperf3.as_ref(), stream, peer, &*self.cfg.log);
+            return;
+        }
         let mut ctrl = Control::new(stream);
         let first = ctrl.recv(FIRST_FRAME_TIMEOUT);
         self.pending.fetch_sub(1, Ordering::SeqCst);
