@@ -2,6 +2,7 @@
 //! driver (`linerate_io::throughput::run`), the result rendered, its flags
 //! returned.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context as _};
@@ -13,6 +14,12 @@ use linerate_core::throughput::model::{
 };
 use linerate_core::units::{parse_duration, BitRate, ByteCount};
 use linerate_core::wire::control::DEFAULT_PORT;
+use linerate_core::wire::iperf3::{
+    self,
+    params::{Mode, Params, Transport},
+};
+use linerate_io::iperf3::auth::ClientAuth;
+use linerate_io::iperf3::client::ClientConfig;
 use linerate_io::resolve::{resolve, ResolveError};
 use linerate_io::throughput::run::RunError;
 
@@ -145,6 +152,48 @@ pub(crate) struct ThroughputArgs {
     /// server, sender-side figures only, said to be one-sided.
     #[arg(long)]
     pub(crate) discard: bool,
+
+    /// HOST is an iperf3 server (`iperf3 -s`): speak its protocol (--port
+    /// defaults to 5201). Its own figures come back as the server side,
+    /// and its output is attached to the result.
+    #[arg(long, conflicts_with_all = ["bed", "discard"])]
+    pub(crate) iperf3: bool,
+
+    /// --iperf3: seconds at the start not counted (iperf3's -O).
+    #[arg(long, value_name = "S", requires = "iperf3")]
+    pub(crate) omit: Option<u32>,
+
+    /// --iperf3: end after this many bytes over all streams (iperf3's -n)
+    /// instead of --time.
+    #[arg(
+        long,
+        value_name = "BYTES",
+        requires = "iperf3",
+        conflicts_with = "blocks"
+    )]
+    pub(crate) bytes: Option<ByteCount>,
+
+    /// --iperf3: end after this many blocks (iperf3's -k) instead of --time.
+    #[arg(long, value_name = "N", requires = "iperf3")]
+    pub(crate) blocks: Option<u64>,
+
+    /// --iperf3: the IP TOS byte of the data packets (iperf3's -S).
+    #[arg(long, value_name = "N", requires = "iperf3")]
+    pub(crate) tos: Option<u8>,
+
+    /// --iperf3 authentication: the user name (the password is read from
+    /// IPERF3_PASSWORD).
+    #[arg(long, requires_all = ["iperf3", "rsa_public_key_path"])]
+    pub(crate) username: Option<String>,
+
+    /// --iperf3 authentication: the server's RSA public key (PEM).
+    #[arg(long, value_name = "FILE", requires = "username")]
+    pub(crate) rsa_public_key_path: Option<PathBuf>,
+
+    /// --iperf3 authentication: PKCS#1 v1.5 padding (servers before 3.17)
+    /// instead of OAEP.
+    #[arg(long, requires = "username")]
+    pub(crate) use_pkcs1_padding: bool,
 }
 
 /// The flag of each parameter of `ThroughputParams` (core names the
@@ -184,7 +233,11 @@ impl ThroughputArgs {
             Target::Bed(bed.with_context(|| format!("testbed '{name}'"))?)
         } else {
             let host = self.host.as_deref().unwrap_or_default();
-            let addr = resolve(host, self.port.unwrap_or(DEFAULT_PORT), self.ipv6);
+            let port = match self.iperf3 {
+                true => iperf3::DEFAULT_PORT,
+                false => DEFAULT_PORT,
+            };
+            let addr = resolve(host, self.port.unwrap_or(port), self.ipv6);
             let addr = addr.map_err(|e| match e {
                 ResolveError::NoIpv6 { .. } => anyhow!(e).context("--ipv6"),
                 e => anyhow!(e),
@@ -233,6 +286,9 @@ impl ThroughputArgs {
 /// result's flags (every run's, with several paths).
 pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
     let cfg = args.config()?;
+    if args.iperf3 {
+        return run_iperf3(args, &cfg, ctx);
+    }
     let interrupt = linerate_io::signal::interrupt_flag();
     let mut progress = crate::progress::RateLine::default();
     let mut runs = linerate_io::throughput::run::run(&cfg, &mut progress, &interrupt)?;
@@ -256,6 +312,81 @@ pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, 
     print(&linerate_report::throughput::render_scenarios(
         &doc, ctx.width,
     ))?;
+    Ok(doc.flags)
+}
+
+/// The test against an iperf3 server: linerate's parameters carried as
+/// iperf3's, the result rendered as a native one.
+fn run_iperf3(args: &ThroughputArgs, cfg: &Config, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
+    let (Target::Server(addr), [tp]) = (&cfg.target, cfg.runs.as_slice()) else {
+        return Err(Failure::Usage(anyhow!(
+            "--path: an iperf3 server test runs one path (plain send and receive)"
+        )));
+    };
+    let auth = match (&args.username, &args.rsa_public_key_path) {
+        (Some(user), Some(key)) => {
+            let password = std::env::var("IPERF3_PASSWORD").map_err(|_| {
+                Failure::Usage(anyhow!("--username: set the password in IPERF3_PASSWORD"))
+            })?;
+            Some(ClientAuth::load(
+                key,
+                user,
+                &password,
+                args.use_pkcs1_padding,
+            )?)
+        }
+        _ => None,
+    };
+    let streams = tp.streams.max(1);
+    let params = Params {
+        transport: match tp.protocol {
+            Protocol::Tcp => Transport::Tcp,
+            Protocol::Udp => Transport::Udp,
+        },
+        mode: match tp.direction {
+            Direction::Forward => Mode::Forward,
+            Direction::Reverse => Mode::Reverse,
+            Direction::Bidir => Mode::Bidir,
+        },
+        // iperf3 counts whole seconds.
+        time_s: u32::try_from(tp.duration_ns.div_ceil(1_000_000_000)).unwrap_or(u32::MAX),
+        omit_s: args.omit.unwrap_or(0),
+        num_bytes: args.bytes.map_or(0, ByteCount::get),
+        blockcount: args.blocks.unwrap_or(0),
+        parallel: streams,
+        len: tp.size_bytes,
+        bandwidth: tp.rate_bits_per_s.map_or(0, |r| r / u64::from(streams)),
+        window: tp.window_bytes.unwrap_or(0),
+        nodelay: tp.nodelay,
+        mss: tp.mss_bytes.unwrap_or(0),
+        congestion: tp.congestion.clone(),
+        tos: args.tos.unwrap_or(0),
+        client_version: Some(format!("3.21 (linerate {})", env!("CARGO_PKG_VERSION"))),
+        ..Params::default()
+    };
+    let client = ClientConfig {
+        addr: *addr,
+        params,
+        auth,
+    };
+    let interrupt = linerate_io::signal::interrupt_flag();
+    let mut progress = crate::progress::RateLine::default();
+    let doc = linerate_io::iperf3::client::document(
+        &client,
+        tp.clone(),
+        cfg.line(),
+        &mut progress,
+        &interrupt,
+    )?;
+    match args.json {
+        true => print_json(&doc)?,
+        false => {
+            print(&linerate_report::throughput::render(&doc, ctx.width))?;
+            if let Some(out) = &doc.result.server_output {
+                print(&format!("\niperf3 server output:\n{out}"))?;
+            }
+        }
+    }
     Ok(doc.flags)
 }
 

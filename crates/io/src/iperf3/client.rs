@@ -9,10 +9,16 @@ use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use linerate_core::result::{Envelope, Flag};
 use linerate_core::stats::sequence::SeqCounts;
+use linerate_core::throughput::assess::{self, Measured, Setting};
 use linerate_core::throughput::model::{
     End, FlowDir, FlowReport, FlowRole, RecvCounts, SideReport,
 };
+use linerate_core::throughput::model::{
+    LinkSource, ThroughputParams, ThroughputResult, SCHEMA, VERSION,
+};
+use linerate_core::units::BitRate;
 use linerate_core::wire::iperf3::params::{Params, Transport};
 use linerate_core::wire::iperf3::results::{Results, StreamResult};
 use linerate_core::wire::iperf3::session::{
@@ -568,4 +574,63 @@ fn server_side(r: &Results, senders: &[bool], udp: bool) -> SideReport {
         flows,
         egress: None,
     }
+}
+
+/// The clock note of a result measured against an iperf3 server.
+pub const CLOCK: &str = "CLOCK_MONOTONIC of each end for elapsed times; UDP send stamps and jitter: CLOCK_REALTIME of each end (iperf3's datagram header)";
+
+/// Everything `linerate throughput --iperf3` does below the command line:
+/// the test against the iperf3 server at `cfg.addr`, with `params` the
+/// same test as linerate's own parameters (for the result and its
+/// assessment), as one finished `linerate.throughput` document.
+pub fn document(
+    cfg: &ClientConfig,
+    params: ThroughputParams,
+    link: Option<(BitRate, LinkSource)>,
+    progress: &mut dyn linerate_core::progress::Progress,
+    interrupt: &AtomicBool,
+) -> Result<Envelope<ThroughputResult>, ClientError> {
+    let t0 = crate::host::unix_now_ns();
+    let interface = crate::stamps::egress_interface(cfg.addr.ip());
+    let mtu_bytes = interface
+        .as_deref()
+        .and_then(|i| crate::sys::packet::mtu(i).ok());
+    let cpu0 = crate::throughput::host::cpu_jiffies();
+    let mut show = |t: f64, a: u64, b: u64| progress.totals(t, a, b);
+    let o = run(cfg, Some(&mut show), interrupt);
+    progress.done();
+    let o = o?;
+    let steal_share = cpu0
+        .zip(crate::throughput::host::cpu_jiffies())
+        .and_then(|(a, b)| crate::throughput::host::steal_share(a, b));
+    let setting = Setting {
+        server: format!("{} (iperf3)", cfg.addr),
+        ipv6: cfg.addr.is_ipv6(),
+        link,
+        interface,
+        mtu_bytes,
+        one_sided: false,
+    };
+    let measured = Measured {
+        client: o.client,
+        server: o.server,
+        steal_share,
+    };
+    let mut result = assess::result(&setting, params, measured);
+    result.clock = CLOCK.into();
+    result.server_output = o.server_output;
+    // linerate's TCP verification does not apply: iperf3's payload is
+    // random bytes with nothing to check them against.
+    let mut flags: Vec<Flag> = assess::assess(&result)
+        .into_iter()
+        .filter(|f| f.code != "tcp_verified")
+        .collect();
+    flags.push(Flag::info(
+        "iperf3_peer",
+        "measured against an iperf3 server: payload not verified (iperf3 sends bytes with nothing to check them against); the server side is iperf3's own figures",
+    ));
+    Ok(Envelope::new(SCHEMA, VERSION, result)
+        .started(t0)
+        .on(crate::host::facts())
+        .flagged(flags))
 }
