@@ -87,25 +87,42 @@ pub(crate) fn run(args: &ServerArgs, _: &crate::Ctx) -> Result<(), Failure> {
     if let Some(hub) = &hub {
         // UDP streams of iperf3 clients on linerate's own port.
         hub.listen_udp(server.local_addr()?)?;
+        let mut said = Vec::new();
+        let mut listener = None;
         if args.iperf3_port != args.port {
             let bind = |ip: IpAddr| Listener::bind(hub, SocketAddr::new(ip, args.iperf3_port));
-            let listener = match args.bind {
+            let bound = match args.bind {
                 Some(ip) => bind(ip),
                 None => bind(IpAddr::V6(Ipv6Addr::UNSPECIFIED))
                     .or_else(|_| bind(IpAddr::from([0u8; 4]))),
             };
-            match listener {
+            match bound {
                 Ok(l) => {
-                    std::thread::Builder::new()
-                        .name("lr-i3-listen".into())
-                        .spawn(move || l.run())?;
+                    if let Ok(a) = l.local_addr() {
+                        said.push(format!("iperf3 clients served on {a} (TCP and UDP) and on port {}", args.port));
+                    }
+                    listener = Some(l);
                 }
-                Err(e) => log(&format!(
+                Err(e) => said.push(format!(
                     "warning: iperf3 clients are served on port {} only: {e} (--iperf3-port to choose another port, --no-iperf3 to turn this off)",
                     args.port
                 )),
             }
         }
+        let log = log.clone();
+        std::thread::Builder::new()
+            .name("lr-i3-listen".into())
+            .spawn(move || {
+                // After the server's own first line ("listening on …"),
+                // which scripts wait for.
+                std::thread::sleep(Duration::from_millis(200));
+                for l in said {
+                    log(&l);
+                }
+                if let Some(l) = listener {
+                    l.run();
+                }
+            })?;
     }
     Ok(server.run()?)
 }

@@ -394,6 +394,9 @@ impl<'a> Session<'a> {
         let mut queue = m.handle(self.now(), ServerEvent::Bytes(cookie.as_bytes()));
         let mut buf = vec![0u8; 16 * 1024];
         let mut peer_results: Option<Box<Results>> = None;
+        // Accepted, but another session of this client's address still
+        // waits for its UDP streams.
+        let mut deferred = false;
         loop {
             for a in std::mem::take(&mut queue) {
                 match a {
@@ -404,16 +407,16 @@ impl<'a> Session<'a> {
                         }
                     }
                     ServerAction::Cookie(_) => {}
-                    ServerAction::Check(p) => {
-                        let ev = match self.check(&p) {
-                            Ok(()) => {
-                                incoming = Some(self.register(&p, cookie, ctrl, &mut waiting));
-                                ServerEvent::Accepted
+                    ServerAction::Check(p) => match self.check(&p) {
+                        Ok(()) => match self.register(&p, cookie, ctrl, &mut waiting) {
+                            Some(inc) => {
+                                incoming = Some(inc);
+                                queue.extend(m.handle(self.now(), ServerEvent::Accepted));
                             }
-                            Err(r) => ServerEvent::Refused(r),
-                        };
-                        queue.extend(m.handle(self.now(), ev));
-                    }
+                            None => deferred = true,
+                        },
+                        Err(r) => queue.extend(m.handle(self.now(), ServerEvent::Refused(r))),
+                    },
                     ServerAction::StartFlows => {
                         let Some(p) = m.params() else { continue };
                         let senders = p.stream_senders();
@@ -455,8 +458,18 @@ impl<'a> Session<'a> {
                     }
                 }
             }
-            if m.is_done() {
+            if m.is_done() && queue.is_empty() {
                 return;
+            }
+            // UDP streams carry no cookie: one session at a time per client
+            // address may wait for them, so each connect is its own.
+            if let (true, Some(p)) = (deferred, m.params()) {
+                if let Some(inc) = self.register(p, cookie, ctrl, &mut waiting) {
+                    incoming = Some(inc);
+                    deferred = false;
+                    queue.extend(m.handle(self.now(), ServerEvent::Accepted));
+                    continue;
+                }
             }
             if self.hub.stop.load(Ordering::Relaxed) {
                 // The machine sends SERVER_TERMINATE to a running test.
@@ -555,35 +568,41 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// Registers the session as waiting for its streams.
+    /// Registers the session as waiting for its streams; None while
+    /// another session of the same client address waits for UDP streams on
+    /// this port.
     fn register(
         &mut self,
         p: &Params,
         cookie: Cookie,
         ctrl: &TcpStream,
         w: &mut Waiting<'_>,
-    ) -> Incoming {
+    ) -> Option<Incoming> {
         if p.transport == Transport::Udp {
             let (tx, rx) = mpsc::channel();
             let port = ctrl.local_addr().map_or(0, |a| a.port());
+            let peer = canonical(self.peer.ip());
             if let Ok(mut ws) = self.hub.udp_waiters.lock() {
+                if ws.iter().any(|x| x.peer == peer && x.port == port) {
+                    return None;
+                }
                 w.id = self.hub.accepted.fetch_add(1, Ordering::SeqCst);
                 ws.push(UdpWaiter {
                     id: w.id,
-                    peer: canonical(self.peer.ip()),
+                    peer,
                     port,
                     tx,
                 });
             }
             w.udp = true;
-            Incoming::Udp(rx)
+            Some(Incoming::Udp(rx))
         } else {
             let (tx, rx) = mpsc::channel();
             if let Ok(mut ws) = self.hub.tcp_waiters.lock() {
                 ws.insert(cookie, tx);
             }
             w.cookie = Some(cookie);
-            Incoming::Tcp(rx)
+            Some(Incoming::Tcp(rx))
         }
     }
 
