@@ -7,6 +7,8 @@
 //! print SKIPPED, and fail instead with LINERATE_REQUIRE_PRIV=1.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -592,6 +594,7 @@ fn linerate_client_against_iperf3_server() {
     ] {
         let v = linerate_client(srv.port, args);
         assert_eq!(v["schema"], "linerate.throughput", "{args:?}");
+        common::validate("linerate.throughput", &v);
         let client: u64 = v["client"]["flows"]
             .as_array()
             .unwrap()
