@@ -721,3 +721,93 @@ impl Server {
         }
     }
 }
+
+/// On a bed (two namespaces joined by veth, removed by the guard): an
+/// iperf3 client in host a against `linerate server` in host b, TCP and
+/// UDP; and `linerate throughput --iperf3` in a against `iperf3 -s` in b.
+#[test]
+fn iperf3_over_a_veth_pair() {
+    use linerate_bed::{privileges, Bed, BedSpec, Topology};
+    if !privileges::require("iperf3_over_a_veth_pair")
+        || !have("iperf3_over_a_veth_pair", &["iperf3"])
+    {
+        return;
+    }
+    let bed = Bed::up(&BedSpec::new(
+        format!("i3{}", std::process::id()),
+        Topology::Pair,
+    ))
+    .unwrap();
+    let (ns_a, ns_b) = (
+        bed.netns("a").unwrap().to_string(),
+        bed.netns("b").unwrap().to_string(),
+    );
+    let ip_b = bed.ipv4("b").unwrap().to_string();
+    let in_ns = |ns: &str| {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns]);
+        c
+    };
+    // linerate server in b (ports are free: the namespace is new).
+    let mut server = in_ns(&ns_b)
+        .args([
+            BIN,
+            "server",
+            "--bind",
+            &ip_b,
+            "--port",
+            "5300",
+            "--iperf3-port",
+            "5201",
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut i3 = in_ns(&ns_b)
+        .args(["iperf3", "-s", "-B", &ip_b, "-p", "5202"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    for args in [&["-t", "1"][..], &["-t", "1", "-u", "-b", "20M", "--bidir"]] {
+        let out = in_ns(&ns_a)
+            .args(["iperf3", "-c", &ip_b, "-p", "5201", "-J"])
+            .args(args)
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(v.get("error").is_none(), "{args:?}: {}", v["error"]);
+        assert!(
+            v["end"]["sum_received"]["bytes"].as_u64().unwrap() > 0,
+            "{args:?}"
+        );
+    }
+    let out = in_ns(&ns_a)
+        .args([
+            BIN,
+            "throughput",
+            &ip_b,
+            "--iperf3",
+            "--port",
+            "5202",
+            "--time",
+            "1",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.code().is_some_and(|c| c <= 1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["server_side"]["flows"][0]["bytes"].as_u64().unwrap() > 0);
+    assert_eq!(v["path"]["interface"], bed.iface("a").unwrap());
+    for c in [&mut server, &mut i3] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    drop(bed);
+}
