@@ -368,6 +368,8 @@ fn run_iperf3(args: &ThroughputArgs, cfg: &Config, ctx: &crate::Ctx) -> Result<V
         addr: *addr,
         params,
         auth,
+        interval: Duration::from_nanos(tp.interval_ns),
+        recv_lowat: tp.recv_lowat(),
     };
     let interrupt = linerate_io::signal::interrupt_flag();
     let mut progress = crate::progress::RateLine::default();

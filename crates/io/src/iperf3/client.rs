@@ -96,6 +96,10 @@ pub struct ClientConfig {
     pub params: Params,
     /// RSA authentication.
     pub auth: Option<ClientAuth>,
+    /// Reporting interval of this end's streams.
+    pub interval: Duration,
+    /// TCP receivers' SO_RCVLOWAT, bytes (None: the kernel's default).
+    pub recv_lowat: Option<u32>,
 }
 
 /// What a test measured.
@@ -474,6 +478,7 @@ fn client_side(out: &[StreamOutcome], complete: bool) -> SideReport {
             f.cpu_user_ns = o.cpu_ns.0;
             f.cpu_sys_ns = o.cpu_ns.1;
             f.mss_bytes = o.mss;
+            f.intervals.clone_from(&o.intervals);
             f.retransmits = if o.sender { o.retransmits } else { None };
             if let Some((u, at)) = &o.udp {
                 let expected = u.packets.saturating_sub(at.packets);

@@ -230,12 +230,12 @@ impl Hub {
             // What iperf3 shows as "the server is busy running a test".
             let _ = ctrl.write_all(&[State::AccessDenied.byte()]);
             self.log(&format!(
-                "{peer}: an iperf3 client refused: {max} session(s) running (--max-clients)"
+                "an iperf3 client from {peer}; refused: {max} session(s) running (--max-clients)"
             ));
             return;
         }
         let _slot = Slot(self);
-        self.log(&format!("{peer}: an iperf3 client; serving it"));
+        self.log(&format!("an iperf3 client from {peer}; serving it"));
         Session::new(self, peer).run(&mut ctrl, cookie);
     }
 }
@@ -250,7 +250,7 @@ pub fn serve(hub: Option<&Arc<Hub>>, mut stream: TcpStream, peer: SocketAddr, lo
         None => {
             let _ = stream.write_all(&[State::AccessDenied.byte()]);
             log(&format!(
-                "{peer}: an iperf3 client; refused: iperf3 serving is off (--no-iperf3)"
+                "an iperf3 client from {peer}; refused: iperf3 serving is off (--no-iperf3)"
             ));
         }
     }

@@ -19,6 +19,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use linerate_core::pace::Pacer;
+use linerate_core::stats::interval::Interval;
 use linerate_core::wire::iperf3::params::{Params, Transport};
 use linerate_core::wire::iperf3::{errno, UdpCounts, UdpHeader};
 
@@ -51,6 +52,10 @@ pub(crate) struct StreamCfg {
     pub(crate) num_bytes: u64,
     /// Blocks to send over all streams (`-k`), 0: by time.
     pub(crate) blockcount: u64,
+    /// Reporting interval, ns (0: no intervals).
+    pub(crate) interval_ns: u64,
+    /// TCP receivers' SO_RCVLOWAT (None: the kernel's, woken per arrival).
+    pub(crate) recv_lowat: Option<u32>,
 }
 
 impl StreamCfg {
@@ -67,6 +72,8 @@ impl StreamCfg {
             omit_ns: u64::from(p.omit_s) * 1_000_000_000,
             num_bytes: p.num_bytes,
             blockcount: p.blockcount,
+            interval_ns: 1_000_000_000,
+            recv_lowat: None,
         }
     }
 }
@@ -112,6 +119,8 @@ pub(crate) struct StreamOutcome {
     pub(crate) retransmits: Option<u64>,
     /// The MSS in use (TCP).
     pub(crate) mss: Option<u32>,
+    /// Per interval, from the stream's start (the omitted seconds included).
+    pub(crate) intervals: Vec<Interval>,
     /// Why the stream ended early.
     pub(crate) error: Option<String>,
 }
@@ -136,7 +145,7 @@ pub(crate) fn start(socks: Vec<(i64, bool, DataSock)>, cfg: StreamCfg) -> io::Re
         let h = std::thread::Builder::new().name(name).spawn(move || {
             let _ = sock::set_timeout(&s, libc::SO_RCVTIMEO, Some(POLL));
             let _ = sock::set_timeout(&s, libc::SO_SNDTIMEO, Some(POLL));
-            let mut m = Meter::new(id, sender, t0, c.omit_ns);
+            let mut m = Meter::new(id, sender, t0, c.omit_ns, c.interval_ns);
             let r = match (sender, c.udp) {
                 (true, false) => send_tcp(&s, &c, &sh, &mut m),
                 (true, true) => send_udp(&s, &c, &sh, &mut m),
@@ -244,10 +253,13 @@ struct Meter {
     cpu0: (u64, u64),
     udp: Option<UdpCounts>,
     udp_at_omit: UdpCounts,
+    interval_ns: u64,
+    /// The open interval: its start (ns from `t0`), bytes and packets at it.
+    iv: (u64, u64, u64),
 }
 
 impl Meter {
-    fn new(id: i64, sender: bool, t0: u64, omit_ns: u64) -> Self {
+    fn new(id: i64, sender: bool, t0: u64, omit_ns: u64, interval_ns: u64) -> Self {
         Self {
             out: StreamOutcome {
                 id,
@@ -264,10 +276,34 @@ impl Meter {
             cpu0: sock::thread_cpu_ns().unwrap_or_default(),
             udp: None,
             udp_at_omit: UdpCounts::default(),
+            interval_ns,
+            iv: (0, 0, 0),
         }
     }
 
+    /// Closes the open interval at `at` (ns from `t0`).
+    fn close_interval(&mut self, at: u64) {
+        let (start, b0, p0) = self.iv;
+        if at > start {
+            self.out.intervals.push(Interval {
+                start_ns: start,
+                end_ns: at,
+                bytes: self.bytes - b0,
+                packets: self.packets - p0,
+            });
+        }
+        self.iv = (at, self.bytes, self.packets);
+    }
+
     fn add(&mut self, bytes: u64, packets: u64) {
+        if self.interval_ns > 0 {
+            let at = sock::monotonic_ns().saturating_sub(self.t0);
+            if at >= self.iv.0 + self.interval_ns {
+                // Whole intervals: the boundary, not the arrival time.
+                let end = at - at % self.interval_ns;
+                self.close_interval(end);
+            }
+        }
         self.bytes += bytes;
         self.packets += packets;
         if !self.omitted && sock::monotonic_ns() >= self.omit_end {
@@ -290,6 +326,9 @@ impl Meter {
             now
         };
         let cpu = sock::thread_cpu_ns().unwrap_or_default();
+        if self.interval_ns > 0 && self.bytes > self.iv.1 {
+            self.close_interval(now.saturating_sub(self.t0));
+        }
         self.out.bytes = self.bytes - self.bytes_at_omit;
         self.out.packets = self.packets - self.packets_at_omit;
         self.out.elapsed_ns = now.saturating_sub(from);
@@ -444,6 +483,9 @@ fn send_udp(s: &DataSock, c: &StreamCfg, sh: &Shared, m: &mut Meter) -> io::Resu
 fn recv_tcp(s: &DataSock, c: &StreamCfg, sh: &Shared, m: &mut Meter) -> io::Result<()> {
     let mut buf = vec![0u8; c.len.clamp(64 << 10, 1 << 20)];
     let fd = s.as_raw_fd();
+    if let Some(b) = c.recv_lowat {
+        crate::throughput::net::set_recv_lowat(s, b).map_err(io::Error::other)?;
+    }
     while !sh.stop.load(Ordering::Relaxed) {
         let r = if c.skip_rx_copy {
             sock::tcp_discard(fd, buf.len(), 0)
