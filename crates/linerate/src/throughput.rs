@@ -337,8 +337,29 @@ fn run_iperf3(args: &ThroughputArgs, cfg: &Config, ctx: &crate::Ctx) -> Result<V
         }
         _ => None,
     };
+    // iperf3's -Z is sendfile; --skip-rx-copy is MSG_TRUNC.
+    let zerocopy = match tp.send_path {
+        SendPath::Ideal => false,
+        SendPath::Sendfile | SendPath::Zerocopy if tp.protocol == Protocol::Tcp => true,
+        p => {
+            return Err(Failure::Usage(anyhow!(
+                "--path {p}: not with --iperf3 (ideal, or sendfile/zerocopy for TCP: iperf3's -Z)"
+            )))
+        }
+    };
+    let skip_rx_copy = match tp.recv_path {
+        RecvPath::Copy => false,
+        RecvPath::Trunc if tp.protocol == Protocol::Tcp => true,
+        p => {
+            return Err(Failure::Usage(anyhow!(
+            "--recv-path {p}: not with --iperf3 (copy, or trunc for TCP: iperf3's --skip-rx-copy)"
+        )))
+        }
+    };
     let streams = tp.streams.max(1);
     let params = Params {
+        zerocopy,
+        skip_rx_copy,
         transport: match tp.protocol {
             Protocol::Tcp => Transport::Tcp,
             Protocol::Udp => Transport::Udp,

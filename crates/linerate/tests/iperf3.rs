@@ -591,6 +591,8 @@ fn linerate_client_against_iperf3_server() {
         &["--time", "1", "--rate", "50M"],
         &["--bytes", "20M"],
         &["--time", "1", "--omit", "1"],
+        &["--time", "1", "--path", "sendfile"],
+        &["--time", "1", "--reverse", "--recv-path", "trunc"],
         &["--udp", "--rate", "10M", "--time", "1"],
         &["--udp", "--rate", "10M", "--time", "1", "--reverse"],
         &["--udp", "--rate", "10M", "--time", "1", "--bidir"],
@@ -674,6 +676,22 @@ fn mismatched_protocols_say_so() {
         )),
         "{err}"
     );
+    // A send path iperf3 has no equivalent of: a usage error.
+    let out = Command::new(BIN)
+        .args([
+            "throughput",
+            "127.0.0.1",
+            "--iperf3",
+            "--port",
+            &srv.port.to_string(),
+            "--udp",
+            "--path",
+            "gso",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--path gso: not with --iperf3"));
     // iperf3 clients at a server that does not serve them.
     let s = Server::start_without_iperf3();
     let (st, _) = iperf3(s.port, &["-t", "1"]);

@@ -300,17 +300,30 @@ fn reuse_udp(bind: SocketAddr) -> Result<UdpSocket, NetError> {
 }
 
 /// A stream's UDP socket: bound to the listener's address, connected to
-/// the client, a large receive buffer, the connect answered.
+/// the client, the connect answered.
 fn stream_socket(bind: SocketAddr, peer: SocketAddr) -> Result<UdpSocket, NetError> {
     let s = reuse_udp(bind)?;
-    if sock::set_int(&s, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, UDP_RCVBUF_BYTES).is_err() {
-        let _ = sock::set_int(&s, libc::SOL_SOCKET, libc::SO_RCVBUF, UDP_RCVBUF_BYTES);
-    }
     s.connect(peer)
         .map_err(|e| NetError::call(format!("connect UDP to {peer}"), e))?;
     s.send(&UDP_CONNECT_REPLY)
         .map_err(|e| NetError::call("send the UDP connect answer", e))?;
     Ok(s)
+}
+
+/// The receive buffers of one session's UDP streams together ask for at
+/// most this (the kernel's default of ~208 KiB holds only a millisecond of
+/// a fast stream; 128 streams × 16 MiB would pin gigabytes).
+const SESSION_UDP_RCVBUF: usize = 64 << 20;
+
+/// Asks for a UDP stream's share of [`SESSION_UDP_RCVBUF`] (between 1 MiB
+/// and linerate's usual 16 MiB): SO_RCVBUFFORCE when privileged, else
+/// SO_RCVBUF capped by rmem_max.
+fn udp_rcvbuf(s: &UdpSocket, streams: usize) {
+    let per = (SESSION_UDP_RCVBUF / streams.max(1)).clamp(1 << 20, UDP_RCVBUF_BYTES as usize);
+    let v = i32::try_from(per).unwrap_or(i32::MAX);
+    if sock::set_int(s, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, v).is_err() {
+        let _ = sock::set_int(s, libc::SOL_SOCKET, libc::SO_RCVBUF, v);
+    }
 }
 
 /// Removes a session's waiters however it ends.
@@ -492,6 +505,9 @@ impl<'a> Session<'a> {
                     }
                     Incoming::Udp(rx) => {
                         while let Ok(s) = rx.try_recv() {
+                            if p.window == 0 {
+                                udp_rcvbuf(&s, want);
+                            }
                             if let Ok(n) = streams::apply_options(&s, p, false) {
                                 self.notes.extend(n);
                             }
