@@ -832,3 +832,62 @@ fn iperf3_over_a_veth_pair() {
     }
     drop(bed);
 }
+
+/// Hostile "iperf3 clients": a huge parameters length gets SERVER_ERROR
+/// before any body, a silent one is closed, and a real client is served
+/// meanwhile and after.
+#[test]
+fn hostile_iperf3_peers_do_not_hold_the_server() {
+    use std::io::{Read as _, Write as _};
+    if !have("hostile_iperf3_peers_do_not_hold_the_server", &["iperf3"]) {
+        return;
+    }
+    let s = Server::start(&["--max-clients", "2"]);
+    let connect = || {
+        let c = std::net::TcpStream::connect(("127.0.0.1", s.iperf3_port)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        c
+    };
+    // Cookie, then a 4 GiB parameters length: PARAM_EXCHANGE, then
+    // SERVER_ERROR 114 (parameters not received), then the close.
+    let mut c = connect();
+    c.write_all(&[b'a'; 37]).unwrap();
+    c.write_all(&u32::MAX.to_be_bytes()).unwrap();
+    let mut got = Vec::new();
+    let _ = c.read_to_end(&mut got);
+    assert_eq!(
+        got,
+        [&[9u8, 0xfe][..], &114i32.to_be_bytes(), &0i32.to_be_bytes()].concat()
+    );
+    // Half a cookie, then silence: closed (after the cookie timeout).
+    let mut c = connect();
+    c.write_all(b"abcdefghij").unwrap();
+    // A real client is served meanwhile.
+    let e = ok_run(s.iperf3_port, &["-t", "1"]);
+    assert!(bytes(&e, "sum_received") > 0);
+    let mut rest = Vec::new();
+    assert!(
+        c.read_to_end(&mut rest).is_ok() && rest.is_empty(),
+        "closed without a word"
+    );
+    // A cookie and then silence: the session ends at its step timeout and
+    // frees its slot (two slots: the third client below needs it).
+    let mut c1 = connect();
+    c1.write_all(&[b'b'; 37]).unwrap();
+    let mut c2 = connect();
+    c2.write_all(&[b'c'; 37]).unwrap();
+    let mut one = [0u8; 1];
+    c1.read_exact(&mut one).unwrap();
+    assert_eq!(one[0], 9, "PARAM_EXCHANGE");
+    assert!(
+        c1.read_to_end(&mut rest).is_ok(),
+        "closed at the step timeout"
+    );
+    assert!(s.wait_log(
+        "timed out while waiting for the parameters",
+        Duration::from_secs(20)
+    ));
+    drop((c1, c2));
+    let e = ok_run(s.iperf3_port, &["-t", "1"]);
+    assert!(bytes(&e, "sum_received") > 0);
+}

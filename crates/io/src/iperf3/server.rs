@@ -276,11 +276,26 @@ impl Drop for Slot<'_> {
     }
 }
 
+/// Reads the 37-byte cookie within [`COOKIE_TIMEOUT`] in all (a client
+/// dribbling bytes cannot hold the connection longer).
 fn read_cookie(mut s: &TcpStream) -> io::Result<Cookie> {
     let _ = s.set_nodelay(true);
-    s.set_read_timeout(Some(COOKIE_TIMEOUT))?;
+    let until = Instant::now() + COOKIE_TIMEOUT;
     let mut b = [0u8; COOKIE_LEN];
-    s.read_exact(&mut b)?;
+    let mut got = 0;
+    while got < COOKIE_LEN {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::from(io::ErrorKind::TimedOut));
+        }
+        s.set_read_timeout(Some(left))?;
+        match s.read(&mut b[got..]) {
+            Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
     Cookie::parse(&b).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidData))
 }
 
