@@ -394,6 +394,13 @@ impl<'a> Session<'a> {
         self.hub.log(&format!("{}: {s}", self.peer));
     }
 
+    /// Keeps a note for the log and the server output, once.
+    fn note(&mut self, n: String) {
+        if !self.notes.contains(&n) {
+            self.notes.push(n);
+        }
+    }
+
     fn run(mut self, ctrl: &mut TcpStream, cookie: Cookie) {
         let max_ns = self
             .hub
@@ -431,7 +438,7 @@ impl<'a> Session<'a> {
                     ServerAction::Send(b) => {
                         if let Err(e) = ctrl.write_all(&b) {
                             queue.extend(m.handle(self.now(), ServerEvent::Closed));
-                            self.notes.push(format!("control write failed: {e}"));
+                            self.note(format!("control write failed: {e}"));
                         }
                     }
                     ServerAction::Cookie(_) => {}
@@ -458,7 +465,7 @@ impl<'a> Session<'a> {
                         match streams::start(socks, StreamCfg::of(p)) {
                             Ok(r) => running = Some((r, Instant::now())),
                             Err(e) => {
-                                self.notes.push(format!("cannot start the streams: {e}"));
+                                self.note(format!("cannot start the streams: {e}"));
                                 queue.extend(m.handle(self.now(), ServerEvent::Closed));
                             }
                         }
@@ -512,8 +519,9 @@ impl<'a> Session<'a> {
                         while let Ok((o, s)) = rx.try_recv() {
                             let _ = s.set_nodelay(p.nodelay);
                             let _ = s.set_read_timeout(None);
-                            if let Err((_, e)) = streams::apply_options(&s, p, true) {
-                                self.notes.push(e);
+                            match streams::apply_options(&s, p, true) {
+                                Ok(n) => n.into_iter().for_each(|n| self.note(n)),
+                                Err((_, e)) => self.note(e),
                             }
                             arrived.push((o, DataSock::Tcp(s)));
                         }
@@ -523,8 +531,9 @@ impl<'a> Session<'a> {
                             if p.window == 0 {
                                 udp_rcvbuf(&s, want);
                             }
-                            if let Ok(n) = streams::apply_options(&s, p, false) {
-                                self.notes.extend(n);
+                            match streams::apply_options(&s, p, false) {
+                                Ok(n) => n.into_iter().for_each(|n| self.note(n)),
+                                Err((_, e)) => self.note(e),
                             }
                             let o = arrived.len() as u64;
                             arrived.push((o, DataSock::Udp(s)));
@@ -646,7 +655,7 @@ impl<'a> Session<'a> {
         let sends = out.iter().any(|o| o.sender);
         for o in out {
             if let Some(e) = &o.error {
-                self.notes.push(format!("stream {}: {e}", o.id));
+                self.note(format!("stream {}: {e}", o.id));
             }
         }
         Results {
