@@ -434,6 +434,25 @@ mod tests {
         assert_eq!(p.client_version.as_deref(), Some("3.12"));
     }
 
+    /// What clients of other versions send (from their send_parameters):
+    /// 3.1.3 (`no_fq_socket_pacing`, no pacing timer), 3.21 (UDP GSO/GRO
+    /// keys with every UDP test, `skip_rx_copy`, `mptcp`).
+    #[test]
+    fn parameters_of_3_1_and_3_21() {
+        let p = parse(r#"{"tcp":true,"omit":0,"time":5,"parallel":1,"len":131072,"no_fq_socket_pacing":true,"client_version":"3.1.3"}"#).unwrap();
+        assert_eq!((p.time_s, p.fqrate, p.pacing_timer_us), (5, 0, 0));
+        let p = parse(r#"{"udp":true,"omit":0,"time":1,"num":0,"blockcount":0,"parallel":2,"bidirectional":true,"len":1448,"bandwidth":1048576,"pacing_timer":1000,"gso":0,"gso_dg_size":0,"gso_bf_size":65507,"gro":0,"gro_bf_size":65507,"skip_rx_copy":1,"mptcp":true,"udp_counters_64bit":1,"client_version":"3.21"}"#).unwrap();
+        assert_eq!(
+            (p.transport, p.mode, p.len, p.bandwidth),
+            (Transport::Udp, Mode::Bidir, 1448, 1_048_576)
+        );
+        assert!(p.skip_rx_copy && p.udp_counters_64bit);
+        assert_eq!(
+            parse(r#"{"udp":true,"gro":2}"#).map_err(|r| r.code),
+            Err(errno::RECV_PARAMS)
+        );
+    }
+
     #[test]
     fn unknown_keys_and_wrong_types_are_ignored() {
         let p = parse(r#"{"udp":true,"time":"ten","len":1400,"new_key":[1,2],"bidirectional":true,"parallel":2}"#).unwrap();
