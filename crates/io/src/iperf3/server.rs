@@ -128,11 +128,6 @@ impl Hub {
         })
     }
 
-    /// iperf3 sessions running now.
-    pub fn active(&self) -> usize {
-        self.active.load(Ordering::SeqCst)
-    }
-
     fn log(&self, s: &str) {
         (self.cfg.log)(s);
     }

@@ -223,11 +223,6 @@ impl ServerSession {
         self.params.as_ref()
     }
 
-    /// When the current step times out, ns on the caller's clock.
-    pub fn deadline_ns(&self) -> u64 {
-        self.deadline_ns
-    }
-
     fn to(&mut self, step: ServerStep, now: u64) {
         self.step = step;
         self.deadline_ns = now.saturating_add(self.timeouts.step_ns);
