@@ -226,9 +226,9 @@ impl Running {
     }
 
     /// Stops the streams and collects what each did.
-    pub(crate) fn join(self) -> Vec<StreamOutcome> {
+    pub(crate) fn join(mut self) -> Vec<StreamOutcome> {
         self.stop();
-        self.handles
+        std::mem::take(&mut self.handles)
             .into_iter()
             .map(|h| {
                 h.join().unwrap_or_else(|_| StreamOutcome {
@@ -237,6 +237,14 @@ impl Running {
                 })
             })
             .collect()
+    }
+}
+
+impl Drop for Running {
+    /// Streams left running (their session failed) stop within a poll
+    /// period instead of sending on.
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
