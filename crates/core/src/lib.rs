@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod calc;
+pub mod compare;
 pub mod demo;
 pub mod error;
 pub mod inspect;

@@ -21,5 +21,4 @@ pub mod signal;
 pub mod stamps;
 pub(crate) mod sys;
 pub mod throughput;
-pub mod ticker;
 pub mod token;

@@ -16,6 +16,28 @@ pub(crate) struct Cli {
     #[arg(long, global = true)]
     pub(crate) wide: bool,
 
+    /// The results history to save to and read from [default:
+    /// $XDG_DATA_HOME/linerate/history.sqlite, else
+    /// ~/.local/share/linerate/history.sqlite].
+    #[arg(long, global = true, value_name = "PATH")]
+    pub(crate) history: Option<std::path::PathBuf>,
+
+    /// Do not save this measurement in the history.
+    #[arg(long, global = true)]
+    pub(crate) no_save: bool,
+
+    /// A label saved with the measurement; with `history` and `compare`,
+    /// the results so labelled.
+    #[arg(long, global = true, value_name = "TEXT")]
+    pub(crate) tag: Option<String>,
+
+    /// One JSON object per line on stdout while the command runs, iperf3's
+    /// convention ({"event": …, "data": …}): start, interval, step, and end
+    /// with the whole result (throughput, latency, rfc2544; server: log).
+    /// Instead of the usual output: the end event carries what --json prints.
+    #[arg(long, global = true)]
+    pub(crate) json_stream: bool,
+
     #[command(subcommand)]
     pub(crate) command: Command,
 }
@@ -59,6 +81,15 @@ pub(crate) enum Command {
     Inspect(crate::inspect::InspectArgs),
     /// RFC 2544 device-under-test suite with raw frames: throughput, latency, frame loss, back-to-back.
     Rfc2544(crate::rfc2544::Rfc2544Args),
+    /// The stored results: list (the default), show ID, export ID, rm ID.
+    ///
+    /// Every throughput, latency and rfc2544 measurement is saved with its
+    /// environment (kernel, CPU, linerate version, the bed and its settings,
+    /// steal and CPU pressure) unless --no-save.
+    History(crate::history::HistoryArgs),
+    /// Stored results' figures side by side, each against the first, with
+    /// whether the change is beyond the runs' spread.
+    Compare(crate::compare::CompareArgs),
 }
 
 /// Flags of `linerate calc`.

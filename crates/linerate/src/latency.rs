@@ -12,7 +12,6 @@ use linerate_core::result::Flag;
 use linerate_core::units::{parse_duration, ByteCount};
 use linerate_io::resolve::resolve;
 
-use crate::output::{print, print_json};
 use crate::Failure;
 
 /// Flags of `linerate latency`.
@@ -202,18 +201,15 @@ fn config(args: &LatencyArgs) -> Result<Config, Failure> {
 /// `linerate latency`.
 pub(crate) fn run(args: &LatencyArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
     let cfg = config(args)?;
-    let of = cfg.schedule.until.time();
-    let mut progress = crate::progress::TickerProgress::new("linerate latency", of);
+    let mut progress = ctx.progress(crate::progress::StepLines::Replace);
     let doc = linerate_io::echo::run(&cfg, &mut progress).map_err(|e| {
         anyhow::Error::new(e).context(match cfg.setup {
             Setup::Server => "latency session with linerate server",
             _ => "latency run",
         })
     })?;
-    if args.json {
-        print_json(&doc)?;
-    } else {
-        print(&linerate_report::latency::render(&doc, ctx.width))?;
-    }
+    ctx.output(&doc, args.json, || {
+        linerate_report::latency::render(&doc, ctx.width)
+    })?;
     Ok(doc.flags)
 }

@@ -6,14 +6,17 @@
 //! 2 usage or setup error.
 
 mod calc;
+mod compare;
 mod demo;
 mod flags;
+mod history;
 mod inspect;
 mod latency;
 mod output;
 mod progress;
 mod rfc2544;
 mod server;
+mod stream;
 mod testbed;
 mod throughput;
 
@@ -31,6 +34,9 @@ use crate::flags::{Cli, Command};
 pub(crate) enum Failure {
     /// Exit 2.
     Usage(anyhow::Error),
+    /// A check the user asked for failed (`compare --fail-on-regression`):
+    /// exit 1.
+    Check(anyhow::Error),
 }
 
 impl<E: Into<anyhow::Error>> From<E> for Failure {
@@ -40,10 +46,12 @@ impl<E: Into<anyhow::Error>> From<E> for Failure {
 }
 
 /// What every command gets besides its own flags.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 pub(crate) struct Ctx {
     /// How wide human output may be (`--wide`: unlimited).
     pub(crate) width: linerate_report::table::Width,
+    /// Where results go: the history, the `--json-stream` ([`history`]).
+    pub(crate) results: history::Results,
 }
 
 /// What a command's `run` returns: the flags its result earned. The exit code
@@ -66,13 +74,11 @@ impl IntoFlags for Vec<Flag> {
 }
 
 /// Commands the specification lists that are not built yet.
-const NOT_BUILT: [(&str, &str); 6] = [
+const NOT_BUILT: [(&str, &str); 4] = [
     ("journey", "the packet journey through the kernel"),
     ("ceilings", "host ceilings (copy, checksum, syscalls)"),
     ("scenario", "experiments as files and the seed replays"),
     ("report", "HTML reports and plots"),
-    ("history", "the results history"),
-    ("compare", "comparing two stored results"),
 ];
 
 fn main() -> ExitCode {
@@ -94,8 +100,13 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
+    let results = match history::Results::new(&cli) {
+        Ok(r) => r,
+        Err(e) => return finish::<()>(Err(e)),
+    };
     let ctx = Ctx {
         width: linerate_report::table::Width::new(cli.wide),
+        results,
     };
     match cli.command {
         Command::Calc(args) => finish(calc::run(&args, &ctx)),
@@ -106,6 +117,8 @@ fn main() -> ExitCode {
         Command::Testbed(args) => finish(testbed::run(&args, &ctx)),
         Command::Inspect(args) => finish(inspect::run(&args, &ctx)),
         Command::Rfc2544(args) => finish(rfc2544::run(&args, &ctx)),
+        Command::History(args) => finish(history::run(&args, &ctx)),
+        Command::Compare(args) => finish(compare::run(&args, &ctx)),
     }
 }
 
@@ -131,6 +144,10 @@ fn finish<T: IntoFlags>(outcome: Result<T, Failure>) -> ExitCode {
         Err(Failure::Usage(e)) => {
             eprintln!("linerate: error: {e:#}");
             ExitCode::from(2)
+        }
+        Err(Failure::Check(e)) => {
+            eprintln!("linerate: {e:#}");
+            ExitCode::from(1)
         }
     }
 }

@@ -8,13 +8,11 @@ use clap::{Args, ValueEnum};
 use linerate_bed::dut_target;
 use linerate_bed::iface::BedIfaceSettings;
 use linerate_core::calc::SizeList;
-use linerate_core::progress::Steps;
 use linerate_core::result::Flag;
 use linerate_core::rfc2544::{self as core, parse_fps, parse_mac, parse_pct, Config, Endpoint};
 use linerate_core::rfc2544::{Generator, GeneratorChoice};
 use linerate_core::units::{parse_duration as parse_dur, BitRate};
 
-use crate::output::{print, print_json};
 use crate::Failure;
 
 /// Which RFC 2544 tests to run.
@@ -228,14 +226,14 @@ pub(crate) fn run(args: &Rfc2544Args, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
     // Interface changes (GRO for XDP live frames) go through the bed, which
     // restores them on every exit path, termination signals included.
     linerate_bed::guard::install_signal_teardown().context("installing the signal guard")?;
-    let mut progress = Steps(|l: &str| eprintln!("{l}"));
+    let mut progress = ctx.progress(crate::progress::StepLines::Keep);
     let doc = linerate_io::rfc2544::run(&cfg, &mut progress, &mut BedIfaceSettings::new())?;
     if args.json {
         (doc.result.generator_notes.iter()).for_each(|n| eprintln!("note: {n}"));
-        print_json(&doc)?;
-    } else {
-        print(&linerate_report::rfc2544::render(&doc, ctx.width))?;
     }
+    ctx.output(&doc, args.json, || {
+        linerate_report::rfc2544::render(&doc, ctx.width)
+    })?;
     Ok(doc.flags)
 }
 

@@ -54,8 +54,8 @@ pub(crate) struct ServerArgs {
 }
 
 /// Runs `linerate server` until killed (or after one session with --once).
-pub(crate) fn run(args: &ServerArgs, _: &crate::Ctx) -> Result<(), Failure> {
-    let log = Arc::new(|s: &str| eprintln!("linerate server: {s}"));
+pub(crate) fn run(args: &ServerArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
+    let log = ctx.server_log();
     // The process ends the iperf3 sessions when it ends.
     let stop = Arc::new(AtomicBool::new(false));
     let hub = match args.no_iperf3 {

@@ -23,7 +23,6 @@ use linerate_io::iperf3::client::ClientConfig;
 use linerate_io::resolve::{resolve, ResolveError};
 use linerate_io::throughput::run::RunError;
 
-use crate::output::{print, print_json};
 use crate::Failure;
 
 /// Flags of `linerate throughput`.
@@ -290,28 +289,19 @@ pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, 
         return run_iperf3(args, &cfg, ctx);
     }
     let interrupt = linerate_io::signal::interrupt_flag();
-    let mut progress = crate::progress::RateLine::default();
+    let mut progress = ctx.progress(crate::progress::StepLines::Replace);
     let mut runs = linerate_io::throughput::run::run(&cfg, &mut progress, &interrupt)?;
     let render = |r| linerate_report::throughput::render(r, ctx.width);
     if cfg.runs.len() == 1 {
         let doc = runs.pop().ok_or(RunError::NoResult)?;
-        match args.json {
-            true => print_json(&doc)?,
-            false => print(&render(&doc))?,
-        }
+        ctx.output(&doc, args.json, || render(&doc))?;
         return Ok(doc.flags);
     }
     let doc = Scenarios::document(runs, linerate_io::host::facts());
-    if args.json {
-        print_json(&doc)?;
-        return Ok(doc.flags);
-    }
-    for r in &doc.result.runs {
-        print(&(render(r) + "\n"))?;
-    }
-    print(&linerate_report::throughput::render_scenarios(
-        &doc, ctx.width,
-    ))?;
+    ctx.output(&doc, args.json, || {
+        let each = doc.result.runs.iter().map(|r| render(r) + "\n");
+        each.collect::<String>() + &linerate_report::throughput::render_scenarios(&doc, ctx.width)
+    })?;
     Ok(doc.flags)
 }
 
@@ -393,7 +383,7 @@ fn run_iperf3(args: &ThroughputArgs, cfg: &Config, ctx: &crate::Ctx) -> Result<V
         recv_lowat: tp.recv_lowat(),
     };
     let interrupt = linerate_io::signal::interrupt_flag();
-    let mut progress = crate::progress::RateLine::default();
+    let mut progress = ctx.progress(crate::progress::StepLines::Replace);
     let doc = linerate_io::iperf3::client::document(
         &client,
         tp.clone(),
@@ -401,15 +391,13 @@ fn run_iperf3(args: &ThroughputArgs, cfg: &Config, ctx: &crate::Ctx) -> Result<V
         &mut progress,
         &interrupt,
     )?;
-    match args.json {
-        true => print_json(&doc)?,
-        false => {
-            print(&linerate_report::throughput::render(&doc, ctx.width))?;
-            if let Some(out) = &doc.result.server_output {
-                print(&format!("\niperf3 server output:\n{out}"))?;
-            }
+    ctx.output(&doc, args.json, || {
+        let table = linerate_report::throughput::render(&doc, ctx.width);
+        match &doc.result.server_output {
+            Some(out) => format!("{table}\niperf3 server output:\n{out}"),
+            None => table,
         }
-    }
+    })?;
     Ok(doc.flags)
 }
 
@@ -423,7 +411,9 @@ mod tests {
             param: "recv_nap_us",
             reason: "TCP receivers are woken per block (recv_lowat_bytes)".into(),
         };
-        let Failure::Usage(e) = param_usage(&e);
+        let Failure::Usage(e) = param_usage(&e) else {
+            panic!("a usage error")
+        };
         assert_eq!(
             e.to_string(),
             "--recv-nap: TCP receivers are woken per block (--recv-lowat)"

@@ -10,8 +10,10 @@
 
 pub mod calc;
 pub mod column;
+pub mod compare;
 pub mod demo;
 pub mod flags;
+pub mod history;
 pub mod inspect;
 pub mod latency;
 pub mod rfc2544;
