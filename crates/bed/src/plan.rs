@@ -713,7 +713,7 @@ impl HostFacts {
 pub fn cpu_mask(cpus: usize) -> String {
     let cpus = cpus.clamp(1, 4096);
     let mut groups = vec!["ffffffff".to_string(); cpus / 32];
-    if cpus % 32 != 0 {
+    if !cpus.is_multiple_of(32) {
         groups.insert(0, format!("{:x}", (1u64 << (cpus % 32)) - 1));
     }
     groups.join(",")

@@ -228,7 +228,7 @@ impl Encap {
             NetLayer::Ipv4 => check_options("IPv4", bytes)?,
             // IPv6 extension headers are multiples of 8 bytes but may be long;
             // cap them at a sane size for the model.
-            NetLayer::Ipv6 if bytes % 8 != 0 || bytes > 256 => {
+            NetLayer::Ipv6 if !bytes.is_multiple_of(8) || bytes > 256 => {
                 return Err(ModelError::BadOptions {
                     what: "IPv6 extension header",
                     bytes,
@@ -362,7 +362,7 @@ impl Encap {
 }
 
 fn check_options(what: &'static str, bytes: u32) -> Result<(), ModelError> {
-    if bytes % 4 != 0 || bytes > MAX_OPTIONS_BYTES {
+    if !bytes.is_multiple_of(4) || bytes > MAX_OPTIONS_BYTES {
         return Err(ModelError::BadOptions { what, bytes });
     }
     Ok(())

@@ -99,7 +99,7 @@ pub fn group_thousands(v: u64) -> String {
     let digits = v.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -282,7 +282,7 @@ impl fmt::Display for ByteCount {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         const BINARY: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
         for (p, name) in BINARY {
-            if self.0 >= p && self.0 % p == 0 {
+            if self.0 >= p && self.0.is_multiple_of(p) {
                 return write!(f, "{} {name}", self.0 / p);
             }
         }

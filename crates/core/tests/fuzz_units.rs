@@ -142,7 +142,7 @@ fn mutate(s: &str, edits: &[Edit]) -> String {
             Edit::Repeat(i, n) if !c.is_empty() => {
                 let at = i % c.len();
                 let ch = c[at];
-                c.splice(at..at, std::iter::repeat(ch).take(usize::from(n)));
+                c.splice(at..at, std::iter::repeat_n(ch, usize::from(n)));
             }
             _ => {}
         }

@@ -184,7 +184,7 @@ mod tests {
         let l = LoadSample::now().until_now();
         assert!(
             l.cpu_pressure_pct
-                .map_or(true, |p| (0.0..=100.0).contains(&p)),
+                .is_none_or(|p| (0.0..=100.0).contains(&p)),
             "{l:?}"
         );
     }

@@ -15,6 +15,7 @@ pub mod echo;
 pub mod emu;
 pub mod energy;
 pub mod host;
+pub mod iperf3;
 pub mod journey;
 pub mod netns;
 pub mod packet;

@@ -24,6 +24,7 @@ fn server(max_clients: usize) -> (SocketAddr, Arc<std::sync::atomic::AtomicBool>
         log: Arc::new(|s: &str| eprintln!("server: {s}")),
         limits: linerate_io::throughput::server::Limits::default(),
         access: linerate_io::throughput::server::Access::LoopbackOnly,
+        iperf3: None,
     };
     let s = Server::bind(cfg).unwrap();
     let addr = s.local_addr().unwrap();
@@ -568,6 +569,7 @@ fn ipv6_loopback_tcp_and_udp() {
         log: Arc::new(|s: &str| eprintln!("server6: {s}")),
         limits: linerate_io::throughput::server::Limits::default(),
         access: linerate_io::throughput::server::Access::LoopbackOnly,
+        iperf3: None,
     };
     let Ok(s) = Server::bind(cfg) else {
         eprintln!("SKIPPED: ipv6_loopback_tcp_and_udp: no IPv6 loopback here");

@@ -68,7 +68,7 @@ pub(crate) enum Command {
     Demo(DemoArgs),
     /// Response time dissected into stages with kernel timestamps (UDP, TCP, ICMP echo).
     Latency(crate::latency::LatencyArgs),
-    /// Serves `linerate throughput` clients (several at once, each on its own threads).
+    /// Serves `linerate throughput` clients and iperf3 clients (several at once, each on its own threads).
     Server(crate::server::ServerArgs),
     /// TCP/UDP throughput against a `linerate server`, from both ends, as % of the line rate.
     ///

@@ -2,6 +2,7 @@
 //! driver (`linerate_io::throughput::run`), the result rendered, its flags
 //! returned.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context as _};
@@ -17,6 +18,12 @@ use linerate_core::throughput::model::{
 };
 use linerate_core::units::{parse_duration, BitRate, ByteCount};
 use linerate_core::wire::control::DEFAULT_PORT;
+use linerate_core::wire::iperf3::{
+    self,
+    params::{Mode, Params, Transport},
+};
+use linerate_io::iperf3::auth::ClientAuth;
+use linerate_io::iperf3::client::ClientConfig;
 use linerate_io::resolve::{resolve, ResolveError};
 use linerate_io::throughput::run::RunError;
 
@@ -176,6 +183,44 @@ pub(crate) struct ThroughputArgs {
     /// min–max.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub(crate) repeat: u32,
+
+    /// HOST is an iperf3 server (`iperf3 -s`): speak its protocol (--port
+    /// defaults to 5201). Its own figures come back as the server side,
+    /// and its output is attached to the result.
+    #[arg(long, conflicts_with_all = ["bed", "discard"])]
+    pub(crate) iperf3: bool,
+
+    /// --iperf3: end after this many bytes over all streams (iperf3's -n)
+    /// instead of --time.
+    #[arg(
+        long,
+        value_name = "BYTES",
+        requires = "iperf3",
+        conflicts_with = "blocks"
+    )]
+    pub(crate) bytes: Option<ByteCount>,
+
+    /// --iperf3: end after this many blocks (iperf3's -k) instead of --time.
+    #[arg(long, value_name = "N", requires = "iperf3")]
+    pub(crate) blocks: Option<u64>,
+
+    /// --iperf3: the IP TOS byte of the data packets (iperf3's -S).
+    #[arg(long, value_name = "N", requires = "iperf3")]
+    pub(crate) tos: Option<u8>,
+
+    /// --iperf3 authentication: the user name (the password is read from
+    /// IPERF3_PASSWORD).
+    #[arg(long, requires_all = ["iperf3", "rsa_public_key_path"])]
+    pub(crate) username: Option<String>,
+
+    /// --iperf3 authentication: the server's RSA public key (PEM).
+    #[arg(long, value_name = "FILE", requires = "username")]
+    pub(crate) rsa_public_key_path: Option<PathBuf>,
+
+    /// --iperf3 authentication: PKCS#1 v1.5 padding (servers before 3.17)
+    /// instead of OAEP.
+    #[arg(long, requires = "username")]
+    pub(crate) use_pkcs1_padding: bool,
 }
 
 /// The flag of each parameter of `ThroughputParams` (core names the
@@ -217,7 +262,11 @@ impl ThroughputArgs {
             Target::Bed(bed.with_context(|| format!("testbed '{name}'"))?)
         } else {
             let host = self.host.as_deref().unwrap_or_default();
-            let addr = resolve(host, self.port.unwrap_or(DEFAULT_PORT), self.ipv6);
+            let port = match self.iperf3 {
+                true => iperf3::DEFAULT_PORT,
+                false => DEFAULT_PORT,
+            };
+            let addr = resolve(host, self.port.unwrap_or(port), self.ipv6);
             let addr = addr.map_err(|e| match e {
                 ResolveError::NoIpv6 { .. } => anyhow!(e).context("--ipv6"),
                 e => anyhow!(e),
@@ -334,6 +383,14 @@ fn run_points(
 pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
     let points = args.config()?;
     let matrix = points.len() > 1 || args.repeat > 1;
+    if args.iperf3 {
+        let ([point], false) = (points.as_slice(), matrix) else {
+            return Err(Failure::Usage(anyhow!(
+                "--iperf3: one test at a time (no --sweep, --repeat)"
+            )));
+        };
+        return run_iperf3(args, &point.config.0, ctx);
+    }
     let mut progress = ctx.progress(crate::progress::StepLines::Replace);
     let link = crate::testbed::link_reading(args.bed.as_deref());
     let meter = linerate_io::energy::Meter::start();
@@ -368,6 +425,107 @@ pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, 
             let each = doc.result.runs.iter().map(|r| render(r) + "\n");
             each.collect::<String>()
                 + &linerate_report::throughput::render_scenarios(&doc, ctx.width)
+        }
+    })?;
+    Ok(doc.flags)
+}
+
+/// The test against an iperf3 server: linerate's parameters carried as
+/// iperf3's, the result rendered as a native one.
+fn run_iperf3(
+    args: &ThroughputArgs,
+    cfg: &linerate_core::throughput::config::Config,
+    ctx: &crate::Ctx,
+) -> Result<Vec<Flag>, Failure> {
+    let (Target::Server(addr), [tp]) = (&cfg.target, cfg.runs.as_slice()) else {
+        return Err(Failure::Usage(anyhow!(
+            "--path: an iperf3 server test runs one path (plain send and receive)"
+        )));
+    };
+    let auth = match (&args.username, &args.rsa_public_key_path) {
+        (Some(user), Some(key)) => {
+            let password = std::env::var("IPERF3_PASSWORD").map_err(|_| {
+                Failure::Usage(anyhow!("--username: set the password in IPERF3_PASSWORD"))
+            })?;
+            Some(ClientAuth::load(
+                key,
+                user,
+                &password,
+                args.use_pkcs1_padding,
+            )?)
+        }
+        _ => None,
+    };
+    // iperf3's -Z is sendfile; --skip-rx-copy is MSG_TRUNC.
+    let zerocopy = match tp.send_path {
+        SendPath::Ideal => false,
+        SendPath::Sendfile | SendPath::Zerocopy if tp.protocol == Protocol::Tcp => true,
+        p => {
+            return Err(Failure::Usage(anyhow!(
+                "--path {p}: not with --iperf3 (ideal, or sendfile/zerocopy for TCP: iperf3's -Z)"
+            )))
+        }
+    };
+    let skip_rx_copy = match tp.recv_path {
+        RecvPath::Copy => false,
+        RecvPath::Trunc if tp.protocol == Protocol::Tcp => true,
+        p => {
+            return Err(Failure::Usage(anyhow!(
+            "--recv-path {p}: not with --iperf3 (copy, or trunc for TCP: iperf3's --skip-rx-copy)"
+        )))
+        }
+    };
+    let streams = tp.streams.max(1);
+    let params = Params {
+        zerocopy,
+        skip_rx_copy,
+        transport: match tp.protocol {
+            Protocol::Tcp => Transport::Tcp,
+            Protocol::Udp => Transport::Udp,
+        },
+        mode: match tp.direction {
+            Direction::Forward => Mode::Forward,
+            Direction::Reverse => Mode::Reverse,
+            Direction::Bidir => Mode::Bidir,
+        },
+        // iperf3 counts whole seconds.
+        time_s: u32::try_from(tp.duration_ns.div_ceil(1_000_000_000)).unwrap_or(u32::MAX),
+        // iperf3 counts whole seconds.
+        omit_s: u32::try_from(args.omit.as_nanos().div_ceil(1_000_000_000)).unwrap_or(u32::MAX),
+        num_bytes: args.bytes.map_or(0, ByteCount::get),
+        blockcount: args.blocks.unwrap_or(0),
+        parallel: streams,
+        len: tp.size_bytes,
+        bandwidth: tp.rate_bits_per_s.map_or(0, |r| r / u64::from(streams)),
+        window: tp.window_bytes.unwrap_or(0),
+        nodelay: tp.nodelay,
+        mss: tp.mss_bytes.unwrap_or(0),
+        congestion: tp.congestion.clone(),
+        tos: args.tos.unwrap_or(0),
+        client_version: Some(format!("3.21 (linerate {})", env!("CARGO_PKG_VERSION"))),
+        ..Params::default()
+    };
+    let client = ClientConfig {
+        addr: *addr,
+        params,
+        auth,
+        interval: Duration::from_nanos(tp.interval_ns),
+        recv_lowat: tp.recv_lowat(),
+    };
+    let interrupt = linerate_io::signal::interrupt_flag();
+    let mut progress = ctx.progress(crate::progress::StepLines::Replace);
+    let doc = linerate_io::iperf3::client::document(
+        &client,
+        tp.clone(),
+        cfg.line(),
+        &mut progress,
+        &interrupt,
+    )?;
+    ctx.output(&doc, args.json, || {
+        let table = linerate_report::throughput::render(&doc, ctx.width);
+        match &doc.result.server_output {
+            Some(out) => format!("{table}\niperf3 server output:\n{out}"),
+            None => table,
         }
     })?;
     Ok(doc.flags)

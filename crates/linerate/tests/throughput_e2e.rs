@@ -114,6 +114,7 @@ fn throughput_over_a_veth_pair() {
             log: std::sync::Arc::new(|s: &str| eprintln!("server: {s}")),
             limits: linerate_io::throughput::server::Limits::default(),
             access: linerate_io::throughput::server::Access::Anyone,
+            iperf3: None,
         })
         .unwrap();
         tx.send((s.local_addr().unwrap(), s.stop_flag())).unwrap();

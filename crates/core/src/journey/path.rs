@@ -254,7 +254,7 @@ fn socket_events(out: &mut Vec<Event>, p: &ProbeSent, devices: &[Device], window
         e.point == Point::SockRecvLength
             && e.len == Some(p.payload)
             && e.time_ns >= after
-            && ready.as_ref().map_or(true, |r| r.sk == e.sk)
+            && ready.as_ref().is_none_or(|r| r.sk == e.sk)
     });
     out.extend(ready);
     out.extend(recv.cloned());

@@ -148,7 +148,7 @@ impl PingPong {
         }
         self.rtts.record(rtt_ns);
         let n = self.rtts.count();
-        if n >= AUTO_TIMEOUT_MIN_REPLIES && (n < 64 || n % 16 == 0) {
+        if n >= AUTO_TIMEOUT_MIN_REPLIES && (n < 64 || n.is_multiple_of(16)) {
             if let Some(p99) = self.rtts.quantile(0.99) {
                 self.counts.timeout_ns = ns(sized_timeout(Duration::from_nanos(p99)));
             }

@@ -150,6 +150,7 @@ pub fn result(setting: &Setting, params: ThroughputParams, m: Measured) -> Throu
         settings: Vec::new(),
         repeat: None,
         omit_ns: setting.omit_ns,
+        server_output: None,
     };
     r.figures = figures(&r);
     r

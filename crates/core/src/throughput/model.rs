@@ -646,7 +646,7 @@ pub fn sender_mss<'a>(sides: impl IntoIterator<Item = &'a SideReport> + Clone) -
             .clone()
             .into_iter()
             .flat_map(|s| s.flows.iter())
-            .filter(|f| role.map_or(true, |r| f.role == r))
+            .filter(|f| role.is_none_or(|r| f.role == r))
             .find_map(|f| f.mss_bytes)
     };
     of(Some(FlowRole::Sender)).or_else(|| of(None))
@@ -1072,6 +1072,10 @@ pub struct ThroughputResult {
     /// than its `duration_ns` asked. 0: nothing omitted.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub omit_ns: u64,
+    /// An iperf3 server's own account of the test (`--iperf3`: the text it
+    /// returns for `--get-server-output`), as it sent it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_output: Option<String>,
 }
 
 fn is_zero(v: &u64) -> bool {

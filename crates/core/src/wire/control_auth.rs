@@ -142,7 +142,7 @@ pub fn hex(bytes: &[u8]) -> String {
 /// (`None`: not hex, odd length, or too long).
 pub fn unhex(s: &str) -> Option<Vec<u8>> {
     let s = s.as_bytes();
-    if s.len() % 2 != 0 || s.len() > 2 * NONCE_BYTES.max(PROOF_BYTES) {
+    if !s.len().is_multiple_of(2) || s.len() > 2 * NONCE_BYTES.max(PROOF_BYTES) {
         return None;
     }
     let digit = |c: u8| {

@@ -9,5 +9,6 @@ pub mod control;
 pub mod control_auth;
 pub mod echo;
 pub mod icmp;
+pub mod iperf3;
 pub mod probe;
 pub mod testframe;

@@ -88,7 +88,7 @@ pub(crate) fn allowed(peer: Option<std::net::IpAddr>, from: SocketAddr) -> bool 
             .map_or(std::net::IpAddr::V6(v6), std::net::IpAddr::V4),
         v4 => v4,
     };
-    from.port() != 0 && peer.map_or(true, |p| canon(p) == canon(from.ip()))
+    from.port() != 0 && peer.is_none_or(|p| canon(p) == canon(from.ip()))
 }
 
 impl ReflectorConfig {

@@ -342,6 +342,7 @@ fn start_server(
         log: Arc::new(|_| {}),
         limits: crate::throughput::server::Limits::default(),
         access: crate::throughput::server::Access::LoopbackOnly,
+        iperf3: None,
     })
     .unwrap();
     let addr = server.local_addr().unwrap();

@@ -154,7 +154,7 @@ impl UdpReflector {
         let mut turn = 0u32;
         loop {
             turn = turn.wrapping_add(1);
-            if turn % 64 == 0
+            if turn.is_multiple_of(64)
                 && (stop.load(Ordering::Relaxed)
                     || start.elapsed() >= cfg.max_duration
                     || last_request.elapsed() >= cfg.idle_timeout)
@@ -171,7 +171,7 @@ impl UdpReflector {
                             // owed, and at most every 100 µs: a syscall per
                             // spin would halve how fast a request is seen.
                             if tx.owed()
-                                && turn % 64 == 0
+                                && turn.is_multiple_of(64)
                                 && last_drain.elapsed() >= Duration::from_micros(100)
                             {
                                 tx.drain(fd, &mut report.records)

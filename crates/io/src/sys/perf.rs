@@ -161,7 +161,7 @@ impl Ring {
 
     fn word(&self, off: usize) -> &AtomicU64 {
         assert!(
-            off + 8 <= self.len && off % 8 == 0,
+            off + 8 <= self.len && off.is_multiple_of(8),
             "ring word out of range"
         );
         // SAFETY: `off` is inside the live mapping and 8-byte aligned

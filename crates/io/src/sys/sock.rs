@@ -220,6 +220,15 @@ pub(super) fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::sock
     (ss, len)
 }
 
+/// bind(2) to `addr` (for sockets that need options set before binding,
+/// such as SO_REUSEADDR).
+pub(crate) fn bind(fd: &impl AsRawFd, addr: &SocketAddr) -> io::Result<()> {
+    let (ss, len) = sockaddr(addr);
+    // SAFETY: ss is a live sockaddr_storage holding a valid address of len bytes.
+    syscall!(bind(fd.as_raw_fd(), (std::ptr::addr_of!(ss)).cast(), len))?;
+    Ok(())
+}
+
 /// connect(2), bounded by `timeout` (through SO_SNDTIMEO, which Linux
 /// applies to a blocking connect; it is cleared afterwards).
 pub(crate) fn connect(fd: &OwnedFd, addr: &SocketAddr, timeout: Duration) -> io::Result<()> {

@@ -50,7 +50,7 @@ impl Map {
 
     fn u32_at(&self, off: usize) -> &AtomicU32 {
         assert!(
-            off + 4 <= self.len && off % 4 == 0,
+            off + 4 <= self.len && off.is_multiple_of(4),
             "ring word out of range"
         );
         // SAFETY: `off` is inside the live mapping and 4-byte aligned (checked

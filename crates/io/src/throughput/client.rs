@@ -46,6 +46,9 @@ pub enum ClientError {
     /// Threads could not be spawned.
     #[error("cannot spawn flow threads: {0}")]
     Spawn(std::io::Error),
+    /// The server answered as an iperf3 server.
+    #[error("{0} speaks iperf3; add --iperf3")]
+    Iperf3(SocketAddr),
 }
 
 /// Both ends' measurements.
@@ -91,6 +94,7 @@ pub fn run_until(
             Err(HandshakeError::Ctrl(e)) => return Err(cerr(e)),
             Err(HandshakeError::Refused(reason)) => return Err(ClientError::Refused(reason)),
             Err(HandshakeError::Auth(why)) => return Err(ClientError::Auth(why)),
+            Err(HandshakeError::Iperf3) => return Err(ClientError::Iperf3(addr)),
         };
     let n = params.flows().len();
     let local_ip = ctrl

@@ -152,6 +152,9 @@ pub enum HandshakeError {
     /// Authentication failed on this side.
     #[error("authentication: {0}")]
     Auth(String),
+    /// The server answered the Hello as an iperf3 server answers a cookie.
+    #[error("the server speaks iperf3, not linerate's protocol")]
+    Iperf3,
 }
 
 /// The client's side of the handshake: Hello, then (a server with a key)
@@ -161,6 +164,11 @@ pub fn client_handshake(ctrl: &mut Control, software: &str) -> Result<Welcome, H
     let key = client_key();
     let nonce = crate::token::nonce().map_err(CtrlError::Io)?;
     ctrl.send(&Message::hello(software, &hex(&nonce)))?;
+    // An iperf3 server takes the Hello's first 37 bytes for its cookie and
+    // answers with one state byte; linerate's answer starts with a length.
+    if crate::iperf3::client::answered_as_iperf3(ctrl.stream(), super::server::STEP_TIMEOUT) {
+        return Err(HandshakeError::Iperf3);
+    }
     let mut authenticated = false;
     loop {
         match ctrl.recv(super::server::STEP_TIMEOUT)? {

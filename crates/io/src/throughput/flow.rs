@@ -821,7 +821,7 @@ impl Waiter {
             return true;
         }
         self.empty = self.empty.wrapping_add(1);
-        if self.empty > 1 && self.empty % 1024 != 0 {
+        if self.empty > 1 && !self.empty.is_multiple_of(1024) {
             std::hint::spin_loop();
             return false;
         }

@@ -200,6 +200,7 @@ impl LocalServer {
                 log: Arc::new(|_: &str| {}),
                 limits: super::server::Limits::default(),
                 access: super::server::Access::Anyone,
+                iperf3: None,
             });
             match server {
                 Ok(server) => {

@@ -113,6 +113,8 @@ pub struct ServerConfig {
     /// Log sink. Peer-controlled text reaches it escapped
     /// ([`linerate_core::untrusted::escape`]); it must not fail.
     pub log: Log,
+    /// Serves iperf3 clients that connect to this port (None: refuses them).
+    pub iperf3: Option<Arc<crate::iperf3::Hub>>,
 }
 
 impl ServerConfig {
@@ -127,6 +129,7 @@ impl ServerConfig {
             limits: Limits::default(),
             access: Access::LoopbackOnly,
             log: Arc::new(|_: &str| {}),
+            iperf3: None,
         }
     }
 }
@@ -150,6 +153,9 @@ pub enum Dialect {
     /// linerate's control protocol: a 4-byte big-endian frame length, whose
     /// first byte is 0 for every frame up to 16 MiB.
     Linerate,
+    /// An iperf3 client: its 37-byte cookie starts with one of the cookie's
+    /// characters.
+    Iperf3,
     /// Something else.
     Unknown,
 }
@@ -158,6 +164,7 @@ pub enum Dialect {
 pub fn classify_first_bytes(first: &[u8]) -> Dialect {
     match first.first() {
         Some(0) => Dialect::Linerate,
+        Some(&b) if linerate_core::wire::iperf3::starts_cookie(b) => Dialect::Iperf3,
         _ => Dialect::Unknown,
     }
 }
@@ -477,7 +484,7 @@ impl Drop for Registered {
 }
 
 /// Whether `ip` is a loopback address (IPv4-mapped IPv6 included).
-fn is_loopback(ip: IpAddr) -> bool {
+pub(crate) fn is_loopback(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(a) => a.is_loopback(),
         IpAddr::V6(a) => a.is_loopback() || a.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
@@ -539,6 +546,11 @@ impl ConnCtx {
         }
         match classify_first_bytes(&first) {
             Dialect::Linerate => self.linerate(stream, peer, pending),
+            Dialect::Iperf3 => {
+                // The iperf3 hub bounds its own connections awaiting a cookie.
+                drop(pending);
+                crate::iperf3::serve(self.cfg.iperf3.as_ref(), stream, peer, &*self.cfg.log);
+            }
             Dialect::Unknown => self.log(&format!(
                 "{peer}: not the linerate control protocol (first byte {:#04x}), closed",
                 first[0]

@@ -65,7 +65,7 @@ pub(crate) fn spawn(jobs: Vec<FlowJob>) -> Result<Vec<RunningFlow>, std::io::Err
 
 impl RunningFlow {
     fn finished(&self) -> bool {
-        self.report.is_some() || self.handle.as_ref().map_or(true, JoinHandle::is_finished)
+        self.report.is_some() || self.handle.as_ref().is_none_or(JoinHandle::is_finished)
     }
 
     fn join(&mut self) {

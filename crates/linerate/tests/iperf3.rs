@@ -1,0 +1,906 @@
+//! iperf3 both ways, against Debian's iperf3 on loopback: iperf3 clients
+//! against `linerate server` (every mode, several at once, one killed
+//! mid-test, refusals, authentication), `linerate throughput --iperf3`
+//! against `iperf3 -s`, and the errors when the protocols do not match.
+//!
+//! Needs `iperf3` and `openssl` (CI installs them); without them the tests
+//! print SKIPPED, and fail instead with LINERATE_REQUIRE_PRIV=1.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_linerate");
+
+/// Whether the tools are here; without them a test skips loudly (or fails
+/// under LINERATE_REQUIRE_PRIV=1).
+fn have(test: &str, tools: &[&str]) -> bool {
+    let missing: Vec<&str> = tools
+        .iter()
+        .copied()
+        .filter(|t| {
+            !Command::new("sh")
+                .args(["-c", &format!("command -v {t}")])
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    if std::env::var("LINERATE_REQUIRE_PRIV").as_deref() == Ok("1") {
+        panic!(
+            "{test}: {} missing (LINERATE_REQUIRE_PRIV=1)",
+            missing.join(", ")
+        );
+    }
+    eprintln!("SKIPPED: {test}: {} not installed", missing.join(", "));
+    false
+}
+
+fn free_port() -> u16 {
+    loop {
+        let t = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let p = t.local_addr().unwrap().port();
+        if std::net::UdpSocket::bind(("127.0.0.1", p)).is_ok() {
+            return p;
+        }
+    }
+}
+
+/// Waits for `child` at most `limit` (then kills it); its output.
+fn wait_output(child: Child, limit: Duration) -> Output {
+    let pid = child.id();
+    let killer = std::thread::spawn(move || {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(100));
+            if std::fs::metadata(format!("/proc/{pid}")).is_err() {
+                return;
+            }
+        }
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    });
+    let out = child.wait_with_output().unwrap();
+    let _ = killer.join();
+    out
+}
+
+/// A `linerate server` process with its log.
+struct Server {
+    child: Child,
+    port: u16,
+    iperf3_port: u16,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    fn start(extra: &[&str]) -> Self {
+        for _ in 0..10 {
+            let (port, iperf3_port) = (free_port(), free_port());
+            let mut child = Command::new(BIN)
+                .args(["server", "--bind", "127.0.0.1", "--port", &port.to_string()])
+                .args(["--iperf3-port", &iperf3_port.to_string()])
+                .args(extra)
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+            let first = lines.next().and_then(Result::ok).unwrap_or_default();
+            if !first.contains("listening") {
+                let _ = child.kill();
+                let _ = child.wait();
+                continue;
+            }
+            let log = Arc::new(Mutex::new(Vec::new()));
+            let l2 = Arc::clone(&log);
+            std::thread::spawn(move || {
+                for l in lines.map_while(Result::ok) {
+                    eprintln!("server: {l}");
+                    l2.lock().unwrap().push(l);
+                }
+            });
+            // The iperf3 port is announced next.
+            let until = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < until
+                && !log
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .any(|l| l.contains("iperf3 clients"))
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let s = Self {
+                child,
+                port,
+                iperf3_port,
+                log,
+            };
+            if s.logged("iperf3 clients served on") {
+                return s;
+            }
+        }
+        panic!("no free ports for a server in 10 tries");
+    }
+
+    fn logged(&self, what: &str) -> bool {
+        self.log.lock().unwrap().iter().any(|l| l.contains(what))
+    }
+
+    /// Waits (bounded) until the log has `what`.
+    fn wait_log(&self, what: &str, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if self.logged(what) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An `iperf3 -s` process.
+struct Iperf3Server {
+    child: Child,
+    port: u16,
+}
+
+impl Iperf3Server {
+    fn start(extra: &[&str]) -> Self {
+        let port = free_port();
+        let child = Command::new("iperf3")
+            .args(["-s", "-B", "127.0.0.1", "-p", &port.to_string()])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Ready when it accepts.
+        let until = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // That probe connection was a client to iperf3: let it settle.
+        std::thread::sleep(Duration::from_millis(300));
+        Self { child, port }
+    }
+}
+
+impl Drop for Iperf3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn iperf3_child(port: u16, args: &[&str], env: &[(&str, &str)]) -> Child {
+    Command::new("iperf3")
+        .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-J"])
+        .args(args)
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// An iperf3 client run: whether it succeeded (iperf3 3.12 with `-J`
+/// exits 0 on some errors: its document's `error` says), and the document.
+fn iperf3(port: u16, args: &[&str]) -> (bool, Value) {
+    iperf3_env(port, args, &[])
+}
+
+fn iperf3_env(port: u16, args: &[&str], env: &[(&str, &str)]) -> (bool, Value) {
+    let out = wait_output(iperf3_child(port, args, env), Duration::from_secs(60));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "iperf3 {args:?}: no JSON ({e}): {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.success() && v.get("error").is_none(), v)
+}
+
+/// A successful iperf3 run's end figures.
+fn ok_run(port: u16, args: &[&str]) -> Value {
+    let (ok, v) = iperf3(port, args);
+    assert!(ok, "iperf3 {args:?}: {}", v["error"]);
+    v["end"].clone()
+}
+
+fn bytes(end: &Value, key: &str) -> u64 {
+    end[key]["bytes"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {key}.bytes in {end}"))
+}
+
+#[test]
+fn iperf3_clients_in_every_mode() {
+    if !have("iperf3_clients_in_every_mode", &["iperf3"]) {
+        return;
+    }
+    let s = Server::start(&[]);
+    let p = s.iperf3_port;
+    // TCP, both ways, and on linerate's own port.
+    for port in [p, s.port] {
+        let e = ok_run(port, &["-t", "1"]);
+        assert!(bytes(&e, "sum_received") > 0);
+        assert!(bytes(&e, "sum_sent") >= bytes(&e, "sum_received"));
+    }
+    let e = ok_run(p, &["-t", "1", "-R"]);
+    assert!(bytes(&e, "sum_received") > 0);
+    assert_eq!(e["streams"][0]["sender"]["sender"], false);
+    let e = ok_run(p, &["-t", "1", "--bidir"]);
+    assert!(bytes(&e, "sum_received") > 0 && bytes(&e, "sum_received_bidir_reverse") > 0);
+    let e = ok_run(p, &["-t", "1", "-P", "4"]);
+    assert_eq!(e["streams"].as_array().unwrap().len(), 4);
+    let ids: Vec<u64> = e["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sender"]["socket"].as_u64().unwrap_or(0))
+        .collect();
+    assert_eq!(ids.len(), 4);
+    // -b paces a TCP stream: it never runs above the rate (10 % slack for
+    // the last block and timer granularity).
+    let e = ok_run(p, &["-t", "1", "-b", "20M", "--pacing-timer", "1000"]);
+    let rate = e["sum_received"]["bits_per_second"].as_f64().unwrap();
+    assert!(rate > 0.0 && rate <= 22e6, "paced to 20M, received {rate}");
+    // -n and -k end by amount.
+    let e = ok_run(p, &["-n", "20M"]);
+    assert!(bytes(&e, "sum_sent") >= 20 << 20);
+    let e = ok_run(p, &["-k", "300", "-l", "1000"]);
+    assert!(bytes(&e, "sum_sent") >= 300_000);
+    // -O: the omitted second is not in the server's figures.
+    let e = ok_run(p, &["-t", "1", "-O", "1"]);
+    assert!(bytes(&e, "sum_received") > 0);
+    // UDP, paced, 32- and 64-bit counters, reverse, bidir, options.
+    let e = ok_run(p, &["-u", "-b", "10M", "-t", "1"]);
+    let r = &e["sum"];
+    assert!(r["packets"].as_u64().unwrap() > 0, "{r}");
+    assert!(r["lost_packets"].as_u64().unwrap() <= r["packets"].as_u64().unwrap());
+    assert!(r["jitter_ms"].as_f64().unwrap() >= 0.0);
+    for extra in [
+        &["--udp-counters-64bit"][..],
+        &["-R"],
+        &["--bidir"],
+        &[
+            "-l",
+            "1000",
+            "--repeating-payload",
+            "--dont-fragment",
+            "-S",
+            "16",
+        ],
+    ] {
+        let mut args = vec!["-u", "-b", "5M", "-t", "1"];
+        args.extend_from_slice(extra);
+        let e = ok_run(p, &args);
+        assert!(
+            e["sum"]["packets"].as_u64().unwrap() > 0,
+            "{extra:?}: {}",
+            e["sum"]
+        );
+    }
+    // TCP options, zero copy and the server's output.
+    let (st, v) = iperf3(
+        p,
+        &[
+            "-t",
+            "1",
+            "-Z",
+            "-R",
+            "-N",
+            "-w",
+            "1M",
+            "-M",
+            "1400",
+            "-C",
+            "reno",
+            "--get-server-output",
+        ],
+    );
+    assert!(st, "{}", v["error"]);
+    let text = v["server_output_text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("linerate") && text.contains("sender"),
+        "{text}"
+    );
+    // Out of range: iperf3's own refusal comes back.
+    // Longer than the server allows (--max-duration 300).
+    let (st, v) = iperf3(p, &["-t", "400"]);
+    assert!(!st, "{v}");
+    assert!(s.wait_log("session refused", Duration::from_secs(5)));
+    assert!(
+        s.logged("an iperf3 client from 127.0.0.1:"),
+        "the server names the client"
+    );
+}
+
+#[test]
+fn several_iperf3_clients_at_once() {
+    if !have("several_iperf3_clients_at_once", &["iperf3"]) {
+        return;
+    }
+    let s = Server::start(&["--max-clients", "8"]);
+    for n in [2, 4] {
+        let kids: Vec<Child> = (0..n)
+            .map(|i| {
+                let mode: &[&str] = if i % 2 == 0 {
+                    &["-t", "1"]
+                } else {
+                    &["-t", "1", "-u", "-b", "5M"]
+                };
+                iperf3_child(s.iperf3_port, mode, &[])
+            })
+            .collect();
+        for k in kids {
+            let out = wait_output(k, Duration::from_secs(60));
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert!(
+                out.status.success() && v.get("error").is_none(),
+                "{n} at once: {}",
+                v["error"]
+            );
+            assert!(
+                v["end"]["sum_received"]["bytes"]
+                    .as_u64()
+                    .or(v["end"]["sum"]["bytes"].as_u64())
+                    .unwrap()
+                    > 0
+            );
+        }
+    }
+}
+
+#[test]
+fn a_killed_client_frees_its_session_while_another_runs() {
+    if !have(
+        "a_killed_client_frees_its_session_while_another_runs",
+        &["iperf3"],
+    ) {
+        return;
+    }
+    // Two slots: the killed client's must come back for the third client.
+    let s = Server::start(&["--max-clients", "2"]);
+    let mut victim = iperf3_child(s.iperf3_port, &["-t", "30"], &[]);
+    let keeper = iperf3_child(s.iperf3_port, &["-t", "4"], &[]);
+    assert!(s.wait_log("serving it", Duration::from_secs(10)));
+    std::thread::sleep(Duration::from_millis(1000));
+    victim.kill().unwrap();
+    let _ = victim.wait();
+    assert!(
+        s.wait_log("session ended early", Duration::from_secs(15)),
+        "the killed client's session did not end"
+    );
+    // The slot is free: a third client runs while the keeper still does.
+    let e = ok_run(s.iperf3_port, &["-t", "1"]);
+    assert!(bytes(&e, "sum_received") > 0);
+    let out = wait_output(keeper, Duration::from_secs(60));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        out.status.success() && v.get("error").is_none(),
+        "{}",
+        v["error"]
+    );
+}
+
+#[test]
+fn clients_beyond_max_clients_get_access_denied() {
+    if !have("clients_beyond_max_clients_get_access_denied", &["iperf3"]) {
+        return;
+    }
+    let s = Server::start(&["--max-clients", "1"]);
+    let first = iperf3_child(s.iperf3_port, &["-t", "3"], &[]);
+    assert!(s.wait_log("serving it", Duration::from_secs(10)));
+    let (st, v) = iperf3(s.iperf3_port, &["-t", "1"]);
+    assert!(!st);
+    assert!(
+        v["error"].as_str().unwrap_or_default().contains("busy"),
+        "{v}"
+    );
+    assert!(s.logged("--max-clients"));
+    let out = wait_output(first, Duration::from_secs(60));
+    assert!(out.status.success());
+}
+
+/// An RSA key pair in `dir` (openssl), returns (private, public).
+fn keypair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+    let private = dir.join(format!("{name}.pem"));
+    let public = dir.join(format!("{name}.pub.pem"));
+    let ok = Command::new("openssl")
+        .args(["genrsa", "-out"])
+        .arg(&private)
+        .arg("2048")
+        .stderr(Stdio::null())
+        .status()
+        .unwrap()
+        .success()
+        && Command::new("openssl")
+            .args(["rsa", "-in"])
+            .arg(&private)
+            .args(["-pubout", "-out"])
+            .arg(&public)
+            .stderr(Stdio::null())
+            .status()
+            .unwrap()
+            .success();
+    assert!(ok, "openssl could not make a key pair");
+    (private, public)
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("lr-iperf3-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn authentication_as_iperf3_does_it() {
+    if !have("authentication_as_iperf3_does_it", &["iperf3", "openssl"]) {
+        return;
+    }
+    let dir = temp_dir("auth");
+    let (private, public) = keypair(&dir, "server");
+    let (_, other_public) = keypair(&dir, "other");
+    let users = dir.join("users.csv");
+    std::fs::write(
+        &users,
+        format!(
+            "# iperf3 users\nmario,{}\n",
+            linerate_io::iperf3::auth::password_hash("mario", "rossi")
+        ),
+    )
+    .unwrap();
+    let s = Server::start(&[
+        "--rsa-private-key-path",
+        private.to_str().unwrap(),
+        "--authorized-users-path",
+        users.to_str().unwrap(),
+    ]);
+    let p = s.iperf3_port;
+    let auth = |key: &Path, pw: &str| {
+        iperf3_env(
+            p,
+            &[
+                "-t",
+                "1",
+                "--username",
+                "mario",
+                "--rsa-public-key-path",
+                key.to_str().unwrap(),
+            ],
+            &[("IPERF3_PASSWORD", pw)],
+        )
+    };
+    // Debian's iperf3 (3.12) pads with PKCS#1 v1.5; linerate's client
+    // (below) with OAEP: both are accepted.
+    let (st, v) = auth(&public, "rossi");
+    assert!(st, "right credentials: {}", v["error"]);
+    let (st, v) = auth(&public, "wrong");
+    assert!(!st);
+    assert!(
+        v["error"].as_str().unwrap_or_default().contains("authoriz"),
+        "{v}"
+    );
+    let (st, _) = auth(&other_public, "rossi");
+    assert!(!st, "a key the server does not hold");
+    let (st, _) = iperf3(p, &["-t", "1"]);
+    assert!(!st, "no credentials");
+    // linerate's client, OAEP and PKCS#1 v1.5.
+    for pkcs1 in [false, true] {
+        let mut c = Command::new(BIN);
+        c.args([
+            "throughput",
+            "127.0.0.1",
+            "--iperf3",
+            "--port",
+            &p.to_string(),
+            "--time",
+            "1",
+            "--json",
+        ])
+        .args([
+            "--username",
+            "mario",
+            "--rsa-public-key-path",
+            public.to_str().unwrap(),
+        ])
+        .env("IPERF3_PASSWORD", "rossi");
+        if pkcs1 {
+            c.arg("--use-pkcs1-padding");
+        }
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "linerate client, pkcs1={pkcs1}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // A skewed clock, through the library (iperf3's clock cannot be moved).
+    let server = linerate_io::iperf3::auth::ServerAuth::load(&private, &users, 10).unwrap();
+    let client =
+        linerate_io::iperf3::auth::ClientAuth::load(&public, "mario", "rossi", false).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    assert!(server
+        .check(Some(&client.token(Some(now)).unwrap()))
+        .is_ok());
+    let e = server
+        .check(Some(&client.token(Some(now - 60)).unwrap()))
+        .unwrap_err();
+    assert!(e.to_string().contains("clock"), "{e}");
+    assert!(s.logged("authenticated user mario"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `linerate throughput --iperf3 … --json` against an iperf3 server.
+fn linerate_client(port: u16, args: &[&str]) -> Value {
+    let mut c = Command::new(BIN);
+    c.args([
+        "throughput",
+        "127.0.0.1",
+        "--iperf3",
+        "--port",
+        &port.to_string(),
+        "--json",
+    ])
+    .args(args)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let out = wait_output(c.spawn().unwrap(), Duration::from_secs(60));
+    assert!(
+        out.status.code().is_some_and(|c| c <= 1),
+        "linerate {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn linerate_client_against_iperf3_server() {
+    if !have("linerate_client_against_iperf3_server", &["iperf3"]) {
+        return;
+    }
+    let srv = Iperf3Server::start(&[]);
+    for args in [
+        &["--time", "1"][..],
+        &["--time", "1", "--reverse"],
+        &["--time", "1", "--bidir"],
+        &["--time", "1", "--streams", "4"],
+        &["--time", "1", "--rate", "50M"],
+        &["--bytes", "20M"],
+        &["--time", "1", "--omit", "1"],
+        &["--time", "1", "--path", "sendfile"],
+        &["--time", "1", "--reverse", "--recv-path", "trunc"],
+        &["--udp", "--rate", "10M", "--time", "1"],
+        &["--udp", "--rate", "10M", "--time", "1", "--reverse"],
+        &["--udp", "--rate", "10M", "--time", "1", "--bidir"],
+    ] {
+        let v = linerate_client(srv.port, args);
+        assert_eq!(v["schema"], "linerate.throughput", "{args:?}");
+        common::validate("linerate.throughput", &v);
+        let client: u64 = v["client"]["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["bytes"].as_u64().unwrap())
+            .sum();
+        let server: u64 = v["server_side"]["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["bytes"].as_u64().unwrap())
+            .sum();
+        assert!(
+            client > 0 && server > 0,
+            "{args:?}: client {client}, server {server}"
+        );
+        assert!(
+            v["server_output"]
+                .as_str()
+                .is_some_and(|t| t.contains("receiver") || t.contains("sender")),
+            "{args:?}"
+        );
+        assert!(v["flags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["code"] == "iperf3_peer"));
+        let streams = args
+            .iter()
+            .position(|a| *a == "--streams")
+            .map_or(1, |i| args[i + 1].parse().unwrap());
+        let dirs = if args.contains(&"--bidir") { 2 } else { 1 };
+        assert_eq!(
+            v["client"]["flows"].as_array().unwrap().len(),
+            streams * dirs,
+            "{args:?}"
+        );
+    }
+    // --bytes: at least that much went.
+    let v = linerate_client(srv.port, &["--bytes", "20M"]);
+    let sent: u64 = v["client"]["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["bytes"].as_u64().unwrap())
+        .sum();
+    assert!(sent >= 20 << 20);
+}
+
+#[test]
+fn mismatched_protocols_say_so() {
+    if !have("mismatched_protocols_say_so", &["iperf3"]) {
+        return;
+    }
+    // A native test against an iperf3 server.
+    let srv = Iperf3Server::start(&[]);
+    let out = Command::new(BIN)
+        .args([
+            "throughput",
+            "127.0.0.1",
+            "--port",
+            &srv.port.to_string(),
+            "--time",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "127.0.0.1:{} speaks iperf3; add --iperf3",
+            srv.port
+        )),
+        "{err}"
+    );
+    // A send path iperf3 has no equivalent of: a usage error.
+    let out = Command::new(BIN)
+        .args([
+            "throughput",
+            "127.0.0.1",
+            "--iperf3",
+            "--port",
+            &srv.port.to_string(),
+            "--udp",
+            "--path",
+            "gso",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--path gso: not with --iperf3"));
+    // iperf3 clients at a server that does not serve them.
+    let s = Server::start_without_iperf3();
+    let (st, _) = iperf3(s.port, &["-t", "1"]);
+    assert!(!st);
+    assert!(s.wait_log("iperf3 serving is off", Duration::from_secs(5)));
+}
+
+impl Server {
+    fn start_without_iperf3() -> Self {
+        loop {
+            let port = free_port();
+            let mut child = Command::new(BIN)
+                .args([
+                    "server",
+                    "--bind",
+                    "127.0.0.1",
+                    "--port",
+                    &port.to_string(),
+                    "--no-iperf3",
+                ])
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+            if !lines
+                .next()
+                .and_then(Result::ok)
+                .unwrap_or_default()
+                .contains("listening")
+            {
+                let _ = child.kill();
+                let _ = child.wait();
+                continue;
+            }
+            let log = Arc::new(Mutex::new(Vec::new()));
+            let l2 = Arc::clone(&log);
+            std::thread::spawn(move || {
+                for l in lines.map_while(Result::ok) {
+                    l2.lock().unwrap().push(l);
+                }
+            });
+            return Self {
+                child,
+                port,
+                iperf3_port: 0,
+                log,
+            };
+        }
+    }
+}
+
+/// On a bed (two namespaces joined by veth, removed by the guard): an
+/// iperf3 client in host a against `linerate server` in host b, TCP and
+/// UDP; and `linerate throughput --iperf3` in a against `iperf3 -s` in b.
+#[test]
+fn iperf3_over_a_veth_pair() {
+    use linerate_bed::{privileges, Bed, BedSpec, Topology};
+    if !privileges::require("iperf3_over_a_veth_pair")
+        || !have("iperf3_over_a_veth_pair", &["iperf3"])
+    {
+        return;
+    }
+    let bed = Bed::up(&BedSpec::new(
+        format!("i3{}", std::process::id()),
+        Topology::Pair,
+    ))
+    .unwrap();
+    let (ns_a, ns_b) = (
+        bed.netns("a").unwrap().to_string(),
+        bed.netns("b").unwrap().to_string(),
+    );
+    let ip_b = bed.ipv4("b").unwrap().to_string();
+    let in_ns = |ns: &str| {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns]);
+        c
+    };
+    // linerate server in b (ports are free: the namespace is new); its
+    // peer is not on loopback, so it serves without a key only with
+    // --no-auth. Both servers are killed however the test ends.
+    let _server = Killed(
+        in_ns(&ns_b)
+            .args([
+                BIN,
+                "server",
+                "--no-auth",
+                "--bind",
+                &ip_b,
+                "--port",
+                "5300",
+                "--iperf3-port",
+                "5201",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let _i3 = Killed(
+        in_ns(&ns_b)
+            .args(["iperf3", "-s", "-B", &ip_b, "-p", "5202"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    for args in [&["-t", "1"][..], &["-t", "1", "-u", "-b", "20M", "--bidir"]] {
+        let out = in_ns(&ns_a)
+            .args(["iperf3", "-c", &ip_b, "-p", "5201", "-J"])
+            .args(args)
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(v.get("error").is_none(), "{args:?}: {}", v["error"]);
+        assert!(
+            v["end"]["sum_received"]["bytes"].as_u64().unwrap() > 0,
+            "{args:?}"
+        );
+    }
+    let out = in_ns(&ns_a)
+        .args([
+            BIN,
+            "throughput",
+            &ip_b,
+            "--iperf3",
+            "--port",
+            "5202",
+            "--time",
+            "1",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.code().is_some_and(|c| c <= 1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["server_side"]["flows"][0]["bytes"].as_u64().unwrap() > 0);
+    assert_eq!(v["path"]["interface"], bed.iface("a").unwrap());
+}
+
+/// A child process killed and reaped when dropped (also on a panic).
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Hostile "iperf3 clients": a huge parameters length gets SERVER_ERROR
+/// before any body, a silent one is closed, and a real client is served
+/// meanwhile and after.
+#[test]
+fn hostile_iperf3_peers_do_not_hold_the_server() {
+    use std::io::{Read as _, Write as _};
+    if !have("hostile_iperf3_peers_do_not_hold_the_server", &["iperf3"]) {
+        return;
+    }
+    let s = Server::start(&["--max-clients", "2"]);
+    let connect = || {
+        let c = std::net::TcpStream::connect(("127.0.0.1", s.iperf3_port)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        c
+    };
+    // Cookie, then a 4 GiB parameters length: PARAM_EXCHANGE, then
+    // SERVER_ERROR 114 (parameters not received), then the close.
+    let mut c = connect();
+    c.write_all(&[b'a'; 37]).unwrap();
+    c.write_all(&u32::MAX.to_be_bytes()).unwrap();
+    let mut got = Vec::new();
+    let _ = c.read_to_end(&mut got);
+    assert_eq!(
+        got,
+        [&[9u8, 0xfe][..], &114i32.to_be_bytes(), &0i32.to_be_bytes()].concat()
+    );
+    // Half a cookie, then silence: closed (after the cookie timeout).
+    let mut c = connect();
+    c.write_all(b"abcdefghij").unwrap();
+    // A real client is served meanwhile.
+    let e = ok_run(s.iperf3_port, &["-t", "1"]);
+    assert!(bytes(&e, "sum_received") > 0);
+    let mut rest = Vec::new();
+    assert!(
+        c.read_to_end(&mut rest).is_ok() && rest.is_empty(),
+        "closed without a word"
+    );
+    // A cookie and then silence: the session ends at its step timeout and
+    // frees its slot (two slots: the third client below needs it).
+    let mut c1 = connect();
+    c1.write_all(&[b'b'; 37]).unwrap();
+    let mut c2 = connect();
+    c2.write_all(&[b'c'; 37]).unwrap();
+    let mut one = [0u8; 1];
+    c1.read_exact(&mut one).unwrap();
+    assert_eq!(one[0], 9, "PARAM_EXCHANGE");
+    assert!(
+        c1.read_to_end(&mut rest).is_ok(),
+        "closed at the step timeout"
+    );
+    assert!(s.wait_log(
+        "timed out while waiting for the parameters",
+        Duration::from_secs(20)
+    ));
+    drop((c1, c2));
+    let e = ok_run(s.iperf3_port, &["-t", "1"]);
+    assert!(bytes(&e, "sum_received") > 0);
+}
