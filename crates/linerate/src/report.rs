@@ -88,7 +88,8 @@ fn write_plots(dir: &Path, plots: &[Named], format: Format) -> anyhow::Result<Ve
 /// Flags of `linerate report`.
 #[derive(Debug, Args)]
 pub(crate) struct ReportArgs {
-    /// Result documents as `--json` wrote them: files, or `-` for stdin.
+    /// Result documents: ids of stored results (`linerate history`), files
+    /// as `--json` wrote them, or `-` for stdin.
     #[arg(value_name = "SOURCE", required = true)]
     pub(crate) sources: Vec<String>,
     /// Write one self-contained HTML page (tables, plots, flags,
@@ -271,6 +272,14 @@ pub(crate) fn run(args: &ReportArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
     }
     let mut docs = Vec::new();
     for source in &args.sources {
+        // A number that names no file is a result in the history.
+        if let (Ok(id), false) = (source.parse::<i64>(), Path::new(source).exists()) {
+            let [(doc, _tag)]: [_; 1] = crate::history::documents(ctx, &[id])?
+                .try_into()
+                .map_err(|_| anyhow!("history result {id}: not found"))?;
+            docs.push(Rendered::from_value(doc, &format!("history result {id}"))?);
+            continue;
+        }
         let name = if source == "-" {
             "stdin"
         } else {

@@ -670,3 +670,29 @@ fn off_a_terminal_a_run_past_ten_seconds_prints_progress_lines() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn report_renders_stored_results_by_id() {
+    let dir = scratch("report-ids");
+    let db = dir.join("h.sqlite");
+    let o = linerate(&db, &[&LATENCY[..], &["--json", "--tag", "page"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let [id] = ids(&db, &["--tag", "page"])[..] else {
+        panic!("one stored result")
+    };
+    let html = dir.join("page.html");
+    let id = id.to_string();
+    let o = linerate(&db, &["report", &id, "--html", html.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains(&format!("history result {id}")),
+        "the source is named"
+    );
+    assert!(page.contains("<svg"), "the RTT plots are on the page");
+    // An id with no stored result is a usage error, said in one line.
+    let o = linerate(&db, &["report", "999999"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    let _ = std::fs::remove_dir_all(dir);
+}
