@@ -544,6 +544,27 @@ pub fn waterfall(title: &str, rows: &[(String, u64, u64)]) -> Waterfall {
     }
 }
 
+/// A journey's steps as a waterfall: each step starts at its median time
+/// from the send and lasts until the next step's median (the last one: no
+/// width), in path order.
+pub fn journey_waterfall(r: &crate::journey::JourneyResult) -> Option<Waterfall> {
+    let at = |s: &crate::journey::Step| u64::try_from(s.from_send.median_ns).unwrap_or(0);
+    let rows: Vec<(String, u64, u64)> = r
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let next = r.steps.get(i + 1).map_or(at(s), at);
+            let label = match &s.dev {
+                Some(d) => format!("{} on {d}", s.tracepoint),
+                None => s.tracepoint.clone(),
+            };
+            (label, at(s), next.saturating_sub(at(s)))
+        })
+        .collect();
+    (!rows.is_empty()).then(|| waterfall("The probes' journey: median time from sendto()", &rows))
+}
+
 /// Any chart, as drawn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -588,6 +609,14 @@ pub fn of_calc(r: &CalcResult) -> Vec<Named> {
 pub fn of_rfc2544(r: &Rfc2544Result) -> Vec<Named> {
     rfc2544_throughput(r)
         .map(|c| named("rfc2544-throughput-vs-frame-size", Chart::Xy(c)))
+        .into_iter()
+        .collect()
+}
+
+/// The plots of a `linerate journey` result: its steps as a waterfall.
+pub fn of_journey(r: &crate::journey::JourneyResult) -> Vec<Named> {
+    journey_waterfall(r)
+        .map(|c| named("journey-waterfall", Chart::Waterfall(c)))
         .into_iter()
         .collect()
 }

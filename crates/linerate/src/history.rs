@@ -44,6 +44,7 @@ fn measuring(cmd: &Command) -> Option<Measuring> {
         Command::Latency(a) => ("latency", &a.bed, a.time, second),
         Command::Rfc2544(a) => ("rfc2544", &a.bed, None, second),
         Command::Ceilings(_) => ("ceilings", &None, None, second),
+        Command::Journey(a) => ("journey", &a.bed, None, second),
         _ => return None,
     };
     let bed = bed.as_ref().map(|name| BedFacts {

@@ -7,11 +7,9 @@ use std::time::Duration;
 use anyhow::anyhow;
 use clap::Args;
 use linerate_core::journey::{assess, Config, SCHEMA, VERSION};
-use linerate_core::progress::Steps;
 use linerate_core::result::{Envelope, Flag};
 use linerate_core::units::parse_duration;
 
-use crate::output::{print, print_json};
 use crate::Failure;
 
 /// Flags of `linerate journey`.
@@ -58,6 +56,8 @@ pub(crate) struct JourneyArgs {
     /// One JSON document (schema linerate.journey, version 1).
     #[arg(long)]
     pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) plot: crate::report::PlotArgs,
 }
 
 /// A probe's events are looked for this long after its send.
@@ -101,17 +101,17 @@ pub(crate) fn run(args: &JourneyArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
     let target = linerate_bed::target::journey(name)?;
     let interrupt = linerate_io::signal::interrupt_flag();
     let started = linerate_io::host::unix_now_ns();
-    let mut progress = Steps(|l: &str| eprintln!("{l}"));
+    let mut progress = ctx.progress(crate::progress::StepLines::Keep);
     let result = linerate_io::journey::run(&cfg, &target, &mut progress, &interrupt)?;
     let flags = assess(&result);
     let doc = Envelope::new(SCHEMA, VERSION, result)
         .started(started)
         .on(linerate_io::host::facts())
         .flagged(flags);
-    if args.json {
-        print_json(&doc)?;
-    } else {
-        print(&linerate_report::journey::render(&doc, ctx.width))?;
-    }
+    args.plot
+        .write(&linerate_core::plot::of_journey(&doc.result))?;
+    ctx.output(&doc, args.json, || {
+        linerate_report::journey::render(&doc, ctx.width)
+    })?;
     Ok(doc.flags)
 }

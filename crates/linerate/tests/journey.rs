@@ -180,8 +180,20 @@ fn a_bridge_journey_finds_the_path_and_the_bridge() {
     let name = format!("jb{}", std::process::id());
     let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Bridge)).expect("bed up");
     wait_forwarding(&name);
-    let doc = journey(&name, &["--count", "40", "--rate", "200"]);
+    let plots = std::env::temp_dir().join(format!("lr-journey-plot-{}", std::process::id()));
+    let plot_dir = plots.to_str().unwrap();
+    let doc = journey(
+        &name,
+        &["--count", "40", "--rate", "200", "--plot", plot_dir],
+    );
     let r = &doc.result;
+    // The waterfall: a row per step, each starting where its median puts it.
+    let w = linerate_core::plot::journey_waterfall(r).expect("a waterfall");
+    assert_eq!(w.rows.len(), r.steps.len());
+    assert!(w.rows.windows(2).all(|p| p[0].start <= p[1].start), "{w:?}");
+    let svg = std::fs::read_to_string(plots.join("journey-waterfall.svg")).unwrap();
+    assert!(svg.contains("<svg"), "the waterfall is drawn");
+    let _ = std::fs::remove_dir_all(&plots);
     let (a, dut, b) = (
         format!("lr-{name}-a"),
         format!("lr-{name}-dut"),
