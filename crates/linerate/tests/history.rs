@@ -80,7 +80,17 @@ fn ids(db: &Path, filters: &[&str]) -> Vec<i64> {
     list.map(|r| r["id"].as_i64().unwrap()).collect()
 }
 
-const LATENCY: [&str; 5] = ["latency", "127.0.0.1", "--in-process", "--count", "50"];
+// An explicit timeout: the one sized from the RTTs seen (10 ms at least)
+// can call a reply lost on a loaded test host.
+const LATENCY: [&str; 7] = [
+    "latency",
+    "127.0.0.1",
+    "--in-process",
+    "--count",
+    "50",
+    "--timeout",
+    "1s",
+];
 
 #[test]
 fn the_suite_never_writes_to_the_users_data_directory() {
@@ -291,11 +301,14 @@ fn two_processes_saving_at_once_both_land() {
             .args(["--json", "--tag", tag, "--history"])
             .arg(&db)
             .stdout(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap()
     };
-    let (mut a, mut b) = (spawn("a"), spawn("b"));
-    assert!(a.wait().unwrap().success() && b.wait().unwrap().success());
+    let (a, b) = (spawn("a"), spawn("b"));
+    for o in [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()] {
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
     assert_eq!(ids(&db, &["--tag", "a"]).len(), 1);
     assert_eq!(ids(&db, &["--tag", "b"]).len(), 1);
     let _ = std::fs::remove_dir_all(dir);

@@ -16,6 +16,15 @@ use linerate_bed::{Bed, BedSpec, Topology};
 use linerate_core::journey::{JourneyJson, JourneyResult, Point, SCHEMA, TRACEPOINTS};
 use linerate_io::journey::{Filters, Tracefs, Tracer};
 
+/// Tracing sees every namespace's packets: the tests that trace run one at
+/// a time, so no test's probes land in another's journey.
+fn one_tracer() -> std::sync::MutexGuard<'static, ()> {
+    static TRACING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TRACING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn linerate(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_linerate"))
         .args(args)
@@ -147,6 +156,7 @@ fn perf_fds() -> usize {
 
 #[test]
 fn the_tracer_detaches_on_drop_and_on_panic() {
+    let _one_tracer = one_tracer();
     if !linerate_bed::privileges::require("the_tracer_detaches_on_drop_and_on_panic") {
         return;
     }
@@ -174,6 +184,7 @@ fn the_tracer_detaches_on_drop_and_on_panic() {
 
 #[test]
 fn a_bridge_journey_finds_the_path_and_the_bridge() {
+    let _one_tracer = one_tracer();
     if !linerate_bed::privileges::require("a_bridge_journey_finds_the_path_and_the_bridge") {
         return;
     }
@@ -237,6 +248,7 @@ fn a_bridge_journey_finds_the_path_and_the_bridge() {
 
 #[test]
 fn a_router_journey_finds_the_forwarding_step() {
+    let _one_tracer = one_tracer();
     if !linerate_bed::privileges::require("a_router_journey_finds_the_forwarding_step") {
         return;
     }
@@ -269,6 +281,7 @@ fn a_router_journey_finds_the_forwarding_step() {
 
 #[test]
 fn drops_appear_with_their_kernel_reasons() {
+    let _one_tracer = one_tracer();
     if !linerate_bed::privileges::require("drops_appear_with_their_kernel_reasons") {
         return;
     }
@@ -345,6 +358,7 @@ fn without_permission_the_error_names_the_tracepoint() {
 
 #[test]
 fn sigint_ends_a_journey_with_its_result() {
+    let _one_tracer = one_tracer();
     if !linerate_bed::privileges::require("sigint_ends_a_journey_with_its_result") {
         return;
     }
@@ -373,6 +387,7 @@ fn sigint_ends_a_journey_with_its_result() {
 
 #[test]
 fn a_kernel_answered_ping_on_a_bed_shows_the_responders_stages() {
+    let _one_tracer = one_tracer();
     if !linerate_bed::privileges::require(
         "a_kernel_answered_ping_on_a_bed_shows_the_responders_stages",
     ) {

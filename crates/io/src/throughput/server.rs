@@ -187,6 +187,8 @@ struct PendingConn {
     src: IpAddr,
     /// A handle on the socket, to close it when it is evicted.
     stream: TcpStream,
+    /// It sent a well-formed first frame: silent ones are evicted first.
+    spoke: bool,
 }
 
 /// The pending connections, oldest first.
@@ -199,7 +201,9 @@ struct PendingSet {
 
 impl PendingSet {
     /// Adds a connection, evicting (shutting down) the oldest of its source
-    /// and then the oldest overall as needed; returns its id.
+    /// and then the oldest overall as needed — the oldest silent one first,
+    /// so a flood of silent connections from a client's own address cannot
+    /// evict it while it authenticates; returns its id.
     fn admit(&self, stream: &TcpStream, src: IpAddr, limits: &Limits) -> Option<u64> {
         // Out of descriptors for the handle: the oldest pending connection
         // makes room.
@@ -212,18 +216,23 @@ impl PendingSet {
         let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
         let per_source = limits.pending_per_source.max(1);
         while list.iter().filter(|p| p.src == src).count() >= per_source {
-            let Some(i) = list.iter().position(|p| p.src == src) else {
+            let of_src = |p: &PendingConn| p.src == src;
+            let Some(i) = (list.iter().position(|p| of_src(p) && !p.spoke))
+                .or_else(|| list.iter().position(of_src))
+            else {
                 break;
             };
             self.evict(&mut list, i);
         }
         while list.len() >= limits.pending_total.max(1) {
-            self.evict(&mut list, 0);
+            let i = list.iter().position(|p| !p.spoke).unwrap_or(0);
+            self.evict(&mut list, i);
         }
         list.push_back(PendingConn {
             id,
             src,
             stream: handle,
+            spoke: false,
         });
         Some(id)
     }
@@ -244,6 +253,14 @@ impl PendingSet {
         }
         self.evict(&mut list, 0);
         true
+    }
+
+    /// The connection sent a well-formed first frame.
+    fn spoke(&self, id: u64) {
+        let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(p) = list.iter_mut().find(|p| p.id == id) {
+            p.spoke = true;
+        }
     }
 
     /// The connection is no longer pending.
@@ -568,6 +585,7 @@ impl ConnCtx {
                 software,
                 nonce,
             }) => {
+                pending.0.spoke(pending.1);
                 if let Err(e) = check_hello(&magic, version) {
                     self.refuse(&mut ctrl, peer, &e.to_string());
                     return;
