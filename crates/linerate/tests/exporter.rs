@@ -282,7 +282,7 @@ fn probes_and_own_metrics_scrape_as_openmetrics() {
 #[test]
 fn bad_flags_are_usage_errors() {
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .args(["exporter", "--allow-target", "10.0.0.0/40"])
+        .args(["exporter", "--allow-target", "198.18.0.0/40"])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));

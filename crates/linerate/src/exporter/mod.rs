@@ -371,7 +371,7 @@ mod tests {
             .iter()
             .any(|p| p.contains("::ffff:127.0.0.1".parse().unwrap())));
         assert!(lo.iter().any(|p| p.contains("::1".parse().unwrap())));
-        assert!(!lo.iter().any(|p| p.contains("10.0.0.1".parse().unwrap())));
+        assert!(!lo.iter().any(|p| p.contains("198.18.0.1".parse().unwrap())));
         let all: Prefix = "0.0.0.0/0".parse().unwrap();
         assert!(all.contains("8.8.8.8".parse().unwrap()));
         assert!("1.2.3.4/33".parse::<Prefix>().is_err());
