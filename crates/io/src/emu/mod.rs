@@ -24,6 +24,7 @@ use std::time::Duration;
 use linerate_core::emu::{Capacity, Counters, Direction, Impairments};
 use serde::{Deserialize, Serialize};
 
+use crate::packet::PacketError;
 use crate::sys::clock::{monotonic_ns, realtime_ns};
 use crate::sys::packet::{self as raw, PacketSocket, ETH_P_ALL, MAX_BATCH, PACKET_OUTGOING};
 
@@ -44,24 +45,10 @@ pub const STATS_EVERY_NS: u64 = 50_000_000;
 /// Why the emulator stopped or could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum EmuError {
-    /// An interface is missing.
-    #[error("no interface {iface}")]
-    NoInterface {
-        /// The interface.
-        iface: String,
-        /// The error.
-        source: io::Error,
-    },
-    /// A socket call failed.
-    #[error("{what} on {iface}")]
-    Socket {
-        /// The call.
-        what: &'static str,
-        /// The interface.
-        iface: String,
-        /// The error.
-        source: io::Error,
-    },
+    /// The interface or its raw socket failed (the same errors as the
+    /// raw-frame generators').
+    #[error(transparent)]
+    Packet(#[from] PacketError),
     /// The stats file could not be written or read.
     #[error("emulator stats {path}")]
     Stats {
@@ -211,13 +198,13 @@ impl Port {
     fn open(iface: &str) -> Result<Self, EmuError> {
         let e = |what| {
             let iface = iface.to_string();
-            move |source| EmuError::Socket {
+            move |source| PacketError::Socket {
                 what,
                 iface,
                 source,
             }
         };
-        let index = raw::ifindex(iface).map_err(|source| EmuError::NoInterface {
+        let index = raw::ifindex(iface).map_err(|source| PacketError::NoInterface {
             iface: iface.to_string(),
             source,
         })?;
@@ -307,11 +294,12 @@ impl Engine {
                 Ok(n) => n,
                 Err(e) if gone(&e) => return Ok(false),
                 Err(source) => {
-                    return Err(EmuError::Socket {
+                    return Err(PacketError::Socket {
                         what: "recvmmsg",
                         iface: p.iface.clone(),
                         source,
-                    })
+                    }
+                    .into())
                 }
             };
             if n == 0 {
@@ -406,7 +394,7 @@ impl Engine {
             (d - now - SPIN_NS / 2).min(IDLE_SLEEP_NS)
         });
         let fds: Vec<_> = self.ports.iter().map(|p| p.sock.raw_fd()).collect();
-        crate::sys::emu::ppoll_readable(&fds, sleep).map_err(|source| EmuError::Socket {
+        crate::sys::emu::ppoll_readable(&fds, sleep).map_err(|source| PacketError::Socket {
             what: "ppoll",
             iface: self.ports[0].iface.clone(),
             source,
