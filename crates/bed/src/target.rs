@@ -34,6 +34,12 @@ pub fn throughput(name: &str, ipv6: bool, port: Option<u16>) -> Result<BedTarget
         port,
         link: bed.link(),
         mtu_bytes: bed.spec().mtu,
+        burst_bytes: match (bed.spec().effective_shaper(), bed.link()) {
+            (linerate_core::emu::Shaper::Tbf, Some(rate)) => {
+                Some(crate::plan::tbf_burst_bytes(rate, bed.spec().mtu))
+            }
+            _ => None,
+        },
     })
 }
 

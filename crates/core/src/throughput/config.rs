@@ -213,6 +213,9 @@ pub struct BedTarget {
     pub link: Option<BitRate>,
     /// The bed's MTU, if it set one.
     pub mtu_bytes: Option<u32>,
+    /// The bucket of a token-bucket (tbf) link, bytes: what an idle link
+    /// passes at once above its rate (None: no bucket, as on the emulator).
+    pub burst_bytes: Option<u64>,
 }
 
 /// Against what the test runs.
@@ -369,6 +372,7 @@ mod tests {
             port: None,
             link: Some(BitRate::from_mbps(100)),
             mtu_bytes: None,
+            burst_bytes: None,
         };
         let c = Config::new(Target::Bed(bed.clone()), vec![reverse.clone()], None).unwrap();
         assert_eq!(c.line(), Some((BitRate::from_mbps(100), LinkSource::Bed)));
@@ -386,6 +390,7 @@ mod tests {
             port: None,
             link: None,
             mtu_bytes: Some(1500),
+            burst_bytes: None,
         });
         let req = Request {
             protocol: Protocol::Udp,

@@ -892,6 +892,12 @@ pub struct PathFacts {
     /// That interface's MTU (or the bed's), bytes.
     #[serde(default)]
     pub mtu_bytes: Option<u32>,
+    /// The bucket of a token-bucket (tbf) link, bytes: an idle link passes
+    /// this much at once above its rate, so a window of T seconds may carry
+    /// rate × T + bucket (None: no bucket known, or none, as on linerate's
+    /// emulator).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst_bytes: Option<u64>,
 }
 
 /// Derived figures of one flow at one end (computed once, here).

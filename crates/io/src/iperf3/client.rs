@@ -614,6 +614,7 @@ pub fn document(
         link,
         interface,
         mtu_bytes,
+        burst_bytes: None,
         one_sided: false,
         // iperf3's own counters already leave its omitted seconds out.
         omit_ns: 0,

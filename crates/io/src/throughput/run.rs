@@ -94,6 +94,10 @@ pub fn run(
             link: cfg.line(),
             interface: path.as_ref().map(|(i, _)| i.clone()),
             mtu_bytes: path.and_then(|(_, m)| m).or(bed_mtu),
+            burst_bytes: match &cfg.target {
+                Target::Bed(b) => b.burst_bytes,
+                _ => None,
+            },
             one_sided,
             omit_ns: cfg.omit_ns,
         };
