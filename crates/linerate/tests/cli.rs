@@ -354,9 +354,19 @@ fn broken_pipe_is_a_clean_exit() {
 }
 
 /// `linerate latency 127.0.0.1 --in-process --count COUNT EXTRA…`, which
-/// must succeed; its standard output.
+/// must succeed; its standard output. The reply timeout is a fixed 2 s, not
+/// sized from the RTTs: on a loaded test host a loopback reply can be tens
+/// of milliseconds late, and these tests count every reply.
 fn latency_loopback(count: &str, extra: &[&str]) -> String {
-    let mut args = vec!["latency", "127.0.0.1", "--in-process", "--count", count];
+    let mut args = vec![
+        "latency",
+        "127.0.0.1",
+        "--in-process",
+        "--count",
+        count,
+        "--timeout",
+        "2s",
+    ];
     args.extend_from_slice(extra);
     let o = linerate(&args);
     assert!(o.status.success(), "{args:?}: {}", stderr(&o));

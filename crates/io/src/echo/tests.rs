@@ -18,7 +18,9 @@ fn schedule(count: u64) -> Schedule {
         until: Until::Count(count),
         interval: Duration::ZERO,
         max_in_flight: 1,
-        timeout: Duration::from_millis(500),
+        // Long: a loaded test host can hold a loopback reply back for
+        // hundreds of milliseconds, and these tests count every reply.
+        timeout: Duration::from_secs(2),
         timeout_auto: false,
     }
 }
