@@ -56,6 +56,29 @@ pub(crate) fn send_stamped(fd: RawFd, buf: &[u8], to: std::net::SocketAddr) -> i
     ts::send_stamped(fd, buf, Some(to), ts::SOF_TIMESTAMPING_TX_SOFTWARE)
 }
 
+/// Turns on kernel software receive stamps for `sock`, for
+/// [`recv_stamped`].
+pub fn enable_rx_stamps(sock: &std::net::UdpSocket) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    ts::enable(
+        sock.as_raw_fd(),
+        ts::SOF_TIMESTAMPING_SOFTWARE | ts::SOF_TIMESTAMPING_RX_SOFTWARE,
+    )
+}
+
+/// Receives one datagram on `sock` (blocking, within its read timeout) with
+/// the kernel's software receive stamp, ns of [`CLOCK_NAME`]: when the
+/// datagram reached the socket, whatever the receiving thread's scheduling
+/// (None: no stamp came; see [`enable_rx_stamps`]). Returns its length.
+pub fn recv_stamped(
+    sock: &std::net::UdpSocket,
+    buf: &mut [u8],
+) -> io::Result<(usize, Option<u64>)> {
+    use std::os::fd::AsRawFd;
+    let m = ts::recv(sock.as_raw_fd(), buf, 0)?;
+    Ok((m.len, (m.software_ns != 0).then_some(m.software_ns)))
+}
+
 /// What a network device can timestamp, from ETHTOOL_GET_TS_INFO.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeviceStamping {
