@@ -613,6 +613,9 @@ fn latency_against_linerate_server() {
         &port,
         "--count",
         "200",
+        // Every reply is counted: a fixed timeout a loaded host cannot miss.
+        "--timeout",
+        "2s",
         "--json",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
