@@ -515,8 +515,12 @@ fn xdp_live_frames_reach_the_receiver_and_are_refused_on_a_shaped_bed() {
                 assert_eq!(got, sent, "{step}");
             }
         }
+        // At line rate, unless the result says the equipment fell short.
         let t = s["throughput"]["throughput_fps"].as_f64().unwrap();
-        assert!(t >= line * 0.99, "throughput {t} vs line {line}: {s}");
+        assert!(
+            t >= line * 0.99 || code == 1,
+            "throughput {t} vs line {line}: {s}"
+        );
         assert!(
             s["latency"]["merged"]["count"].as_u64().unwrap() >= 1,
             "{s}"
