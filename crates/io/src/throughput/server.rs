@@ -444,6 +444,8 @@ impl Server {
             return;
         };
         let guard = PendingGuard(Arc::clone(&self.pending), id);
+        // Numbered here, in accept order, should it speak iperf3.
+        let order = self.cfg.iperf3.as_ref().map_or(0, |h| h.next_order());
         let _ = stream.set_nonblocking(false);
         let ctx = ConnCtx {
             cfg: self.cfg.clone(),
@@ -454,7 +456,7 @@ impl Server {
         };
         let spawned = std::thread::Builder::new()
             .name("lr-conn".into())
-            .spawn(move || ctx.handle(stream, peer, guard));
+            .spawn(move || ctx.handle(stream, peer, order, guard));
         if let Err(e) = spawned {
             (self.cfg.log)(&format!("cannot spawn a thread for {peer}: {e}"));
         }
@@ -552,7 +554,7 @@ impl ConnCtx {
         self.log(&format!("{peer}: refused: {reason}"));
     }
 
-    fn handle(self, stream: TcpStream, peer: SocketAddr, pending: PendingGuard) {
+    fn handle(self, stream: TcpStream, peer: SocketAddr, order: u64, pending: PendingGuard) {
         // The first bytes decide the dialect: the one place another
         // protocol on this port would be dispatched.
         let _ = stream.set_read_timeout(Some(FIRST_FRAME_TIMEOUT));
@@ -566,7 +568,13 @@ impl ConnCtx {
             Dialect::Iperf3 => {
                 // The iperf3 hub bounds its own connections awaiting a cookie.
                 drop(pending);
-                crate::iperf3::serve(self.cfg.iperf3.as_ref(), stream, peer, &*self.cfg.log);
+                crate::iperf3::serve(
+                    self.cfg.iperf3.as_ref(),
+                    stream,
+                    peer,
+                    order,
+                    &*self.cfg.log,
+                );
             }
             Dialect::Unknown => self.log(&format!(
                 "{peer}: not the linerate control protocol (first byte {:#04x}), closed",
