@@ -551,6 +551,38 @@ fn authentication_as_iperf3_does_it() {
         .unwrap_err();
     assert!(e.to_string().contains("clock"), "{e}");
     assert!(s.logged("authenticated user mario"));
+    // An iperf3 3.21 server closes without SERVER_ERROR when
+    // authentication fails: linerate's client says what that means.
+    let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let fake_port = fake.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        use std::io::{Read as _, Write as _};
+        let (mut c, _) = fake.accept().unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut cookie = [0u8; 37];
+        c.read_exact(&mut cookie).unwrap();
+        c.write_all(&[9]).unwrap();
+        let mut len = [0u8; 4];
+        c.read_exact(&mut len).unwrap();
+        let mut params = vec![0u8; u32::from_be_bytes(len) as usize];
+        c.read_exact(&mut params).unwrap();
+        String::from_utf8(params).unwrap()
+    });
+    let out = Command::new(BIN)
+        .args(["throughput", "127.0.0.1", "--iperf3", "--time", "1"])
+        .args(["--port", &fake_port.to_string(), "--username", "mario"])
+        .arg("--rsa-public-key-path")
+        .arg(&public)
+        .env("IPERF3_PASSWORD", "rossi")
+        .output()
+        .unwrap();
+    assert!(server.join().unwrap().contains("\"authtoken\""));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("3.21 server closes so when authentication fails"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
