@@ -164,8 +164,13 @@ struct Iperf3Server {
 
 impl Iperf3Server {
     fn start(extra: &[&str]) -> Self {
+        Self::start_bin("iperf3", extra)
+    }
+
+    /// The server of the iperf3 binary `bin`.
+    fn start_bin(bin: &str, extra: &[&str]) -> Self {
         let port = free_port();
-        let child = Command::new("iperf3")
+        let child = Command::new(bin)
             .args(["-s", "-B", "127.0.0.1", "-p", &port.to_string()])
             .args(extra)
             .stdout(Stdio::null())
@@ -1356,12 +1361,13 @@ fn streams_are_numbered_in_accept_order() {
     }
 }
 
-/// iperf3 clients of other versions, when some are at hand: paths in
+/// iperf3 of other versions, when some are at hand: paths in
 /// `LINERATE_IPERF3_CLIENTS` (colon-separated; Debian ships only 3.12 and
 /// no package registry has another, so CI skips this; build one from
-/// iperf3's source release to run it). Each runs TCP, `-R`, `--bidir`,
-/// UDP and `--json-stream` (3.17+) against both ports, and authenticates
-/// (OAEP) when it is 3.20 or later.
+/// iperf3's source release to run it). Each client runs TCP, `-R`,
+/// `--bidir`, UDP and `--json-stream` (3.17+) against both ports, and
+/// authenticates (OAEP) when it is 3.20 or later; linerate's client runs
+/// TCP, reverse, UDP and `--bidir` (3.7+) against each one's server.
 #[test]
 fn other_iperf3_versions_when_given() {
     let Ok(list) = std::env::var("LINERATE_IPERF3_CLIENTS") else {
@@ -1452,6 +1458,25 @@ fn other_iperf3_versions_when_given() {
                 assert!(events.iter().any(|e| e == "\"interval\""), "{events:?}");
             }
         }
+        // linerate's client against this version's server.
+        let srv = Iperf3Server::start_bin(bin, &[]);
+        let mut modes = vec![
+            &["--time", "1"][..],
+            &["--time", "1", "--reverse", "--streams", "2"],
+            &["--time", "1", "--udp", "--rate", "10M"],
+        ];
+        if at_least(7) {
+            modes.push(&["--time", "1", "--bidir"]);
+        }
+        for args in modes {
+            let v = linerate_client(srv.port, args);
+            let flows = v["server_side"]["flows"].as_array().unwrap();
+            assert!(
+                !flows.is_empty() && flows.iter().all(|f| f["bytes"].as_u64() > Some(0)),
+                "{bin} -s, linerate {args:?}: {flows:?}"
+            );
+        }
+        drop(srv);
         if at_least(20) {
             let args = [
                 "-t",
