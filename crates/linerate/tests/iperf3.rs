@@ -1221,23 +1221,28 @@ fn every_iperf3_client_option_is_served() {
 /// their first byte on threads of their own: the streams are still
 /// numbered (and given their direction) in the order they were accepted,
 /// so each end sends on the streams iperf3 expects. Several runs, as a
-/// wrong order shows only now and then.
+/// wrong order shows only now and then. And `-P 128`: a burst of data
+/// connections from one address is not evicted as pending connections.
 #[test]
-fn bidir_on_linerate_s_own_port() {
-    if !have("bidir_on_linerate_s_own_port", &["iperf3"]) {
+fn bidir_and_128_streams_on_linerate_s_own_port() {
+    if !have("bidir_and_128_streams_on_linerate_s_own_port", &["iperf3"]) {
         return;
     }
     let s = Server::start(&[]);
     for args in [
         &["-t", "1", "--bidir", "-P", "8"][..],
+        &["-t", "1", "-P", "128"],
         &["-t", "1", "--bidir", "-P", "8"],
+        &["-t", "1", "-P", "128"],
         &["-t", "1", "--bidir", "-P", "8", "-u", "-b", "2M"],
         &["-t", "1", "-R", "-P", "4"],
     ] {
         let (ok, v) = iperf3(s.port, args);
         assert!(ok, "{args:?}: {}", v["error"]);
         assert_sane(args, &v);
-        // Every stream moved data in the direction iperf3 gave it.
+        // Every stream moved data in the direction iperf3 gave it (not asked
+        // of `--bidir -P 128`: 3.12's one thread then starves some of its
+        // receiving streams, against iperf3's own server too).
         for st in v["end"]["streams"].as_array().unwrap() {
             let r = if args.contains(&"-u") {
                 st["udp"]["packets"].as_u64().unwrap()

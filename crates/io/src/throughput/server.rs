@@ -440,6 +440,28 @@ impl Server {
     }
 
     fn admit(&self, stream: TcpStream, peer: SocketAddr, stop: &StopHandle) {
+        // An iperf3 connection whose first byte is already here goes to the
+        // hub at once, which bounds its own connections awaiting a cookie:
+        // the burst of data connections of one `-P 128` client must not
+        // evict each other as pending connections of one source.
+        if let Some(hub) = &self.cfg.iperf3 {
+            let mut first = [0u8; 1];
+            let peeked = crate::sys::sock::recv(
+                stream.as_raw_fd(),
+                &mut first,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            );
+            if matches!(peeked, Ok(1)) && classify_first_bytes(&first) == Dialect::Iperf3 {
+                let (hub, order) = (Arc::clone(hub), hub.next_order());
+                let spawned = std::thread::Builder::new()
+                    .name("lr-i3-conn".into())
+                    .spawn(move || hub.serve(stream, peer, order));
+                if let Err(e) = spawned {
+                    (self.cfg.log)(&format!("cannot spawn a thread for {peer}: {e}"));
+                }
+                return;
+            }
+        }
         let Some(id) = self.pending.admit(&stream, peer.ip(), &self.cfg.limits) else {
             return;
         };
