@@ -2,7 +2,7 @@
 //! 3.17 and 3.21, from exchanges constructed after what each version
 //! writes (its parameters and results: keys, types, which are sent only
 //! when set) and what it requires of its peer's results (required keys,
-//! number types checked since 3.19, the omitted pair both or neither since
+//! number types checked since 3.18, the omitted pair both or neither since
 //! 3.14, stream ids it knows). Only Debian's 3.12 runs in the integration
 //! tests; these cover the others.
 //!
@@ -31,7 +31,7 @@ struct Version {
     /// Sends `omitted_errors`/`omitted_packets` (3.14+) and requires them
     /// both or neither.
     omitted_pair: bool,
-    /// Reads its peer's results by JSON type (3.19+): a key of another type
+    /// Reads its peer's results by JSON type (3.18+): a key of another type
     /// counts as missing.
     typed: bool,
 }
@@ -120,7 +120,7 @@ impl Version {
     /// Whether this version's client (get_results) takes `body` from the
     /// server for its streams `ids`: the four top-level numbers, `streams`,
     /// per stream the six keys, the omitted pair both or neither (3.14+),
-    /// types checked (3.19+), every id one of its own.
+    /// types checked (3.18+), every id one of its own.
     fn accepts(&self, body: &[u8], ids: &[i64]) -> Result<(), String> {
         let v: Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
         let num = |o: &Value, k: &str| match o.get(k) {
