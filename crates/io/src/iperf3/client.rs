@@ -38,6 +38,11 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the server may take between protocol steps.
 pub const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Added when a server given credentials ends the session after the
+/// parameters without a word: iperf3 3.21's server does so when
+/// authentication fails (earlier ones send SERVER_ERROR 142).
+const AUTH_HINT: &str = " (an iperf3 3.21 server closes so when authentication fails: check the user, the password, the public key and the clocks; --use-pkcs1-padding only against servers before 3.17 or started with it)";
+
 /// Why a test against an iperf3 server could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -174,12 +179,15 @@ pub fn run(
     let mut ending: Option<ClientEnding> = None;
     let mut buf = vec![0u8; 64 * 1024];
     let mut first_byte = true;
+    // The server accepted the parameters (and the credentials).
+    let mut asked_for_streams = false;
     let mut last_progress = Instant::now();
     while ending.is_none() {
         for a in std::mem::take(&mut queue) {
             match a {
                 ClientAction::Send(b) => ctrl.write_all(&b).map_err(cerr)?,
                 ClientAction::CreateStreams => {
+                    asked_for_streams = true;
                     for &sends in &senders {
                         socks.push(connect_stream(addr, &params, &cookie, sends)?);
                     }
@@ -277,8 +285,11 @@ pub fn run(
                 reason: "the server terminated the test".into(),
             })
         }
-        Some(ClientEnding::Aborted(reason)) if reason != "interrupted" => {
-            return Err(ClientError::Protocol { addr, reason })
+        Some(ClientEnding::Aborted(mut reason)) if reason != "interrupted" => {
+            if cfg.auth.is_some() && !first_byte && !asked_for_streams {
+                reason.push_str(AUTH_HINT);
+            }
+            return Err(ClientError::Protocol { addr, reason });
         }
         _ => {}
     }

@@ -173,22 +173,19 @@ impl Hub {
         }
     }
 
-    /// Serves one connection whose first byte is an iperf3 cookie's (a
-    /// control connection or a TCP data connection), on the calling thread.
-    pub fn serve(self: &Arc<Self>, stream: TcpStream, peer: SocketAddr) {
-        let order = self.next_order();
-        self.serve_ordered(stream, peer, order);
-    }
-
-    /// A number that orders connections as they were accepted (the streams
-    /// of a session are numbered, and with `--bidir` given their direction,
-    /// in the order the client connected them).
+    /// A number that orders connections as they were accepted: take it on
+    /// the accepting thread, before the connection is handed to a thread of
+    /// its own (the streams of a session are numbered, and with `--bidir`
+    /// given their direction, in the order the client connected them; the
+    /// order in which per-connection threads read the cookies is not it).
     pub fn next_order(&self) -> u64 {
         self.accepted.fetch_add(1, Ordering::SeqCst)
     }
 
-    /// [`Hub::serve`] for a connection accepted as number `order`.
-    pub fn serve_ordered(self: &Arc<Self>, stream: TcpStream, peer: SocketAddr, order: u64) {
+    /// Serves one connection whose first byte is an iperf3 cookie's (a
+    /// control connection or a TCP data connection), accepted as number
+    /// `order` ([`Hub::next_order`]), on the calling thread.
+    pub fn serve(self: &Arc<Self>, stream: TcpStream, peer: SocketAddr, order: u64) {
         if self.pending.fetch_add(1, Ordering::SeqCst) >= MAX_PENDING {
             self.pending.fetch_sub(1, Ordering::SeqCst);
             return;
@@ -249,12 +246,19 @@ impl Hub {
 
 /// Hands a connection whose first byte is an iperf3 cookie's to `hub`: the
 /// hook `linerate server`'s own port calls when the first byte it peeked is
-/// one (`classify_first_bytes` in the throughput server). Without a
+/// one (`classify_first_bytes` in the throughput server); `order` is the
+/// number [`Hub::next_order`] gave it when it was accepted. Without a
 /// hub (iperf3 serving turned off) the client is refused with
 /// ACCESS_DENIED and the log says why.
-pub fn serve(hub: Option<&Arc<Hub>>, mut stream: TcpStream, peer: SocketAddr, log: &dyn Fn(&str)) {
+pub fn serve(
+    hub: Option<&Arc<Hub>>,
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    order: u64,
+    log: &dyn Fn(&str),
+) {
     match hub {
-        Some(h) => h.serve(stream, peer),
+        Some(h) => h.serve(stream, peer, order),
         None => {
             let _ = stream.write_all(&[State::AccessDenied.byte()]);
             log(&format!(
@@ -822,7 +826,7 @@ impl Listener {
                     let order = hub.next_order();
                     let spawned = std::thread::Builder::new()
                         .name("lr-i3-conn".into())
-                        .spawn(move || hub.serve_ordered(stream, peer, order));
+                        .spawn(move || hub.serve(stream, peer, order));
                     if let Err(e) = spawned {
                         self.hub
                             .log(&format!("cannot spawn a thread for {peer}: {e}"));

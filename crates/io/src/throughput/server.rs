@@ -440,10 +440,34 @@ impl Server {
     }
 
     fn admit(&self, stream: TcpStream, peer: SocketAddr, stop: &StopHandle) {
+        // An iperf3 connection whose first byte is already here goes to the
+        // hub at once, which bounds its own connections awaiting a cookie:
+        // the burst of data connections of one `-P 128` client must not
+        // evict each other as pending connections of one source.
+        if let Some(hub) = &self.cfg.iperf3 {
+            let mut first = [0u8; 1];
+            let peeked = crate::sys::sock::recv(
+                stream.as_raw_fd(),
+                &mut first,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            );
+            if matches!(peeked, Ok(1)) && classify_first_bytes(&first) == Dialect::Iperf3 {
+                let (hub, order) = (Arc::clone(hub), hub.next_order());
+                let spawned = std::thread::Builder::new()
+                    .name("lr-i3-conn".into())
+                    .spawn(move || hub.serve(stream, peer, order));
+                if let Err(e) = spawned {
+                    (self.cfg.log)(&format!("cannot spawn a thread for {peer}: {e}"));
+                }
+                return;
+            }
+        }
         let Some(id) = self.pending.admit(&stream, peer.ip(), &self.cfg.limits) else {
             return;
         };
         let guard = PendingGuard(Arc::clone(&self.pending), id);
+        // Numbered here, in accept order, should it speak iperf3.
+        let order = self.cfg.iperf3.as_ref().map_or(0, |h| h.next_order());
         let _ = stream.set_nonblocking(false);
         let ctx = ConnCtx {
             cfg: self.cfg.clone(),
@@ -454,7 +478,7 @@ impl Server {
         };
         let spawned = std::thread::Builder::new()
             .name("lr-conn".into())
-            .spawn(move || ctx.handle(stream, peer, guard));
+            .spawn(move || ctx.handle(stream, peer, order, guard));
         if let Err(e) = spawned {
             (self.cfg.log)(&format!("cannot spawn a thread for {peer}: {e}"));
         }
@@ -552,7 +576,7 @@ impl ConnCtx {
         self.log(&format!("{peer}: refused: {reason}"));
     }
 
-    fn handle(self, stream: TcpStream, peer: SocketAddr, pending: PendingGuard) {
+    fn handle(self, stream: TcpStream, peer: SocketAddr, order: u64, pending: PendingGuard) {
         // The first bytes decide the dialect: the one place another
         // protocol on this port would be dispatched.
         let _ = stream.set_read_timeout(Some(FIRST_FRAME_TIMEOUT));
@@ -566,7 +590,13 @@ impl ConnCtx {
             Dialect::Iperf3 => {
                 // The iperf3 hub bounds its own connections awaiting a cookie.
                 drop(pending);
-                crate::iperf3::serve(self.cfg.iperf3.as_ref(), stream, peer, &*self.cfg.log);
+                crate::iperf3::serve(
+                    self.cfg.iperf3.as_ref(),
+                    stream,
+                    peer,
+                    order,
+                    &*self.cfg.log,
+                );
             }
             Dialect::Unknown => self.log(&format!(
                 "{peer}: not the linerate control protocol (first byte {:#04x}), closed",

@@ -12,6 +12,8 @@ pub mod auth;
 pub mod params;
 pub mod results;
 pub mod session;
+#[cfg(test)]
+mod versions;
 
 /// iperf3's default port (control, TCP data and UDP data).
 pub const DEFAULT_PORT: u16 = 5201;

@@ -1,5 +1,4 @@
-//! The results message each end sends at EXCHANGE_RESULTS, and
-//! `--json-stream` lines (3.17+) as far as linerate reads them.
+//! The results message each end sends at EXCHANGE_RESULTS.
 
 use serde_json::{Map, Value};
 
