@@ -24,7 +24,8 @@ pub(crate) enum Want {
     /// scheduler stamp, and every stamp costs a clone on the reply's path).
     RxSnd,
     /// Receive stamps; transmit stamps only for the datagrams sent with
-    /// [`send_stamped`] (a reflector whose client stamps a sample).
+    /// [`send_stamped`] or the writes made with [`write_stamped`] (an end
+    /// that stamps a sample of its exchanges).
     RxTxOnRequest,
     /// Receive, scheduler and driver transmit stamps (datagrams).
     RxTx,
@@ -54,6 +55,20 @@ pub(crate) fn enable(fd: RawFd, want: Want) -> io::Result<()> {
 /// back on the error queue with the next OPT_ID key of the stamped sends.
 pub(crate) fn send_stamped(fd: RawFd, buf: &[u8], to: std::net::SocketAddr) -> io::Result<usize> {
     ts::send_stamped(fd, buf, Some(to), ts::SOF_TIMESTAMPING_TX_SOFTWARE)
+}
+
+/// Writes `buf` on a TCP stream socket enabled with [`Want::RxTxOnRequest`],
+/// asking for the transmit stamps of this write alone: the driver's
+/// (SCM_TSTAMP_SND), and with `all` the scheduler's and the peer's
+/// acknowledgement too (a client's stamped exchange; a reflector wants the
+/// driver stamp only). The OPT_ID key of each stamp is the offset of the
+/// write's last byte, as with per-socket stamping. Returns the bytes written.
+pub(crate) fn write_stamped(fd: RawFd, buf: &[u8], all: bool) -> io::Result<usize> {
+    let mut flags = ts::SOF_TIMESTAMPING_TX_SOFTWARE;
+    if all {
+        flags |= ts::SOF_TIMESTAMPING_TX_SCHED | ts::SOF_TIMESTAMPING_TX_ACK;
+    }
+    ts::send_stamped(fd, buf, None, flags)
 }
 
 /// What a network device can timestamp, from ETHTOOL_GET_TS_INFO.
