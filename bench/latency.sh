@@ -28,6 +28,10 @@
 # spans the interval ping times (a sum of medians, not the median of the
 # per-exchange sums: an estimate); ping prints whole microseconds.
 #
+# Spinning needs a CPU for each end: on a host with two CPUs and other load
+# its runs swing from microseconds to milliseconds for both tools alike; read
+# its rows only on a quiet host.
+#
 # Needs root, iproute2, sockperf, ping (apt-get install sockperf
 # iputils-ping); builds linerate in release mode. Every load loop is bounded
 # by DURATION seconds (ICMP: by a count of requests).
@@ -42,8 +46,9 @@ PROTOS=${PROTOS:-udp tcp icmp}
 BED="bl$$"
 PORT=11111
 LR=target/release/linerate
-# ICMP requests per run: about DURATION s at ~10 µs a round trip, capped.
-ICMP_COUNT=${ICMP_COUNT:-$((DURATION * 20000))}
+# ICMP requests per run (ping has no time limit in adaptive mode): a few
+# seconds' worth on a loaded host.
+ICMP_COUNT=${ICMP_COUNT:-$((DURATION * 5000))}
 
 command -v sockperf >/dev/null || { echo "sockperf missing: apt-get install sockperf" >&2; exit 2; }
 [[ " $PROTOS " == *" icmp "* ]] && { command -v ping >/dev/null || { echo "ping missing: apt-get install iputils-ping" >&2; exit 2; }; }
@@ -106,7 +111,7 @@ stages = {s["stage"]: s for s in run["stages"]}
 # sampled, else the (stamped or application-only) one.
 rtt = run.get("rtt_unstamped") or stages["rtt"]
 extra = ""
-if "client_tx" in stages and "network" in stages:
+if json.load(open(sys.argv[1]))["protocol"] == "icmp" and "client_tx" in stages and "network" in stages:
     extra = f' {(stages["client_tx"]["p50_ns"] + stages["network"]["p50_ns"]) / 1000:.2f}'
 print(f'{rtt["p50_ns"]/1000:.2f} {rtt["p99_ns"]/1000:.2f}{extra}')
 PY
