@@ -36,13 +36,14 @@
 # iputils-ping); builds linerate in release mode. Every load loop is bounded
 # by DURATION seconds (ICMP: by a count of requests).
 #
-# usage: [ROUNDS=3] [PROTOS="udp tcp icmp"] bench/latency.sh [DURATION_S]
+# usage: [ROUNDS=3] [PROTOS="udp tcp icmp"] [MODES="blocking spin"] bench/latency.sh [DURATION_S]
 #   (default 5 s per run; about (8 udp + 16 tcp + 3 icmp) × ROUNDS × DURATION s)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-5}
 ROUNDS=${ROUNDS:-3}
 PROTOS=${PROTOS:-udp tcp icmp}
+MODES=${MODES:-blocking spin}
 BED="bl$$"
 PORT=11111
 LR=target/release/linerate
@@ -148,6 +149,13 @@ for p in $PROTOS; do
     *) echo "unknown protocol $p (udp, tcp, icmp)" >&2; exit 2 ;;
   esac
 done
+
+# Only the modes asked for.
+kept=()
+for row in "${rows[@]}"; do
+  [[ " $MODES " == *" ${row##* } "* ]] && kept+=("$row")
+done
+rows=("${kept[@]}")
 
 # Interleaved rounds, medians: the host is a shared VM whose run-to-run
 # spread is far above the differences measured here.
