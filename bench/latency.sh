@@ -1,35 +1,72 @@
 #!/usr/bin/env bash
-# Benchmark (not a test): UDP 64-byte ping-pong RTT, linerate beside sockperf,
-# in the same run, on the same two-namespace veth bed, blocking and spinning.
-# Prints p50/p99 of each and the ratio linerate/sockperf (target, SPEC §5:
-# linerate's p50 ≤ 1.05 × sockperf's in the same mode). linerate runs three
-# ways: as it runs by default (kernel stamps on one exchange in 4, stages from
-# those, the RTT quoted from the other 3 in 4 that stamp nothing), with
-# --stamp-every 1 (every exchange stamped: the RTT includes what stamping
-# costs) and with --no-kernel-stamps (application stamps only, like
-# sockperf), so the tool's own overhead and the cost of stamping are apart.
+# Benchmark (not a test): ping-pong RTT, linerate beside a peer tool, in the
+# same run, on the same two-namespace veth bed, in interleaved rounds.
 #
-# Needs root, iproute2, sockperf (apt-get install sockperf); builds linerate
-# in release mode. Every load loop is bounded by DURATION seconds.
+#   udp   64-byte UDP ping-pong against sockperf, blocking and spinning;
+#   tcp   TCP echo of 1 and 64 bytes against `sockperf ping-pong --tcp`,
+#         blocking and spinning (sockperf's smallest TCP message is 14 bytes:
+#         its own header; linerate's 1-byte row is set beside that);
+#   icmp  ICMP echo of 56 bytes against `ping -A` (adaptive: the next request
+#         as soon as the reply is in), blocking only (ping has no spinning
+#         mode).
 #
-# usage: [ROUNDS=3] bench/latency.sh [DURATION_S]   (default 5 s per run; about
-# 2 × 4 × ROUNDS × DURATION s in all)
+# Prints medians of p50/p99 per tool and the p50 ratio linerate/peer (target,
+# SPEC §5: linerate's p50 ≤ 1.05 × the peer's in the same mode). linerate runs
+# three ways: as it runs by default (UDP and TCP: kernel stamps on one
+# exchange in 4, stages from those, the RTT quoted from the other 3 in 4 that
+# stamp nothing; ICMP: every exchange stamped), with --stamp-every 1 (every
+# exchange stamped: the RTT includes what stamping costs; UDP and TCP) and
+# with --no-kernel-stamps (application stamps only, like sockperf), so the
+# tool's own overhead and the cost of stamping are apart.
+#
+# Clocks: sockperf times with rdtsc from before send to after its receive
+# returns, as linerate's RTT does (CLOCK_REALTIME application stamps). ping
+# does not: its time runs from gettimeofday before the send to the kernel's
+# receive stamp of the reply (SO_TIMESTAMP), so it leaves out the wake-up
+# and the receive call that linerate's RTT includes. The ICMP rows therefore
+# also print the sum of linerate's client tx and network medians, which
+# spans the interval ping times (a sum of medians, not the median of the
+# per-exchange sums: an estimate); ping prints whole microseconds.
+#
+# Spinning needs a CPU for each end: on a host with two CPUs and other load
+# its runs swing from microseconds to milliseconds for both tools alike; read
+# its rows only on a quiet host.
+#
+# Needs root, iproute2, sockperf, ping (apt-get install sockperf
+# iputils-ping); builds linerate in release mode. Every load loop is bounded
+# by DURATION seconds (ICMP: by a count of requests).
+#
+# usage: [ROUNDS=3] [PROTOS="udp tcp icmp"] [MODES="blocking spin"] bench/latency.sh [DURATION_S]
+#   (default 5 s per run; about (8 udp + 16 tcp + 3 icmp) × ROUNDS × DURATION s)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-5}
 ROUNDS=${ROUNDS:-3}
+PROTOS=${PROTOS:-udp tcp icmp}
+MODES=${MODES:-blocking spin}
 BED="bl$$"
 PORT=11111
 LR=target/release/linerate
+# ICMP requests per run (ping has no time limit in adaptive mode): a few
+# seconds' worth on a loaded host.
+ICMP_COUNT=${ICMP_COUNT:-$((DURATION * 5000))}
 
 command -v sockperf >/dev/null || { echo "sockperf missing: apt-get install sockperf" >&2; exit 2; }
+[[ " $PROTOS " == *" icmp "* ]] && { command -v ping >/dev/null || { echo "ping missing: apt-get install iputils-ping" >&2; exit 2; }; }
 [ "$(id -u)" -eq 0 ] || { echo "needs root (network namespaces)" >&2; exit 2; }
 cargo build --release -q -p linerate
 
+# linerate server and client share a pre-shared key (the server serves
+# loopback peers only without one).
+LINERATE_AUTH_KEY="bench-$$-$(date +%s%N)"
+export LINERATE_AUTH_KEY
+
+TMP=$(mktemp -d)
 cleanup() {
   [ -n "${SP_PID:-}" ] && kill "$SP_PID" 2>/dev/null || true
   [ -n "${LR_PID:-}" ] && kill "$LR_PID" 2>/dev/null || true
   "$LR" testbed down "$BED" >/dev/null 2>&1 || true
+  rm -rf "$TMP"
 }
 trap cleanup EXIT INT TERM
 "$LR" testbed up "$BED" --topo pair >/dev/null
@@ -38,70 +75,142 @@ NS_A="lr-$BED-a"; NS_B="lr-$BED-b"; B_IP=198.18.0.2
 # sockperf's percentile lines: "sockperf: ---> percentile 50.000 =   23.456" (µs).
 sp_pct() { awk -v p="$2" '$0 ~ "percentile "p" " { print $NF }' "$1"; }
 
-run_sockperf() { # mode: blocking | spin
-  local mode=$1 extra=()
+run_sockperf() { # proto mode size
+  local proto=$1 mode=$2 size=$3 extra=() out="$TMP/sp.txt"
+  [ "$proto" = tcp ] && extra=(--tcp)
   # Spinning: non-blocking sockets and a zero epoll timeout (busy polling) on both ends.
-  [ "$mode" = spin ] && extra=(--nonblocked --timeout 0)
+  [ "$mode" = spin ] && extra+=(--nonblocked --timeout 0)
+  # sockperf's smallest message is its 14-byte header.
+  [ "$size" -lt 14 ] && size=14
   ip netns exec "$NS_B" sockperf sr -i "$B_IP" -p "$PORT" "${extra[@]}" >/dev/null 2>&1 &
   SP_PID=$!
   sleep 0.5
-  ip netns exec "$NS_A" timeout $((DURATION + 20)) sockperf pp -i "$B_IP" -p "$PORT" -m 64 -t "$DURATION" \
-    --full-rtt "${extra[@]}" > "/tmp/lr-bench-sp-$mode.txt" 2>&1 || true
+  ip netns exec "$NS_A" timeout $((DURATION + 20)) sockperf pp -i "$B_IP" -p "$PORT" -m "$size" -t "$DURATION" \
+    --full-rtt "${extra[@]}" > "$out" 2>&1 || true
   kill "$SP_PID" 2>/dev/null || true; wait "$SP_PID" 2>/dev/null || true; SP_PID=
-  echo "$(sp_pct "/tmp/lr-bench-sp-$mode.txt" 50.000) $(sp_pct "/tmp/lr-bench-sp-$mode.txt" 99.000)"
+  echo "$(sp_pct "$out" 50.000) $(sp_pct "$out" 99.000)"
 }
 
-run_linerate() { # mode: blocking | spin; stamps: default | all | app — server in b, client in a: two processes, as sockperf
-  local mode=$1 stamps=$2 extra=()
-  [ "$mode" = spin ] && extra=(--spin --reflector-mode busy)
-  [ "$stamps" = all ] && extra+=(--stamp-every 1)
-  [ "$stamps" = app ] && extra+=(--no-kernel-stamps)
-  ip netns exec "$NS_B" "$LR" server --bind "$B_IP" --port 5300 2>/dev/null &
-  LR_PID=$!
-  sleep 0.5
-  ip netns exec "$NS_A" timeout $((DURATION + 20)) "$LR" latency "$B_IP" --size 64 --time "${DURATION}s" \
-    "${extra[@]}" --json > "/tmp/lr-bench-lr-$mode-$stamps.json"
-  kill "$LR_PID" 2>/dev/null || true; wait "$LR_PID" 2>/dev/null || true; LR_PID=
-  python3 - "/tmp/lr-bench-lr-$mode-$stamps.json" <<'PY'
-import json, sys
-run = json.load(open(sys.argv[1]))["runs"][0]
-# The RTT linerate quotes: that of the unstamped exchanges when stamps were
-# sampled, else the (stamped or application-only) one.
-rtt = run.get("rtt_unstamped") or next(s for s in run["stages"] if s["stage"] == "rtt")
-print(f'{rtt["p50_ns"]/1000:.2f} {rtt["p99_ns"]/1000:.2f}')
+run_ping() { # size
+  local out="$TMP/ping.txt"
+  ip netns exec "$NS_A" timeout $((DURATION + 20)) ping -A -n -c "$ICMP_COUNT" -s "$1" "$B_IP" > "$out" 2>&1 || true
+  python3 - "$out" <<'PY'
+import re, statistics, sys
+t = sorted(float(m.group(1)) * 1000 for m in re.finditer(r"time=([0-9.]+) ms", open(sys.argv[1]).read()))
+print(f"{statistics.median(t):.2f} {t[min(len(t) - 1, int(len(t) * 0.99))]:.2f}")
 PY
 }
 
+# linerate's RTT quote: p50 and p99 µs; for ICMP also the sum of the client
+# tx and network medians (send → kernel receive stamp, ping's interval).
+lr_summary() {
+  python3 - "$1" <<'PY'
+import json, sys
+run = json.load(open(sys.argv[1]))["runs"][0]
+stages = {s["stage"]: s for s in run["stages"]}
+# The RTT linerate quotes: that of the unstamped exchanges when stamps were
+# sampled, else the (stamped or application-only) one.
+rtt = run.get("rtt_unstamped") or stages["rtt"]
+extra = ""
+if json.load(open(sys.argv[1]))["protocol"] == "icmp" and "client_tx" in stages and "network" in stages:
+    extra = f' {(stages["client_tx"]["p50_ns"] + stages["network"]["p50_ns"]) / 1000:.2f}'
+print(f'{rtt["p50_ns"]/1000:.2f} {rtt["p99_ns"]/1000:.2f}{extra}')
+PY
+}
+
+run_linerate() { # proto mode size stamps (default | all | app): server in b, client in a: two processes, as the peers
+  local proto=$1 mode=$2 size=$3 stamps=$4 extra=() out="$TMP/lr.json"
+  [ "$mode" = spin ] && extra=(--spin)
+  [ "$stamps" = all ] && extra+=(--stamp-every 1)
+  [ "$stamps" = app ] && extra+=(--no-kernel-stamps)
+  if [ "$proto" = icmp ]; then
+    ip netns exec "$NS_A" timeout $((DURATION + 20)) "$LR" latency "$B_IP" --icmp --size "$size" \
+      --count "$ICMP_COUNT" "${extra[@]}" --json > "$out"
+  else
+    [ "$proto" = tcp ] && extra+=(--tcp)
+    [ "$mode" = spin ] && extra+=(--reflector-mode busy)
+    ip netns exec "$NS_B" "$LR" server --bind "$B_IP" --port 5300 2>/dev/null &
+    LR_PID=$!
+    sleep 0.5
+    ip netns exec "$NS_A" timeout $((DURATION + 20)) "$LR" latency "$B_IP" --size "$size" --time "${DURATION}s" \
+      "${extra[@]}" --json > "$out"
+    kill "$LR_PID" 2>/dev/null || true; wait "$LR_PID" 2>/dev/null || true; LR_PID=
+  fi
+  lr_summary "$out"
+}
+
+# The rows: proto size mode.
+rows=()
+for p in $PROTOS; do
+  case $p in
+    udp) rows+=("udp 64 blocking" "udp 64 spin") ;;
+    tcp) rows+=("tcp 1 blocking" "tcp 1 spin" "tcp 64 blocking" "tcp 64 spin") ;;
+    icmp) rows+=("icmp 56 blocking") ;;
+    *) echo "unknown protocol $p (udp, tcp, icmp)" >&2; exit 2 ;;
+  esac
+done
+
+# Only the modes asked for.
+kept=()
+for row in "${rows[@]}"; do
+  [[ " $MODES " == *" ${row##* } "* ]] && kept+=("$row")
+done
+rows=("${kept[@]}")
+
 # Interleaved rounds, medians: the host is a shared VM whose run-to-run
 # spread is far above the differences measured here.
-results=$(mktemp)
+results="$TMP/results"
 for round in $(seq "$ROUNDS"); do
   echo "round $round/$ROUNDS …" >&2
-  for mode in blocking spin; do
-    echo "$mode sockperf $(run_sockperf "$mode")" >> "$results"
-    echo "$mode default $(run_linerate "$mode" default)" >> "$results"
-    echo "$mode all $(run_linerate "$mode" all)" >> "$results"
-    echo "$mode app $(run_linerate "$mode" app)" >> "$results"
+  for row in "${rows[@]}"; do
+    read -r proto size mode <<<"$row"
+    if [ "$proto" = icmp ]; then
+      echo "$row peer $(run_ping "$size")" >> "$results"
+      echo "$row default $(run_linerate icmp "$mode" "$size" default)" >> "$results"
+      echo "$row app $(run_linerate icmp "$mode" "$size" app)" >> "$results"
+    else
+      echo "$row peer $(run_sockperf "$proto" "$mode" "$size")" >> "$results"
+      echo "$row default $(run_linerate "$proto" "$mode" "$size" default)" >> "$results"
+      echo "$row all $(run_linerate "$proto" "$mode" "$size" all)" >> "$results"
+      echo "$row app $(run_linerate "$proto" "$mode" "$size" app)" >> "$results"
+    fi
   done
 done
 python3 - "$results" "$ROUNDS" <<'PY'
 import statistics, sys
-rows = {}
+rows, order = {}, []
 for line in open(sys.argv[1]):
-    mode, tool, p50, p99 = line.split()
-    rows.setdefault((mode, tool), []).append((float(p50), float(p99)))
-names = {"sockperf": "sockperf", "default": "linerate (default)",
-         "all": "linerate --stamp-every 1", "app": "linerate --no-kernel-stamps"}
-print(f"{'mode':<9} {'tool':<28} {'p50 µs median (min-max)':>26} {'p99 µs median':>14}   ({sys.argv[2]} rounds)")
-for mode in ("blocking", "spin"):
-    med = {}
-    for tool in ("sockperf", "default", "all", "app"):
-        v = rows.get((mode, tool), [])
-        p50 = [a for a, _ in v]; p99 = [b for _, b in v]
-        med[tool] = statistics.median(p50)
-        print(f"{mode:<9} {names[tool]:<28} {statistics.median(p50):>10.2f} ({min(p50):.2f}-{max(p50):.2f}) {statistics.median(p99):>14.2f}")
-    print(f"{mode:<9} p50 ratio to sockperf: {med['default']/med['sockperf']:.3f} default (target <= 1.05); "
-          f"{med['all']/med['sockperf']:.3f} with every exchange stamped, {med['app']/med['sockperf']:.3f} without kernel stamps")
+    f = line.split()
+    if len(f) < 6:
+        continue  # a run that printed nothing (it failed): left out
+    key = tuple(f[:3])
+    if key not in order:
+        order.append(key)
+    rows.setdefault((key, f[3]), []).append([float(x) for x in f[4:]])
+names = {"default": "linerate (default)", "all": "linerate --stamp-every 1",
+         "app": "linerate --no-kernel-stamps"}
+med = lambda v, i: statistics.median(x[i] for x in v)
+print(f"{'row':<22} {'tool':<28} {'p50 µs median (min-max)':>26} {'p99 µs median':>14}   ({sys.argv[2]} rounds)")
+for key in order:
+    proto, size, mode = key
+    peer = "ping -A" if proto == "icmp" else "sockperf" + (" (14 B)" if int(size) < 14 else "")
+    label = f"{proto} {size} B {mode}"
+    p50 = {}
+    for tool in ("peer", "default", "all", "app"):
+        v = rows.get((key, tool))
+        if not v:
+            continue
+        p50[tool] = med(v, 0)
+        lo, hi = min(x[0] for x in v), max(x[0] for x in v)
+        print(f"{label:<22} {(peer if tool == 'peer' else names[tool]):<28} {p50[tool]:>10.2f} ({lo:.2f}-{hi:.2f}) {med(v, 1):>14.2f}")
+        if tool == "default" and len(v[0]) > 2:
+            print(f"{label:<22} {'linerate send → kernel rx':<28} {med(v, 2):>10.2f}   (client tx + network medians: ping's interval)")
+    if "peer" in p50 and "default" in p50:
+        line = f"{label:<22} p50 ratio to {peer}: {p50['default'] / p50['peer']:.3f} default (target <= 1.05)"
+        if "all" in p50:
+            line += f"; {p50['all'] / p50['peer']:.3f} with every exchange stamped"
+        if "app" in p50:
+            line += f"; {p50['app'] / p50['peer']:.3f} without kernel stamps"
+        print(line)
 PY
-rm -f "$results"
-echo "(UDP, 64-byte payload, veth between two namespaces, ${DURATION}s each; RTT from each tool's own clock: sockperf rdtsc, linerate CLOCK_REALTIME application stamps)"
+echo "(veth between two namespaces, ${DURATION}s a run, ICMP ${ICMP_COUNT} requests; RTT from each tool's own clock: sockperf rdtsc, ping gettimeofday to SO_TIMESTAMP, linerate CLOCK_REALTIME application stamps)"

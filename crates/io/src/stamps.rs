@@ -24,7 +24,8 @@ pub(crate) enum Want {
     /// scheduler stamp, and every stamp costs a clone on the reply's path).
     RxSnd,
     /// Receive stamps; transmit stamps only for the datagrams sent with
-    /// [`send_stamped`] (a reflector whose client stamps a sample).
+    /// [`send_stamped`] or the writes made with [`write_stamped`] (an end
+    /// that stamps a sample of its exchanges).
     RxTxOnRequest,
     /// Receive, scheduler and driver transmit stamps (datagrams).
     RxTx,
@@ -77,6 +78,20 @@ pub fn recv_stamped(
     use std::os::fd::AsRawFd;
     let m = ts::recv(sock.as_raw_fd(), buf, 0)?;
     Ok((m.len, (m.software_ns != 0).then_some(m.software_ns)))
+}
+
+/// Writes `buf` on a TCP stream socket enabled with [`Want::RxTxOnRequest`],
+/// asking for the transmit stamps of this write alone: the driver's
+/// (SCM_TSTAMP_SND), and with `all` the scheduler's and the peer's
+/// acknowledgement too (a client's stamped exchange; a reflector wants the
+/// driver stamp only). The OPT_ID key of each stamp is the offset of the
+/// write's last byte, as with per-socket stamping. Returns the bytes written.
+pub(crate) fn write_stamped(fd: RawFd, buf: &[u8], all: bool) -> io::Result<usize> {
+    let mut flags = ts::SOF_TIMESTAMPING_TX_SOFTWARE;
+    if all {
+        flags |= ts::SOF_TIMESTAMPING_TX_SCHED | ts::SOF_TIMESTAMPING_TX_ACK;
+    }
+    ts::send_stamped(fd, buf, None, flags)
 }
 
 /// What a network device can timestamp, from ETHTOOL_GET_TS_INFO.

@@ -464,6 +464,16 @@ fn latency_tcp_one_byte_echo_in_process() {
     assert_eq!(v["protocol"], "tcp");
     assert_eq!(v["runs"][0]["size_bytes"], 1);
     assert_eq!(v["runs"][0]["counts"]["received"], 100);
+    // One exchange in 4 stamped and dissected, the RTT quoted from the rest.
+    assert_eq!(v["runs"][0]["stamp_every"], 4);
+    assert_eq!(v["runs"][0]["rtt_unstamped"]["count"], 75);
+    let rtt = v["runs"][0]["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stage"] == "rtt")
+        .expect("the stamped sample's RTT");
+    assert_eq!(rtt["count"], 25);
 }
 
 #[test]
@@ -521,15 +531,8 @@ fn latency_bad_input() {
         "at least 1",
     );
     assert_usage_error(
-        &[
-            "latency",
-            "127.0.0.1",
-            "--in-process",
-            "--tcp",
-            "--stamp-every",
-            "4",
-        ],
-        "UDP only",
+        &["latency", "127.0.0.1", "--icmp", "--stamp-every", "4"],
+        "UDP and TCP only",
     );
 }
 

@@ -17,7 +17,8 @@ use crate::wire::control::DEFAULT_PORT;
 
 use super::{EchoProtocol, ReflectorMode, Responder, MAX_REQUEST_BYTES};
 
-/// One UDP exchange in this many is kernel-stamped unless asked otherwise:
+/// One UDP or TCP exchange in this many is kernel-stamped unless asked
+/// otherwise:
 /// enough for stage percentiles in any run of a second or more, while three
 /// quarters of the exchanges measure an RTT free of the stamping cost
 /// (1–1.3 µs a round trip on veth, docs/METHODOLOGY.md).
@@ -288,12 +289,12 @@ impl Config {
         }
         let stamp_every = match (proto, req.stamp_every) {
             (_, Some(0)) => return err(Parameter::StampEvery, "must be at least 1"),
-            (EchoProtocol::Udp, n) => n.unwrap_or(DEFAULT_STAMP_EVERY),
-            (_, None | Some(1)) => 1,
-            (_, Some(_)) => {
+            (EchoProtocol::Udp | EchoProtocol::Tcp, n) => n.unwrap_or(DEFAULT_STAMP_EVERY),
+            (EchoProtocol::Icmp, None | Some(1)) => 1,
+            (EchoProtocol::Icmp, Some(_)) => {
                 return err(
                     Parameter::StampEvery,
-                    "applies to UDP only: TCP and ICMP stamp every exchange",
+                    "applies to UDP and TCP only: ICMP stamps every exchange",
                 )
             }
         };
@@ -528,7 +529,7 @@ mod tests {
         assert_eq!(c.schedule.until, Until::Count(1000));
         assert!(c.same_clock_expected());
         let c = config(|r| r.protocol = EchoProtocol::Tcp).unwrap();
-        assert_eq!((c.stamp_every, c.variants[0].size_bytes), (1, 1));
+        assert_eq!((c.stamp_every, c.variants[0].size_bytes), (4, 1));
         let c = config(|r| r.peer = Peer::Server(lo())).unwrap();
         assert_eq!(c.target.port(), DEFAULT_PORT);
         assert_eq!(c.target_label(), format!("127.0.0.1:{DEFAULT_PORT}"));
@@ -585,11 +586,12 @@ mod tests {
         );
         refused(
             |r| {
-                r.protocol = EchoProtocol::Tcp;
+                r.peer = Peer::Server(lo());
+                r.protocol = EchoProtocol::Icmp;
                 r.stamp_every = Some(4);
             },
             Parameter::StampEvery,
-            "UDP only",
+            "UDP and TCP only",
         );
         refused(
             |r| r.protocol = EchoProtocol::Icmp,

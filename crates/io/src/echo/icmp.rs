@@ -54,6 +54,8 @@ pub fn run_icmp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
     let mut next_id = 0u32;
     let mut tx: Vec<TxStamp> = Vec::new();
     let mut run = ClientRun::default();
+    let strict = cfg.schedule.max_in_flight <= 1;
+    let mut timeout_ms = 0u128;
     loop {
         match pp.poll(now()) {
             Action::Send { seq } => {
@@ -81,15 +83,37 @@ pub fn run_icmp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
             Action::Wait => {
                 let t = now();
                 let wait = Duration::from_nanos(pp.next_wakeup(t).unwrap_or(t).saturating_sub(t));
-                if !cfg.spin && !sock::poll_readable(raw, wait).map_err(sock_err("poll"))? {
+                if pp.in_flight() == 0 {
+                    // Nothing to wait for but the next send slot.
+                    std::thread::sleep(wait);
                     continue;
                 }
+                // Blocking: sleep in the first receive itself, so a reply
+                // wakes the thread straight into recvmsg (its timeout bounds
+                // the wait for a lost reply); then take what else is queued
+                // without waiting. Strict ping-pong stops at its reply.
+                let mut flags = if cfg.spin {
+                    libc::MSG_DONTWAIT
+                } else {
+                    let ms = wait.as_millis().max(1);
+                    if ms != timeout_ms {
+                        sock::set_timeout(
+                            &fd,
+                            libc::SO_RCVTIMEO,
+                            Some(Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX))),
+                        )
+                        .map_err(sock_err("setsockopt SO_RCVTIMEO"))?;
+                        timeout_ms = ms;
+                    }
+                    0
+                };
                 loop {
-                    let meta = match timestamping::recv(raw, &mut buf, libc::MSG_DONTWAIT) {
+                    let meta = match timestamping::recv(raw, &mut buf, flags) {
                         Ok(m) => m,
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                         Err(e) => return Err(sock_err("recvmsg")(e)),
                     };
+                    flags = libc::MSG_DONTWAIT;
                     let app_recv = realtime_ns();
                     let len = meta.len.min(buf.len());
                     let Ok(p) = icmp::linerate_reply(&buf[..len], family, ident) else {
@@ -115,6 +139,9 @@ pub fn run_icmp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                         inline: None,
                         dissected: true,
                     });
+                    if strict {
+                        break;
+                    }
                 }
             }
         }

@@ -1,11 +1,21 @@
 //! TCP echo (seed 001's 1-byte TCP echo): linerate's reflector and the client.
 //!
 //! The connection opens with a 16-byte hello (an echo request header whose
-//! sequence field carries the request size), so the reflector answers only
-//! sessions opened over the control connection. After it, requests and
-//! replies are `size` raw bytes each (1 byte by default), sent with
-//! TCP_NODELAY; the reflector's stamps come back at the end of the run,
-//! since a 1-byte reply has no room for them.
+//! sequence field carries the request size in its low 32 bits and, in its
+//! high 32, N of the client's stamped sample: exchange *k* is kernel-stamped
+//! when *k* mod N = 0; 0 or 1, every exchange), so the reflector answers
+//! only sessions opened over the control connection, and stamps the replies
+//! of the sample alone. After it, requests and replies are `size` raw bytes
+//! each (1 byte by default), sent with TCP_NODELAY; the reflector's stamps
+//! come back at the end of the run, since a 1-byte reply has no room for
+//! them.
+//!
+//! Both ends count exchanges (the stream keeps them in order), so neither
+//! needs a flag on the wire to know which exchange is stamped. A stamped
+//! exchange is written with a per-write `SO_TIMESTAMPING` control message
+//! and read with `recvmsg` and its control buffer; the others are plain
+//! `write` and `recv`, with no skb clone and no error-queue read on either
+//! end.
 
 use std::io::{self, Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -31,6 +41,56 @@ const MAX_TCP_REQUEST: usize = 1 << 20;
 const MAX_PENDING_HELLOS: usize = 16;
 /// How long a connection may take to send its hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The hello's sequence field: the request size, and the stamped sample.
+fn hello_seq(size: usize, stamp_every: u32) -> u64 {
+    size as u64 | (u64::from(stamp_every) << 32)
+}
+
+/// The request size and stamped sample (at least 1) a hello announces.
+fn parse_hello_seq(seq: u64) -> (usize, u32) {
+    let size = usize::try_from(seq & 0xffff_ffff).unwrap_or(0);
+    (size, ((seq >> 32) as u32).max(1))
+}
+
+/// Whether exchange `seq` is in the stamped sample of one in `every`.
+fn is_stamped(seq: u64, every: u32) -> bool {
+    seq.is_multiple_of(u64::from(every.max(1)))
+}
+
+/// Writes all of `buf`. `stamp`: `None`, plainly; `Some(all)`, as one write
+/// asking for its transmit stamps ([`stamps::write_stamped`]), the rest (a
+/// partial write of a large request) plainly: its stamps then key another
+/// byte and count as missing.
+fn write_all(stream: &TcpStream, buf: &[u8], stamp: Option<bool>) -> io::Result<()> {
+    let done = match stamp {
+        Some(all) => stamps::write_stamped(stream.as_raw_fd(), buf, all)?,
+        None => 0,
+    };
+    let mut s = stream;
+    s.write_all(&buf[done..])
+}
+
+/// Reads into `buf` with `flags`: with the receive stamp (recvmsg and its
+/// control buffer) when `stamped`, else plain recv. (bytes, stamp ns or 0).
+fn read_some(
+    fd: std::os::fd::RawFd,
+    buf: &mut [u8],
+    flags: libc::c_int,
+    stamped: bool,
+) -> io::Result<(usize, u64)> {
+    loop {
+        let r = if stamped {
+            timestamping::recv(fd, buf, flags).map(|m| (m.len, m.software_ns))
+        } else {
+            sock::recv(fd, buf, flags).map(|n| (n, 0))
+        };
+        match r {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            r => return r,
+        }
+    }
+}
 
 /// linerate's TCP reflector for one session.
 #[derive(Debug)]
@@ -62,7 +122,7 @@ impl TcpReflector {
         stop: &AtomicBool,
         start: Instant,
         report: &mut ReflectorReport,
-    ) -> Result<Option<(TcpStream, usize)>, EchoIoError> {
+    ) -> Result<Option<(TcpStream, usize, u32)>, EchoIoError> {
         let cfg = &self.cfg;
         self.listener
             .set_nonblocking(true)
@@ -124,10 +184,10 @@ impl TcpReflector {
                 };
                 match Packet::new_checked(&hello[..]) {
                     Ok(p) if p.kind() == Ok(Kind::Request) && p.session() == cfg.session => {
-                        let size = usize::try_from(p.seq()).unwrap_or(0);
+                        let (size, every) = parse_hello_seq(p.seq());
                         if (1..=MAX_TCP_REQUEST).contains(&size) {
                             s.set_nonblocking(false).map_err(sock_err("O_NONBLOCK"))?;
-                            return Ok(Some((s, size)));
+                            return Ok(Some((s, size, every)));
                         }
                         report.malformed += 1;
                     }
@@ -140,26 +200,33 @@ impl TcpReflector {
 
     /// Accepts connections until one opens this session, then echoes on it
     /// until the client closes, `stop` is set, or a time limit passes.
+    /// Blocking (and batch) mode sleeps in `recv` itself, so a request
+    /// wakes the thread straight into its read (a receive timeout of 50 ms
+    /// bounds how late `stop` is seen); busy mode spins on non-blocking
+    /// reads. Only the client's stamped sample is read with its receive
+    /// stamp and answered with a transmit stamp.
     pub fn run(self, stop: &AtomicBool) -> Result<ReflectorReport, EchoIoError> {
         let cfg = self.cfg;
         let start = Instant::now();
         let mut report = ReflectorReport::default();
-        let stream = self.accept_session(stop, start, &mut report)?;
-        let Some(stream) = stream else {
+        let Some((stream, size, every)) = self.accept_session(stop, start, &mut report)? else {
             return Ok(report);
         };
-        let (stream, size) = stream;
         stream.set_nodelay(true).map_err(sock_err("TCP_NODELAY"))?;
         stream
-            .set_read_timeout(None)
+            .set_read_timeout(Some(Duration::from_millis(50)))
             .map_err(sock_err("SO_RCVTIMEO"))?;
         let fd = stream.as_raw_fd();
-        let want = if cfg.kernel_stamps {
-            Want::RxSnd
-        } else {
-            Want::Nothing
+        let want = match (cfg.kernel_stamps, every) {
+            (false, _) => Want::Nothing,
+            (true, 1) => Want::RxSnd,
+            (true, _) => Want::RxTxOnRequest,
         };
         stamps::enable(fd, want).map_err(sock_err("setsockopt SO_TIMESTAMPING"))?;
+        let flags = match cfg.mode {
+            ReflectorMode::Busy => libc::MSG_DONTWAIT,
+            ReflectorMode::Blocking | ReflectorMode::Batch => 0,
+        };
         let mut buf = vec![0u8; size];
         let mut copy_buf = if cfg.copy {
             vec![0u8; size]
@@ -169,39 +236,32 @@ impl TcpReflector {
         let mut tx: Vec<TxStamp> = Vec::new();
         let mut seq = 0u64;
         let mut last = Instant::now();
+        // The limits are checked once per request, and while waiting at
+        // each receive timeout (blocking) or every 64 empty reads (busy).
+        let mut idle_turns = 0u32;
         'session: while !stop.load(Ordering::Relaxed)
             && start.elapsed() < cfg.max_duration
             && last.elapsed() < cfg.idle_timeout
         {
+            let stamped = cfg.kernel_stamps && is_stamped(seq, every);
             // Read one whole request; the receive stamp of its last segment
             // is the one that matters.
             let mut got = 0;
             let mut rx_kernel = 0;
             while got < size {
-                let flags = match cfg.mode {
-                    ReflectorMode::Busy => libc::MSG_DONTWAIT,
-                    ReflectorMode::Blocking | ReflectorMode::Batch => {
-                        if !sock::poll_readable(fd, Duration::from_millis(50))
-                            .map_err(sock_err("poll"))?
-                        {
-                            if stop.load(Ordering::Relaxed) || last.elapsed() >= cfg.idle_timeout {
-                                break 'session;
-                            }
-                            continue;
-                        }
-                        libc::MSG_DONTWAIT
-                    }
-                };
-                match timestamping::recv(fd, &mut buf[got..], flags) {
-                    Ok(m) if m.len == 0 => break 'session,
-                    Ok(m) => {
-                        got += m.len;
-                        if m.software_ns != 0 {
-                            rx_kernel = m.software_ns;
+                match read_some(fd, &mut buf[got..], flags, stamped) {
+                    Ok((0, _)) => break 'session,
+                    Ok((n, sw)) => {
+                        got += n;
+                        if sw != 0 {
+                            rx_kernel = sw;
                         }
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        if stop.load(Ordering::Relaxed) || last.elapsed() >= cfg.idle_timeout {
+                        idle_turns = idle_turns.wrapping_add(1);
+                        if (flags == 0 || idle_turns.is_multiple_of(64))
+                            && (stop.load(Ordering::Relaxed) || last.elapsed() >= cfg.idle_timeout)
+                        {
                             break 'session;
                         }
                         std::hint::spin_loop();
@@ -219,7 +279,10 @@ impl TcpReflector {
                 &buf
             };
             let tx_app = realtime_ns();
-            if (&stream).write_all(out).is_err() {
+            // Every reply of a session stamping every exchange has its
+            // stamps from the socket; a sample's, from the write.
+            let stamp = (stamped && every > 1).then_some(false);
+            if write_all(&stream, out, stamp).is_err() {
                 report.send_errors += 1;
                 break;
             }
@@ -240,7 +303,7 @@ impl TcpReflector {
                 report.records_dropped += 1;
             }
             seq += 1;
-            if cfg.kernel_stamps {
+            if stamped {
                 timestamping::read_tx_stamps(fd, &mut tx).map_err(sock_err("read error queue"))?;
             }
         }
@@ -278,6 +341,14 @@ fn apply_reflector_tx(records: &mut [ReflectorRecord], tx: &[TxStamp], size: usi
 
 /// Runs the client side of a TCP echo test (linerate reflector, or with
 /// `plain_echo` any RFC 862 TCP echo server).
+///
+/// With kernel stamps, exchange *k* is stamped when *k* mod
+/// `cfg.stamp_every` = 0: its request is written asking for every transmit
+/// stamp (scheduler, driver, acknowledgement) and its reply read with its
+/// receive stamp; the others are written and read plainly, so their RTT
+/// carries no stamping cost and stands beside the stamped sample's. Without
+/// `spin` the client sleeps in `recv` itself (its receive timeout bounds the
+/// wait for a late reply), so a reply wakes it straight into the read.
 pub fn run_tcp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
     if cfg.size == 0 || cfg.size > MAX_TCP_REQUEST {
         return Err(EchoIoError::Protocol(format!(
@@ -288,75 +359,107 @@ pub fn run_tcp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
     let stream = TcpStream::connect_timeout(&cfg.target, Duration::from_secs(3))
         .map_err(sock_err(format!("connect TCP {}", cfg.target)))?;
     stream.set_nodelay(true).map_err(sock_err("TCP_NODELAY"))?;
+    let every = if cfg.kernel_stamps {
+        cfg.stamp_every.max(1)
+    } else {
+        1
+    };
     // Stamping goes on before the first byte is written: a TCP OPT_ID key
     // counts from snd_una at that moment (without Linux 6.2's OPT_ID_TCP),
     // so with an unacknowledged hello in flight every key would be off by
     // its length. Keys then count the hello's bytes first.
     let fd = stream.as_raw_fd();
-    let want = if cfg.kernel_stamps {
-        Want::RxTxAck
-    } else {
-        Want::Nothing
+    let want = match (cfg.kernel_stamps, every) {
+        (false, _) => Want::Nothing,
+        (true, 1) => Want::RxTxAck,
+        (true, _) => Want::RxTxOnRequest,
     };
     stamps::enable(fd, want).map_err(sock_err("setsockopt SO_TIMESTAMPING"))?;
     let mut key_base = 0u32;
     if !cfg.plain_echo {
         let mut hello = [0u8; echo::HEADER_LEN];
-        Packet::new_unchecked(&mut hello[..]).emit_request(cfg.session, cfg.size as u64);
+        Packet::new_unchecked(&mut hello[..]).emit_request(cfg.session, hello_seq(cfg.size, every));
         (&stream)
             .write_all(&hello)
             .map_err(sock_err("send hello"))?;
         key_base = echo::HEADER_LEN as u32;
     }
-    warm_up_stamps();
+    if cfg.kernel_stamps {
+        warm_up_stamps();
+    }
     let req: Vec<u8> = (0..cfg.size).map(|i| b'a' + (i % 26) as u8).collect();
     let mut reply = vec![0u8; cfg.size];
     let mut pp = PingPong::new(cfg.schedule);
     let mono0 = Instant::now();
     let now = || u64::try_from(mono0.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    let mut app_sends: std::collections::VecDeque<(u64, u64)> = Default::default();
+    // (seq, application send stamp, stamped), oldest first: replies come in
+    // order.
+    let mut app_sends: std::collections::VecDeque<(u64, u64, bool)> = Default::default();
     let mut tx: Vec<TxStamp> = Vec::new();
-    let mut run = ClientRun::default();
+    let mut run = ClientRun {
+        stamp_every: every,
+        ..ClientRun::default()
+    };
+    // Transmit stamps of a stamped request wait on the error queue.
+    let mut owed = false;
+    let mut timeout_ms = 0u128;
     let mut got = 0usize;
     let mut rx_kernel = 0u64;
     loop {
         match pp.poll(now()) {
             Action::Send { seq } => {
-                // The previous request's stamps, collected before this send
-                // so the syscall falls in no measured interval.
-                run.collect_tx_stamps(fd, &mut tx)?;
+                // The previous stamped request's stamps, collected before
+                // this send so the syscall falls in no measured interval.
+                if owed {
+                    run.collect_tx_stamps(fd, &mut tx)?;
+                }
+                let stamped = cfg.kernel_stamps && is_stamped(seq, every);
+                let stamp = (stamped && every > 1).then_some(true);
                 let app_send = realtime_ns();
-                (&stream).write_all(&req).map_err(sock_err("send"))?;
+                write_all(&stream, &req, stamp).map_err(sock_err("send"))?;
                 pp.on_sent(now(), seq);
-                app_sends.push_back((seq, app_send));
+                app_sends.push_back((seq, app_send, stamped));
+                owed = stamped;
             }
             Action::Done => break,
             Action::Wait => {
                 let t = now();
                 let wait = Duration::from_nanos(pp.next_wakeup(t).unwrap_or(t).saturating_sub(t));
+                // The reply being read belongs to the oldest request.
+                let Some(&(_, _, stamped)) = app_sends.front() else {
+                    // Nothing to wait for but the next send slot.
+                    std::thread::sleep(wait);
+                    continue;
+                };
                 let flags = if cfg.spin {
                     libc::MSG_DONTWAIT
                 } else {
-                    if !sock::poll_readable(fd, wait).map_err(sock_err("poll"))? {
-                        continue;
+                    let ms = wait.as_millis().max(1);
+                    if ms != timeout_ms {
+                        stream
+                            .set_read_timeout(Some(Duration::from_millis(
+                                u64::try_from(ms).unwrap_or(u64::MAX),
+                            )))
+                            .map_err(sock_err("setsockopt SO_RCVTIMEO"))?;
+                        timeout_ms = ms;
                     }
-                    libc::MSG_DONTWAIT
+                    0
                 };
-                match timestamping::recv(fd, &mut reply[got..], flags) {
-                    Ok(m) if m.len == 0 => {
+                match read_some(fd, &mut reply[got..], flags, stamped) {
+                    Ok((0, _)) => {
                         return Err(EchoIoError::Protocol(
                             "the responder closed the connection".into(),
                         ))
                     }
-                    Ok(m) => {
-                        got += m.len;
-                        if m.software_ns != 0 {
-                            rx_kernel = m.software_ns;
+                    Ok((n, sw)) => {
+                        got += n;
+                        if sw != 0 {
+                            rx_kernel = sw;
                         }
                         if got == cfg.size {
                             let app_recv = realtime_ns();
                             got = 0;
-                            if let Some((seq, app_send)) = app_sends.pop_front() {
+                            if let Some((seq, app_send, stamped)) = app_sends.pop_front() {
                                 if pp.on_reply(now(), seq) == ReplyVerdict::Fresh {
                                     if run.recording() {
                                         run.exchanges.push(Exchange {
@@ -368,7 +471,7 @@ pub fn run_tcp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                                                 ..ClientStamps::default()
                                             },
                                             inline: None,
-                                            dissected: true,
+                                            dissected: stamped || !cfg.kernel_stamps,
                                         });
                                     } else {
                                         run.unrecorded += 1;
@@ -378,6 +481,8 @@ pub fn run_tcp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                             rx_kernel = 0;
                         }
                     }
+                    // Spinning: nothing yet; blocking: the receive timeout
+                    // (the schedule then declares the reply late).
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::hint::spin_loop(),
                     Err(e) => return Err(sock_err("recvmsg")(e)),
                 }
@@ -401,5 +506,16 @@ mod unit {
         assert_eq!(exchange_of_byte(63, 64), Some(0));
         assert_eq!(exchange_of_byte(127, 64), Some(1));
         assert_eq!(exchange_of_byte(100, 64), None);
+    }
+
+    #[test]
+    fn the_hello_carries_size_and_sample() {
+        assert_eq!(parse_hello_seq(hello_seq(64, 4)), (64, 4));
+        // A hello from a client that stamps every exchange (or predates
+        // sampling) carries the size alone.
+        assert_eq!(parse_hello_seq(1), (1, 1));
+        assert_eq!(parse_hello_seq(hello_seq(1 << 20, 1)), (1 << 20, 1));
+        assert!(is_stamped(0, 4) && is_stamped(8, 4) && !is_stamped(3, 4));
+        assert!((0..5).all(|k| is_stamped(k, 1) && is_stamped(k, 0)));
     }
 }

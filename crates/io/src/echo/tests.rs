@@ -283,6 +283,70 @@ fn tcp_one_byte_echo() {
 }
 
 #[test]
+fn tcp_sampled_stamps_dissect_one_exchange_in_n_and_time_the_rest_bare() {
+    // Blocking and busy, 1-byte and 64-byte requests.
+    for (mode, spin, size) in [
+        (ReflectorMode::Blocking, false, 1),
+        (ReflectorMode::Busy, true, 64),
+    ] {
+        let mut cfg = ReflectorConfig::new(9);
+        cfg.mode = mode;
+        let r = TcpReflector::bind("127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+        let addr = r.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let h = std::thread::spawn(move || r.run(&s2).unwrap());
+        let mut c = client(addr, 9, size, 400);
+        c.stamp_every = 4;
+        c.spin = spin;
+        let run = run_tcp_client(&c).unwrap();
+        stop.store(true, Ordering::Relaxed);
+        let report = h.join().unwrap();
+        let what = format!("{mode:?} {size} B");
+        assert_eq!(run.counts.received, 400, "{what}");
+        assert_eq!(report.replies, 400, "{what}");
+        assert_eq!(report.bytes_out, 400 * size as u64, "{what}");
+        assert_eq!(run.stamp_every, 4);
+        let (stamped, bare): (Vec<&Exchange>, Vec<&Exchange>) =
+            run.exchanges.iter().partition(|x| x.dissected);
+        assert_eq!((stamped.len(), bare.len()), (100, 300), "{what}");
+        assert!(stamped.iter().all(|x| x.seq % 4 == 0), "{what}");
+        // The bare ones asked the kernel for nothing on either end…
+        for x in &bare {
+            let c = &x.client;
+            assert_eq!(
+                (c.rx_kernel_ns, c.tx_soft_ns, c.tx_sched_ns, c.tx_ack_ns),
+                (None, None, None, None),
+                "{what}"
+            );
+        }
+        let rec: std::collections::HashMap<u64, ResponderStamps> =
+            report.records.iter().map(|r| (r.seq, r.stamps)).collect();
+        let count = |xs: &[&Exchange], f: fn(&ResponderStamps) -> bool| {
+            xs.iter().filter(|x| rec.get(&x.seq).is_some_and(f)).count()
+        };
+        assert_eq!(count(&bare, |r| r.tx_soft_ns.is_some()), 0, "{what}");
+        assert_eq!(count(&bare, |r| r.rx_kernel_ns.is_some()), 0, "{what}");
+        // …the sample every stamp, on both ends.
+        assert_eq!(count(&stamped, |r| r.rx_kernel_ns.is_some()), 100, "{what}");
+        assert!(count(&stamped, |r| r.tx_soft_ns.is_some()) >= 95, "{what}");
+        let acked = stamped
+            .iter()
+            .filter(|x| x.client.tx_ack_ns.is_some())
+            .count();
+        assert!(acked >= 90, "{what}: TX_ACK on {acked} of 100");
+        assert_eq!(run.missing_tx_stamps, 0, "{what}");
+        assert_eq!(run.missing_rx_stamps, 0, "{what}");
+        check_stages(&run, &report);
+        let row = summarize(Vec::new(), size as u64, &run, Some(&report), true);
+        assert_eq!(row.stamp_every, 4);
+        assert_eq!(row.stage(Stage::Rtt).map(|s| s.count), Some(100), "{what}");
+        assert_eq!(row.rtt_unstamped.map(|s| s.count), Some(300), "{what}");
+        assert_eq!(row.rtt().map(|s| s.count), Some(300));
+    }
+}
+
+#[test]
 fn tcp_reflector_refuses_a_wrong_session() {
     let mut cfg = ReflectorConfig::new(5);
     cfg.idle_timeout = Duration::from_millis(400);
@@ -368,17 +432,20 @@ fn params(protocol: EchoProtocol, size: u64) -> linerate_core::latency::LatencyP
 #[test]
 fn latency_session_through_linerate_server() {
     let (addr, stop, h) = start_server(Some(Duration::from_secs(60)));
-    for (proto, size) in [
-        (EchoProtocol::Udp, 64),
-        (EchoProtocol::Udp, 16),
-        (EchoProtocol::Tcp, 1),
+    for (proto, size, every) in [
+        (EchoProtocol::Udp, 64, 1),
+        (EchoProtocol::Udp, 16, 1),
+        (EchoProtocol::Tcp, 1, 1),
+        (EchoProtocol::Tcp, 64, 4),
     ] {
-        let r = run_remote(
-            addr,
-            &params(proto, size),
-            &client(addr, 0, size as usize, 150),
-        )
-        .unwrap();
+        let mut c = client(addr, 0, size as usize, 150);
+        c.stamp_every = every;
+        let r = run_remote(addr, &params(proto, size), &c).unwrap();
+        assert_eq!(
+            r.client.exchanges.iter().filter(|x| x.dissected).count(),
+            150usize.div_ceil(every as usize),
+            "{proto:?}"
+        );
         assert_eq!(r.client.counts.received, 150, "{proto:?}");
         assert!(r.incomplete.is_none());
         let reflector = r.reflector.expect("the server's records");

@@ -93,9 +93,10 @@ pub(crate) fn enable(fd: RawFd, flags: u32) -> io::Result<()> {
 
 /// sendmsg(2) of `buf` to `to` (None: the connected peer) with an
 /// `SO_TIMESTAMPING` control message asking for `tx_flags` transmit stamps
-/// of this datagram only (Linux 4.13+). The socket's own flags still decide
-/// how stamps are reported (OPT_ID, OPT_TSONLY); with OPT_ID the key counts
-/// only the datagrams that asked for a stamp.
+/// of this datagram (on TCP: of this write) only (Linux 4.13+). The
+/// socket's own flags still decide how stamps are reported (OPT_ID,
+/// OPT_TSONLY); with OPT_ID the key counts only the datagrams that asked for
+/// a stamp (on TCP it stays the byte offset of the write's last byte).
 pub(crate) fn send_stamped(
     fd: RawFd,
     buf: &[u8],
