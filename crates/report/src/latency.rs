@@ -370,6 +370,7 @@ mod tests {
             link_bits_per_s: None,
             host_load: None,
             spread: Vec::new(),
+            load: None,
         };
         Envelope::new(SCHEMA, SCHEMA_VERSION, report).flagged([Flag::warning("x", "x")])
     }
