@@ -166,6 +166,9 @@ pub enum LoadError {
     /// The echo phase is a count, not a time.
     #[error("a run under load is bounded by time (the load runs for a planned time): give a time, not a count")]
     Count,
+    /// The exchanges make several configurations or repeats.
+    #[error("a run under load measures one configuration once per phase: its sweeps vary the load (load-streams, load-rate, load-direction), and it does not repeat")]
+    OneConfiguration,
     /// A settle time out of range.
     #[error("settle time {0:?} is outside 0..=60 s")]
     Settle(Duration),
@@ -329,6 +332,9 @@ impl LoadPlan {
         if settle > MAX_SETTLE {
             return Err(LoadError::Settle(settle));
         }
+        if echo.variants.len() != 1 || echo.repeat != 1 {
+            return Err(LoadError::OneConfiguration);
+        }
         let phase = match echo.schedule.until {
             crate::procedure::pingpong::Until::Time(t) => t,
             crate::procedure::pingpong::Until::Count(_) => return Err(LoadError::Count),
@@ -369,6 +375,28 @@ impl LoadPlan {
             omit: self.settle,
             ..crate::throughput::config::Request::default()
         }
+    }
+}
+
+impl LoadPlan {
+    /// The throughput configuration of every level against `target`,
+    /// checked before anything runs (the loaded exchanges wait up to
+    /// `reply_timeout` for a reply, and the load outlasts them).
+    pub fn configs(
+        &self,
+        target: &crate::throughput::config::Target,
+        reply_timeout: Duration,
+    ) -> Result<Vec<crate::throughput::config::Config>, crate::throughput::config::ConfigError>
+    {
+        self.levels
+            .iter()
+            .map(|l| {
+                crate::throughput::config::Config::from_request(
+                    target.clone(),
+                    &self.request(&l.config, reply_timeout),
+                )
+            })
+            .collect()
     }
 }
 
@@ -921,6 +949,10 @@ mod tests {
         assert!(e(&["load-direction=up"], None, t).contains("'up' is not forward"));
         assert!(e(&["load-streams=0"], None, t).contains("streams must be"));
         assert!(e(&[], Some(Duration::from_secs(61)), t).contains("settle time"));
+        let mut two = echo(t);
+        two.repeat = 2;
+        let e = LoadPlan::new(LoadSpec::default(), &[], None, &two).unwrap_err();
+        assert_eq!(e, LoadError::OneConfiguration);
     }
 
     /// Stamps of one exchange whose network part took `network_ns` and
