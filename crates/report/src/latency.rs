@@ -4,10 +4,13 @@
 //! figures themselves, the stamping cost included, come from
 //! `linerate_core::latency`.
 
+use linerate_core::latency::load::{LoadLevel, LoadReport, StageSum, PARTS};
 use linerate_core::latency::{LatencyReport, LatencyRun, Responder, Stage};
 use linerate_core::result::Envelope;
+use linerate_core::throughput::model::FlowDir;
 use linerate_core::units::group_thousands;
 
+use crate::column::Scale;
 use crate::table::{Align, Doc, Table, Width};
 
 /// A duration in ns as µs with two decimals.
@@ -125,6 +128,10 @@ pub fn blocks(doc: &Envelope<LatencyReport>) -> Doc {
         );
     }
 
+    if let Some(load) = &report.load {
+        load_blocks(&mut out, load, &report.runs);
+    }
+
     if !report.spread.is_empty() {
         out.blank();
         out.para(
@@ -151,6 +158,153 @@ pub fn blocks(doc: &Envelope<LatencyReport>) -> Doc {
         );
     }
     out
+}
+
+/// A signed duration in ns as µs with two decimals and its sign.
+fn signed_us(ns: f64) -> String {
+    format!("{:+.2}", ns / 1000.0)
+}
+
+/// The load's figures of one level in a cell: each direction's rate and
+/// its share of the line rate.
+fn load_cell(level: &LoadLevel) -> String {
+    let Some(t) = &level.throughput else {
+        return "no result".into();
+    };
+    let scale = Scale::si(t.directions.iter().map(|d| d.bits_per_s));
+    t.directions
+        .iter()
+        .map(|d| {
+            let dir = match d.direction {
+                FlowDir::Forward => "→",
+                FlowDir::Reverse => "←",
+            };
+            let pct = d
+                .pct_of_max
+                .map_or(String::new(), |p| format!(" ({p:.0} %)"));
+            format!("{dir} {}{pct}", scale.bits_per_s(d.bits_per_s))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The `load` section: a row per level (the growth of each stage's mean),
+/// then per level its stages idle against loaded.
+fn load_blocks(out: &mut Doc, load: &LoadReport, runs: &[LatencyRun]) {
+    let parts: Vec<Stage> = PARTS
+        .iter()
+        .copied()
+        .filter(|&s| load.levels.iter().any(|l| l.growth_of(s).is_some()))
+        .collect();
+    out.blank();
+    out.para(
+        "",
+        "  ",
+        format!(
+            "Under load (after {:.1} s to settle): growth of each stage's mean over the idle phase, µs; the parts add up to the RTT's growth:",
+            load.settle_ns as f64 / 1e9
+        ),
+    );
+    let mut cols: Vec<(String, Align)> = vec![
+        ("load".into(), Align::Left),
+        ("throughput".into(), Align::Left),
+    ];
+    cols.extend(parts.iter().map(|s| (s.title().to_string(), Align::Right)));
+    cols.extend([
+        ("RTT".to_string(), Align::Right),
+        ("grew most".to_string(), Align::Left),
+        ("lost".to_string(), Align::Right),
+    ]);
+    // Each level's throughput and loss stand in its own lines below too.
+    let mut t = Table::new(cols).optional(&["lost", "grew most", "throughput", "resp app"]);
+    for l in &load.levels {
+        let mut row = vec![l.load.to_string(), load_cell(l)];
+        for &s in &parts {
+            row.push(
+                l.growth_of(s)
+                    .map_or("-".into(), |g| signed_us(g.growth_mean_ns)),
+            );
+        }
+        row.push(
+            l.growth_of(Stage::Rtt)
+                .map_or("-".into(), |g| signed_us(g.growth_mean_ns)),
+        );
+        row.push(l.grew_most.map_or("-".into(), |s| s.title().to_string()));
+        // Replies lost under load: the loaded run's count (of its sent).
+        row.push(runs.get(l.run).map_or("-".into(), |r| {
+            format!(
+                "{}/{}",
+                group_thousands(r.counts.lost),
+                group_thousands(r.counts.sent)
+            )
+        }));
+        t.row(row);
+    }
+    out.table(t, 2);
+    for l in &load.levels {
+        out.blank();
+        out.para(
+            "  ",
+            "    ",
+            format!(
+                "{}: idle against loaded, µs; load throughput {}",
+                l.label(),
+                load_cell(l)
+            ),
+        );
+        let mut t = Table::new([
+            ("stage", Align::Left),
+            ("idle p50", Align::Right),
+            ("loaded p50", Align::Right),
+            ("Δ p50", Align::Right),
+            ("idle p99", Align::Right),
+            ("loaded p99", Align::Right),
+            ("Δ p99", Align::Right),
+            ("Δ mean", Align::Right),
+            ("share", Align::Right),
+        ])
+        .optional(&["idle p99", "loaded p99"]);
+        for g in &l.growth {
+            t.row(vec![
+                g.stage.title().to_string(),
+                us(g.idle_p50_ns as f64),
+                us(g.loaded_p50_ns as f64),
+                signed_us(g.growth_p50_ns as f64),
+                us(g.idle_p99_ns as f64),
+                us(g.loaded_p99_ns as f64),
+                signed_us(g.growth_p99_ns as f64),
+                signed_us(g.growth_mean_ns),
+                g.share_pct.map_or("-".into(), |p| format!("{p:.0} %")),
+            ]);
+        }
+        out.table(t, 4);
+        let sum = |name: &str, s: Option<StageSum>| {
+            s.map(|s| {
+                format!(
+                    "{name}: parts {} of RTT {} µs (mean){}",
+                    us(s.parts_mean_ns),
+                    us(s.rtt_mean_ns),
+                    if s.complete {
+                        ""
+                    } else {
+                        ", some exchanges lack a stage"
+                    }
+                )
+            })
+        };
+        let sums: Vec<String> = [sum("idle", l.idle_sum), sum("loaded", l.loaded_sum)]
+            .into_iter()
+            .flatten()
+            .collect();
+        let cpu = l.host_cpu_busy_pct.map_or(String::new(), |b| {
+            format!("; host CPUs {b:.0} % busy under load")
+        });
+        out.para("    ", "      ", format!("{}{cpu}", sums.join("; ")));
+        if let Some(e) = &l.load_error {
+            out.para("    ", "      ", format!("the load gave no result: {e}"));
+        }
+    }
+    out.para("  ", "    ", format!("clocks: {}", load.clocks));
 }
 
 /// The load from elsewhere in one line.
