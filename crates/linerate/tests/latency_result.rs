@@ -235,8 +235,14 @@ fn latency_under_load_validates_and_round_trips() {
 fn bad_loads_are_usage_errors() {
     for (extra, says) in [
         (&["--load", "tcp,sideways"][..], "--load: 'sideways'"),
-        (&["--load", "tcp", "--count", "10"], "--count: a run under load"),
-        (&["--load", "tcp", "--sweep", "spin=on"], "--sweep: unknown key 'spin'"),
+        (
+            &["--load", "tcp", "--count", "10"],
+            "--count: a run under load",
+        ),
+        (
+            &["--load", "tcp", "--sweep", "spin=on"],
+            "--sweep: unknown key 'spin'",
+        ),
         (&["--load", "tcp", "--repeat", "2"], "--repeat:"),
         (&["--load", "tcp", "--settle", "2m"], "--settle:"),
         (&["--load", "udp,size=1"], "--load: size_bytes"),
