@@ -576,6 +576,63 @@ mod tests {
         assert!(wide.lines().any(|l| l.chars().count() > 100), "{wide}");
     }
 
+    /// A load section renders what core computed: the growth row per
+    /// level, each level's stages idle against loaded with the load's
+    /// throughput, within 100 columns.
+    #[test]
+    fn a_load_section_shows_growth_per_stage_and_the_load() {
+        use linerate_core::latency::load::{
+            LevelMeasured, LoadDirection, LoadReport, LoadSpec, LoadThroughput,
+        };
+        use linerate_core::throughput::model::FlowRole;
+        let mut doc = report();
+        let idle = doc.result.runs[0].clone();
+        let mut loaded = idle.clone();
+        // The network's median grows by 1 ms under load.
+        for s in &mut loaded.stages {
+            if matches!(s.stage, Stage::Network | Stage::Rtt) {
+                s.summary.p50_ns += 1_000_000;
+                s.summary.mean_ns += 1_000_000.0;
+            }
+        }
+        doc.result.runs = vec![idle, loaded];
+        let spec: LoadSpec = "udp,4,bidir,rate=1G".parse().unwrap();
+        let throughput = LoadThroughput {
+            asked_bits_per_s: Some(1_000_000_000),
+            directions: vec![LoadDirection {
+                direction: FlowDir::Forward,
+                role: FlowRole::Receiver,
+                bits_per_s: 941.5e6,
+                pct_of_max: Some(96.0),
+                time_ns: 5_000_000_000,
+            }],
+            flags: Vec::new(),
+        };
+        doc.result.load = LoadReport::build(
+            &doc.result.runs,
+            0,
+            std::time::Duration::from_secs(2),
+            vec![LevelMeasured {
+                settings: Vec::new(),
+                load: spec,
+                run: 1,
+                throughput: Ok(throughput),
+                sustained: true,
+                host_cpu_busy_pct: Some(42.0),
+            }],
+        );
+        let t = render(&doc, Width::default());
+        assert!(t.lines().all(|l| l.chars().count() <= 100), "{t}");
+        assert!(t.contains("Under load (after 2.0 s to settle)"), "{t}");
+        assert!(t.contains("udp,4,bidir,rate=1G"), "{t}");
+        assert!(t.contains("→ 941.5 Mbit/s (96 %)"), "{t}");
+        assert!(t.contains("+1000.00"), "the network's growth: {t}");
+        assert!(t.contains("100 %"), "its share: {t}");
+        let wide = render(&doc, Width::Unlimited);
+        assert!(wide.contains("host CPUs 42 % busy under load"), "{wide}");
+        assert!(wide.contains("grew most"), "{wide}");
+    }
+
     #[test]
     fn repeats_show_their_spread_the_wire_time_and_the_host_load() {
         let mut doc = report();
