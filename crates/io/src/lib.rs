@@ -17,6 +17,7 @@ pub mod energy;
 pub mod host;
 pub mod iperf3;
 pub mod journey;
+pub mod latency_load;
 pub mod netns;
 pub mod packet;
 pub mod resolve;

@@ -6,12 +6,16 @@ use anyhow::{anyhow, Context as _};
 use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::Args;
 use linerate_core::energy::flag_for;
+use linerate_core::latency::load::{self, LoadError, LoadPlan, LoadSpec};
 use linerate_core::latency::{
     Config, ConfigError, EchoProtocol, Parameter, Peer, ReflectorMode, Request, Setup,
 };
 use linerate_core::result::Flag;
+use linerate_core::throughput::config::Target;
 use linerate_core::units::{parse_duration, ByteCount};
+use linerate_io::latency_load::LoadAgainst;
 use linerate_io::resolve::resolve;
+use std::net::SocketAddr;
 
 use crate::Failure;
 
@@ -128,6 +132,21 @@ pub(crate) struct LatencyArgs {
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub(crate) repeat: u32,
 
+    /// Latency under load: measure the exchanges idle, then while
+    /// linerate's throughput flows load the same server or bed, and show
+    /// per stage how much the RTT grew. SPEC: comma-separated, any order:
+    /// tcp|udp, streams per direction (1-64), forward|reverse|bidir,
+    /// rate=RATE (per direction), size=BYTES; e.g. tcp,4,reverse or
+    /// udp,1,forward,rate=50M. --sweep then varies the load: load-streams,
+    /// load-rate, load-direction. Each phase runs --time (default 5 s).
+    #[arg(long, value_name = "SPEC", conflicts_with = "echo")]
+    pub(crate) load: Option<String>,
+
+    /// With --load: how long each load runs before the loaded exchanges
+    /// start (left out of the load's figures) [default: 2s].
+    #[arg(long, value_name = "S", requires = "load", value_parser = parse_duration)]
+    pub(crate) settle: Option<Duration>,
+
     /// One JSON document (schema linerate.latency, version 3).
     #[arg(long)]
     pub(crate) json: bool,
@@ -182,8 +201,70 @@ fn peer(args: &LatencyArgs) -> anyhow::Result<Peer> {
     })
 }
 
+/// A load that cannot run, in the words of the command line.
+fn load_usage(e: &LoadError) -> Failure {
+    let flag = match e {
+        LoadError::Sweep(_) => "--sweep",
+        LoadError::Count => "--count",
+        LoadError::Settle(_) => "--settle",
+        LoadError::OneConfiguration => "--repeat",
+        _ => "--load",
+    };
+    Failure::Usage(anyhow!("{flag}: {e}"))
+}
+
+/// With --load: the echo run (its sweeps are the load's, its time 5 s
+/// unless given), the plan and against what the load runs.
+fn load_config(args: &LatencyArgs, spec: &str) -> Result<(Config, LoadPlan, LoadAgainst), Failure> {
+    let spec: LoadSpec = spec.parse().map_err(|e| load_usage(&e))?;
+    let echo = config_with(
+        args,
+        Vec::new(),
+        args.time.or(match args.count {
+            Some(_) => None,
+            None => Some(load::DEFAULT_PHASE_TIME),
+        }),
+    )?;
+    let plan = LoadPlan::new(spec, &args.sweep, args.settle, &echo).map_err(|e| load_usage(&e))?;
+    let against = match &echo.bed {
+        Some(b) => {
+            let bed = linerate_bed::target::throughput(&b.name, args.ipv6, None);
+            LoadAgainst::Target(Target::Bed(
+                bed.with_context(|| format!("testbed '{}'", b.name))?,
+            ))
+        }
+        None if args.in_process => LoadAgainst::InProcess,
+        None => LoadAgainst::Target(Target::Server(SocketAddr::new(
+            echo.target.ip(),
+            match echo.setup {
+                Setup::Server => echo.target.port(),
+                _ => args
+                    .port
+                    .unwrap_or(linerate_core::wire::control::DEFAULT_PORT),
+            },
+        ))),
+    };
+    // Every level's throughput parameters checked before anything runs.
+    let check = match &against {
+        LoadAgainst::Target(t) => t.clone(),
+        LoadAgainst::InProcess => Target::Server(SocketAddr::new(echo.target.ip(), 0)),
+    };
+    plan.configs(&check, echo.schedule.timeout)
+        .map_err(|e| Failure::Usage(anyhow!("--load: {e}")))?;
+    Ok((echo, plan, against))
+}
+
 /// The flags as a validated run.
 fn config(args: &LatencyArgs) -> Result<Config, Failure> {
+    config_with(args, args.sweep.clone(), args.time)
+}
+
+/// The flags as a validated run, with these sweeps and this time.
+fn config_with(
+    args: &LatencyArgs,
+    sweep: Vec<String>,
+    time: Option<Duration>,
+) -> Result<Config, Failure> {
     let protocol = match (args.tcp, args.icmp) {
         (true, _) => EchoProtocol::Tcp,
         (false, true) => EchoProtocol::Icmp,
@@ -193,7 +274,7 @@ fn config(args: &LatencyArgs) -> Result<Config, Failure> {
         port: args.port,
         size: args.size,
         count: args.count,
-        time: args.time,
+        time,
         interval: args.interval,
         rate_per_s: args.rate,
         timeout: args.timeout,
@@ -203,7 +284,7 @@ fn config(args: &LatencyArgs) -> Result<Config, Failure> {
         no_udp_checksum: args.no_udp_checksum,
         kernel_stamps: !args.no_kernel_stamps,
         stamp_every: args.stamp_every,
-        sweep: args.sweep.clone(),
+        sweep,
         repeat: args.repeat,
         ..Request::new(peer(args)?, protocol)
     };
@@ -212,6 +293,9 @@ fn config(args: &LatencyArgs) -> Result<Config, Failure> {
 
 /// `linerate latency`.
 pub(crate) fn run(args: &LatencyArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
+    if let Some(spec) = &args.load {
+        return run_loaded(args, spec, ctx);
+    }
     let cfg = config(args)?;
     let mut progress = ctx.progress(crate::progress::StepLines::Replace);
     let meter = linerate_io::energy::Meter::start();
@@ -223,6 +307,28 @@ pub(crate) fn run(args: &LatencyArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
         })
     })?;
     doc.flags.push(flag_for(&meter.read(), &doc.result));
+    output(args, ctx, doc, link)
+}
+
+/// `linerate latency --load SPEC`: idle, then under each load level.
+fn run_loaded(args: &LatencyArgs, spec: &str, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
+    let (cfg, plan, against) = load_config(args, spec)?;
+    let mut progress = ctx.progress(crate::progress::StepLines::Replace);
+    let meter = linerate_io::energy::Meter::start();
+    let link = crate::testbed::link_reading(args.bed.as_deref());
+    let mut doc = linerate_io::latency_load::run(&cfg, &plan, &against, &mut progress)
+        .map_err(|e| anyhow::Error::new(e).context("latency under load"))?;
+    doc.flags.push(flag_for(&meter.read(), &doc.result));
+    output(args, ctx, doc, link)
+}
+
+/// Plots, the bed's link account, and the document or table.
+fn output(
+    args: &LatencyArgs,
+    ctx: &crate::Ctx,
+    mut doc: linerate_core::result::Envelope<linerate_core::latency::LatencyReport>,
+    link: Option<linerate_bed::emulator::Reading>,
+) -> Result<Vec<Flag>, Failure> {
     args.plot
         .write(&linerate_core::plot::of_latency(&doc.result))?;
     crate::testbed::attach_link(link, None, &mut doc.result.link_emulation, &mut doc.flags);

@@ -188,3 +188,71 @@ fn bad_repeats_and_sweeps_are_usage_errors() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// `--load` on loopback (no root): the document carries the idle and the
+/// loaded run, the load section with both phases' stages, their growth and
+/// the load's figures; it validates against the schema and reads back.
+#[test]
+fn latency_under_load_validates_and_round_trips() {
+    let v = common::json_of(&[
+        "latency",
+        "127.0.0.1",
+        "--in-process",
+        "--time",
+        "0.5s",
+        "--timeout",
+        "1s",
+        "--stamp-every",
+        "1",
+        "--load",
+        "tcp,1,forward,rate=20M",
+        "--settle",
+        "0.3s",
+        "--sweep",
+        "load-direction=forward,reverse",
+        "--json",
+    ]);
+    let doc = common::round_trip::<LatencyReport>(SCHEMA, &v);
+    let r = &doc.result;
+    let load = r.load.as_ref().expect("a load section");
+    assert_eq!(r.runs.len(), 3, "idle, then one run per level");
+    assert_eq!(load.levels.len(), 2);
+    assert_eq!(load.levels[1].load.to_string(), "tcp,1,reverse,rate=20M");
+    assert_eq!(
+        v["load"]["levels"][1]["settings"][0],
+        serde_json::json!(["load-direction", "reverse"])
+    );
+    assert!(!load.idle.is_empty());
+    for level in &load.levels {
+        assert!(!level.loaded.is_empty() && !level.growth.is_empty());
+        let t = level.throughput.as_ref().expect("the load's figures");
+        assert_eq!(t.directions.len(), 1, "{t:?}");
+        assert!(v["load"]["levels"][0]["growth"][0]["growth_mean_ns"].is_number());
+    }
+}
+
+#[test]
+fn bad_loads_are_usage_errors() {
+    for (extra, says) in [
+        (&["--load", "tcp,sideways"][..], "--load: 'sideways'"),
+        (
+            &["--load", "tcp", "--count", "10"],
+            "--count: a run under load",
+        ),
+        (
+            &["--load", "tcp", "--sweep", "spin=on"],
+            "--sweep: unknown key 'spin'",
+        ),
+        (&["--load", "tcp", "--repeat", "2"], "--repeat:"),
+        (&["--load", "tcp", "--settle", "2m"], "--settle:"),
+        (&["--load", "udp,size=1"], "--load: size_bytes"),
+    ] {
+        let mut args = vec!["127.0.0.1", "--in-process"];
+        args.extend_from_slice(extra);
+        let out = latency(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(err.contains(says), "{extra:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}

@@ -4,10 +4,13 @@
 //! figures themselves, the stamping cost included, come from
 //! `linerate_core::latency`.
 
+use linerate_core::latency::load::{LoadLevel, LoadReport, StageSum, PARTS};
 use linerate_core::latency::{LatencyReport, LatencyRun, Responder, Stage};
 use linerate_core::result::Envelope;
+use linerate_core::throughput::model::FlowDir;
 use linerate_core::units::group_thousands;
 
+use crate::column::Scale;
 use crate::table::{Align, Doc, Table, Width};
 
 /// A duration in ns as µs with two decimals.
@@ -125,6 +128,10 @@ pub fn blocks(doc: &Envelope<LatencyReport>) -> Doc {
         );
     }
 
+    if let Some(load) = &report.load {
+        load_blocks(&mut out, load, &report.runs);
+    }
+
     if !report.spread.is_empty() {
         out.blank();
         out.para(
@@ -151,6 +158,153 @@ pub fn blocks(doc: &Envelope<LatencyReport>) -> Doc {
         );
     }
     out
+}
+
+/// A signed duration in ns as µs with two decimals and its sign.
+fn signed_us(ns: f64) -> String {
+    format!("{:+.2}", ns / 1000.0)
+}
+
+/// The load's figures of one level in a cell: each direction's rate and
+/// its share of the line rate.
+fn load_cell(level: &LoadLevel) -> String {
+    let Some(t) = &level.throughput else {
+        return "no result".into();
+    };
+    let scale = Scale::si(t.directions.iter().map(|d| d.bits_per_s));
+    t.directions
+        .iter()
+        .map(|d| {
+            let dir = match d.direction {
+                FlowDir::Forward => "→",
+                FlowDir::Reverse => "←",
+            };
+            let pct = d
+                .pct_of_max
+                .map_or(String::new(), |p| format!(" ({p:.0} %)"));
+            format!("{dir} {}{pct}", scale.bits_per_s(d.bits_per_s))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The `load` section: a row per level (the growth of each stage's mean),
+/// then per level its stages idle against loaded.
+fn load_blocks(out: &mut Doc, load: &LoadReport, runs: &[LatencyRun]) {
+    let parts: Vec<Stage> = PARTS
+        .iter()
+        .copied()
+        .filter(|&s| load.levels.iter().any(|l| l.growth_of(s).is_some()))
+        .collect();
+    out.blank();
+    out.para(
+        "",
+        "  ",
+        format!(
+            "Under load (after {:.1} s to settle): growth of each stage's mean over the idle phase, µs; the parts add up to the RTT's growth:",
+            load.settle_ns as f64 / 1e9
+        ),
+    );
+    let mut cols: Vec<(String, Align)> = vec![
+        ("load".into(), Align::Left),
+        ("throughput".into(), Align::Left),
+    ];
+    cols.extend(parts.iter().map(|s| (s.title().to_string(), Align::Right)));
+    cols.extend([
+        ("RTT".to_string(), Align::Right),
+        ("grew most".to_string(), Align::Left),
+        ("lost".to_string(), Align::Right),
+    ]);
+    // Each level's throughput and loss stand in its own lines below too.
+    let mut t = Table::new(cols).optional(&["lost", "grew most", "throughput", "resp app"]);
+    for l in &load.levels {
+        let mut row = vec![l.load.to_string(), load_cell(l)];
+        for &s in &parts {
+            row.push(
+                l.growth_of(s)
+                    .map_or("-".into(), |g| signed_us(g.growth_mean_ns)),
+            );
+        }
+        row.push(
+            l.growth_of(Stage::Rtt)
+                .map_or("-".into(), |g| signed_us(g.growth_mean_ns)),
+        );
+        row.push(l.grew_most.map_or("-".into(), |s| s.title().to_string()));
+        // Replies lost under load: the loaded run's count (of its sent).
+        row.push(runs.get(l.run).map_or("-".into(), |r| {
+            format!(
+                "{}/{}",
+                group_thousands(r.counts.lost),
+                group_thousands(r.counts.sent)
+            )
+        }));
+        t.row(row);
+    }
+    out.table(t, 2);
+    for l in &load.levels {
+        out.blank();
+        out.para(
+            "  ",
+            "    ",
+            format!(
+                "{}: idle against loaded, µs; load throughput {}",
+                l.label(),
+                load_cell(l)
+            ),
+        );
+        let mut t = Table::new([
+            ("stage", Align::Left),
+            ("idle p50", Align::Right),
+            ("loaded p50", Align::Right),
+            ("Δ p50", Align::Right),
+            ("idle p99", Align::Right),
+            ("loaded p99", Align::Right),
+            ("Δ p99", Align::Right),
+            ("Δ mean", Align::Right),
+            ("share", Align::Right),
+        ])
+        .optional(&["idle p99", "loaded p99"]);
+        for g in &l.growth {
+            t.row(vec![
+                g.stage.title().to_string(),
+                us(g.idle_p50_ns as f64),
+                us(g.loaded_p50_ns as f64),
+                signed_us(g.growth_p50_ns as f64),
+                us(g.idle_p99_ns as f64),
+                us(g.loaded_p99_ns as f64),
+                signed_us(g.growth_p99_ns as f64),
+                signed_us(g.growth_mean_ns),
+                g.share_pct.map_or("-".into(), |p| format!("{p:.0} %")),
+            ]);
+        }
+        out.table(t, 4);
+        let sum = |name: &str, s: Option<StageSum>| {
+            s.map(|s| {
+                format!(
+                    "{name}: parts {} of RTT {} µs (mean){}",
+                    us(s.parts_mean_ns),
+                    us(s.rtt_mean_ns),
+                    if s.complete {
+                        ""
+                    } else {
+                        ", some exchanges lack a stage"
+                    }
+                )
+            })
+        };
+        let sums: Vec<String> = [sum("idle", l.idle_sum), sum("loaded", l.loaded_sum)]
+            .into_iter()
+            .flatten()
+            .collect();
+        let cpu = l.host_cpu_busy_pct.map_or(String::new(), |b| {
+            format!("; host CPUs {b:.0} % busy under load")
+        });
+        out.para("    ", "      ", format!("{}{cpu}", sums.join("; ")));
+        if let Some(e) = &l.load_error {
+            out.para("    ", "      ", format!("the load gave no result: {e}"));
+        }
+    }
+    out.para("  ", "    ", format!("clocks: {}", load.clocks));
 }
 
 /// The load from elsewhere in one line.
@@ -370,6 +524,7 @@ mod tests {
             link_bits_per_s: None,
             host_load: None,
             spread: Vec::new(),
+            load: None,
         };
         Envelope::new(SCHEMA, SCHEMA_VERSION, report).flagged([Flag::warning("x", "x")])
     }
@@ -419,6 +574,63 @@ mod tests {
         let wide = render(&doc, Width::Unlimited);
         assert!(wide.contains("RTT stamped"), "{wide}");
         assert!(wide.lines().any(|l| l.chars().count() > 100), "{wide}");
+    }
+
+    /// A load section renders what core computed: the growth row per
+    /// level, each level's stages idle against loaded with the load's
+    /// throughput, within 100 columns.
+    #[test]
+    fn a_load_section_shows_growth_per_stage_and_the_load() {
+        use linerate_core::latency::load::{
+            LevelMeasured, LoadDirection, LoadReport, LoadSpec, LoadThroughput,
+        };
+        use linerate_core::throughput::model::FlowRole;
+        let mut doc = report();
+        let idle = doc.result.runs[0].clone();
+        let mut loaded = idle.clone();
+        // The network's median grows by 1 ms under load.
+        for s in &mut loaded.stages {
+            if matches!(s.stage, Stage::Network | Stage::Rtt) {
+                s.summary.p50_ns += 1_000_000;
+                s.summary.mean_ns += 1_000_000.0;
+            }
+        }
+        doc.result.runs = vec![idle, loaded];
+        let spec: LoadSpec = "udp,4,bidir,rate=1G".parse().unwrap();
+        let throughput = LoadThroughput {
+            asked_bits_per_s: Some(1_000_000_000),
+            directions: vec![LoadDirection {
+                direction: FlowDir::Forward,
+                role: FlowRole::Receiver,
+                bits_per_s: 941.5e6,
+                pct_of_max: Some(96.0),
+                time_ns: 5_000_000_000,
+            }],
+            flags: Vec::new(),
+        };
+        doc.result.load = LoadReport::build(
+            &doc.result.runs,
+            0,
+            std::time::Duration::from_secs(2),
+            vec![LevelMeasured {
+                settings: Vec::new(),
+                load: spec,
+                run: 1,
+                throughput: Ok(throughput),
+                sustained: true,
+                host_cpu_busy_pct: Some(42.0),
+            }],
+        );
+        let t = render(&doc, Width::default());
+        assert!(t.lines().all(|l| l.chars().count() <= 100), "{t}");
+        assert!(t.contains("Under load (after 2.0 s to settle)"), "{t}");
+        assert!(t.contains("udp,4,bidir,rate=1G"), "{t}");
+        assert!(t.contains("→ 941.5 Mbit/s (96 %)"), "{t}");
+        assert!(t.contains("+1000.00"), "the network's growth: {t}");
+        assert!(t.contains("100 %"), "its share: {t}");
+        let wide = render(&doc, Width::Unlimited);
+        assert!(wide.contains("host CPUs 42 % busy under load"), "{wide}");
+        assert!(wide.contains("grew most"), "{wide}");
     }
 
     #[test]

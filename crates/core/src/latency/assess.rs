@@ -73,6 +73,7 @@ pub fn assess(report: &LatencyReport) -> Vec<Flag> {
         assess_run(run, report.kernel_stamps, reflector, &mut flags);
     }
     flags.extend(report.host_load.as_ref().and_then(crate::hostload::assess));
+    flags.extend(super::load::assess(report));
     flags
 }
 
@@ -286,6 +287,7 @@ mod tests {
             runs,
             host_load: None,
             spread: Vec::new(),
+            load: None,
         }
     }
 

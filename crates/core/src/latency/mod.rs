@@ -22,6 +22,7 @@ use crate::sweep::Spread;
 
 mod assess;
 mod config;
+pub mod load;
 
 use crate::wire::echo::{ReflectorStamps, TxStamps};
 pub use assess::{assess, codes, MIN_STAMPED};
@@ -701,6 +702,11 @@ pub struct LatencyReport {
     /// runs' RTT figures (absent in version 2).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub spread: Vec<RttSpread>,
+    /// Latency under load (`--load`): the idle phase against each load
+    /// level, stage by stage, with the load's throughput (absent without a
+    /// load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<load::LoadReport>,
 }
 
 /// The RTT of one configuration's repeated runs: median, min and max of

@@ -95,6 +95,7 @@ pub fn run(
         runs,
         host_load,
         spread: Vec::new(),
+        load: None,
     };
     report.derive();
     let flags = assess(&report);
