@@ -44,6 +44,7 @@ use crate::sys::packet::{
     self as raw, PacketSocket, SlotState, TxRing, MAX_BATCH, PACKET_OUTGOING,
 };
 use crate::sys::xdp::XdpTx;
+use crate::sys::xdp_count::XdpCounter;
 
 pub use crate::sys::bpf::BpfError;
 /// How the generator hands frames to the kernel (defined with the result,
@@ -90,6 +91,14 @@ pub enum PacketError {
     /// The XDP live-frames program could not be loaded or run.
     #[error("XDP live frames on {iface}")]
     Bpf {
+        /// Interface name.
+        iface: String,
+        /// The failed bpf(2) command.
+        source: BpfError,
+    },
+    /// The XDP counter could not be set up on the receiving interface.
+    #[error("XDP counter on {iface}")]
+    XdpCount {
         /// Interface name.
         iface: String,
         /// The failed bpf(2) command.
@@ -749,6 +758,45 @@ impl Receiver {
             }
         }
         Ok(n)
+    }
+}
+
+/// The XDP receive counter on one interface: an XDP program counts the test
+/// frames of each stream in the driver's receive path and drops them, but
+/// for a sample it passes up the stack (to a [`Receiver`] on the same
+/// interface, for the per-frame checks). Detached when dropped.
+#[derive(Debug)]
+pub struct RxCounter {
+    counter: XdpCounter,
+}
+
+impl RxCounter {
+    /// Attaches the counter to `iface` (in the calling thread's namespace).
+    /// Fails when the interface already has an XDP program, or without
+    /// CAP_BPF and CAP_NET_ADMIN.
+    pub fn attach(iface: &str) -> Result<Self, PacketError> {
+        let index = raw::ifindex(iface).map_err(|source| PacketError::NoInterface {
+            iface: iface.to_string(),
+            source,
+        })?;
+        let counter = XdpCounter::attach(index).map_err(|source| PacketError::XdpCount {
+            iface: iface.to_string(),
+            source,
+        })?;
+        Ok(Self { counter })
+    }
+
+    /// Starts counting `stream` from zero, for a trial at `fps` (which sets
+    /// the sample: [`linerate_core::rfc2544::sample_mask`]).
+    pub fn open_stream(&self, stream: u16, fps: f64) -> io::Result<()> {
+        self.counter.reset(stream)?;
+        self.counter
+            .set_sample_mask(linerate_core::rfc2544::sample_mask(fps))
+    }
+
+    /// Test frames of `stream` counted since [`Self::open_stream`].
+    pub fn count(&self, stream: u16) -> io::Result<u64> {
+        self.counter.count(stream)
     }
 }
 
