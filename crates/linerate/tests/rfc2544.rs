@@ -120,7 +120,7 @@ fn json_with(o: &Output, code: i32) -> serde_json::Value {
     common::validate(SCHEMA, &j);
     let doc: Rfc2544Json = serde_json::from_value(j.clone()).unwrap();
     assert_eq!(serde_json::to_value(&doc).unwrap(), j, "round trip");
-    assert_eq!(doc.version, 3);
+    assert_eq!(doc.version, 4);
     assert!(doc.started_at.is_some() && doc.host.is_some());
     // The flags decide the exit code.
     assert_eq!(i32::from(doc.exit_code()), code, "{:?}", doc.flags);
@@ -292,6 +292,11 @@ fn unshaped_bridge_is_generator_limited_and_says_so() {
         codes.contains("\"generator_limited\"") || codes.contains("\"receiver_limited\""),
         "{codes}"
     );
+    // `auto` receiver: the XDP counter attaches to b's veth, and says what
+    // it checks on a sample only.
+    assert_eq!(j["receiver"], "xdp_count", "{j}");
+    assert!(j["receiver_fallback"].is_null(), "{j}");
+    assert!(j["receiver_notes"].to_string().contains("sample"), "{j}");
     // `auto` on an unshaped path: XDP live frames, with what they cannot
     // verify said (AF_XDP on a kernel without live frames, saying why).
     if j["generator"] == "xdp_live_frames" {
