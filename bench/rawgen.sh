@@ -72,13 +72,17 @@ window() {
 }
 median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : int((a[NR/2]+a[NR/2+1])/2)}'; }
 
-GENS="trafgen packet packet-ring xdp xdp-live"
+# trafgen1: trafgen with one process, beside the target's two (linerate's
+# generators are one thread), to compare per sending thread as well.
+GENS="trafgen trafgen1 packet packet-ring xdp xdp-live"
 declare -A RES
 for g in $GENS; do RES[$g]=""; done
 for r in $(seq 1 "$ROUNDS"); do
     for g in $GENS; do
         if [ "$g" = trafgen ]; then
             fps=$(window trafgen --cpus 2 --qdisc-path --dev lrga --conf "$CONF" --no-sock-mem)
+        elif [ "$g" = trafgen1 ]; then
+            fps=$(window trafgen --cpus 1 --qdisc-path --dev lrga --conf "$CONF" --no-sock-mem)
         else
             fps=$(window "$FLOOD" lrga "$g" "$((SECS + 2))")
         fi
@@ -87,10 +91,12 @@ for r in $(seq 1 "$ROUNDS"); do
     done
 done
 T=$(echo "${RES[trafgen]}" | median)
-printf '\n%-12s %12s %10s   %s\n' generator "median fps" "x trafgen" "rounds (frames/s at the peer's rx_packets)"
+T1=$(echo "${RES[trafgen1]}" | median)
+ratio() { awk -v m="$1" -v t="$2" 'BEGIN { if (t > 0) printf "%.2f", m / t; else print "-" }'; }
+printf '\n%-12s %12s %10s %11s   %s\n' generator "median fps" "x trafgen" "x trafgen1" "rounds (frames/s at the peer's rx_packets)"
 for g in $GENS; do
     m=$(echo "${RES[$g]}" | median)
-    ratio=$(awk -v m="$m" -v t="$T" 'BEGIN { if (t > 0) printf "%.2f", m / t; else print "-" }')
-    printf '%-12s %12s %10s  %s\n' "$g" "$m" "$ratio" "${RES[$g]}"
+    printf '%-12s %12s %10s %11s  %s\n' "$g" "$m" "$(ratio "$m" "$T")" "$(ratio "$m" "$T1")" "${RES[$g]}"
 done
-echo "(trafgen --cpus 2 --qdisc-path; linerate generators one thread, through the qdisc; xdp/xdp-live skip it)"
+echo "(trafgen: --cpus 2 --qdisc-path, trafgen1: --cpus 1; linerate's generators: one thread, packet and packet-ring through the qdisc, xdp and xdp-live skip it)"
+echo "(host load: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs; quote ratios from a busy host as \"measured under load\")"

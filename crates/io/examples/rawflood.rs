@@ -60,13 +60,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let rep = g.run(
-        &template,
-        1,
-        u64::MAX,
-        None,
-        Duration::from_secs_f64(secs),
-    );
+    let rep = g.run(&template, 1, u64::MAX, None, Duration::from_secs_f64(secs));
     println!(
         "sent {} frames in {:.3} s: {:.0} fps (kernel-accepted; batches {}, ENOBUFS {}, errors {})",
         rep.sent_frames,

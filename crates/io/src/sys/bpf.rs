@@ -260,6 +260,33 @@ pub(crate) fn load_xdp(
     Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
 }
 
+/// Runs XDP program `prog` `repeat` times on a copy of `frame`
+/// (`BPF_PROG_TEST_RUN` without live frames: nothing leaves the host).
+/// Returns the last run's return value and the kernel's mean time per run
+/// in ns (CLOCK_MONOTONIC, taken by the kernel around its loop).
+pub(crate) fn test_run(prog: &OwnedFd, frame: &[u8], repeat: u32) -> Result<(u32, u32), BpfError> {
+    let mut attr = TestRunAttr {
+        prog_fd: prog.as_raw_fd() as u32,
+        data_size_in: frame.len() as u32,
+        data_in: frame.as_ptr() as u64,
+        repeat: repeat.max(1),
+        ..TestRunAttr::default()
+    };
+    loop {
+        match bpf(BPF_PROG_TEST_RUN, &mut attr) {
+            Ok(_) => return Ok((attr.retval, attr.duration)),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(source) => {
+                return Err(BpfError {
+                    cmd: "BPF_PROG_TEST_RUN",
+                    source,
+                    log: None,
+                })
+            }
+        }
+    }
+}
+
 /// A loaded `bpf_redirect(ifindex)` XDP program, ready for live test runs.
 #[derive(Debug)]
 pub(crate) struct LiveFrames {

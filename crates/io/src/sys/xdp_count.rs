@@ -15,7 +15,7 @@
 use std::io;
 use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
 
-use super::bpf::{bpf, load_xdp, BpfError, BpfInsn};
+use super::bpf::{bpf, load_xdp, test_run, BpfError, BpfInsn};
 
 /// `BPF_MAP_CREATE` (enum bpf_cmd).
 const BPF_MAP_CREATE: libc::c_long = 0;
@@ -214,13 +214,13 @@ struct LinkCreateAttr {
     flags: u32,
 }
 
-/// The counting program attached to an interface, with its map.
+/// The counting program with its map, attached to an interface or not.
 #[derive(Debug)]
 pub(crate) struct XdpCounter {
     // Drop order: the link first (detaches the program), then the program,
     // then the map.
-    _link: OwnedFd,
-    _prog: OwnedFd,
+    link: Option<OwnedFd>,
+    prog: OwnedFd,
     map: OwnedFd,
 }
 
@@ -230,6 +230,33 @@ impl XdpCounter {
     /// else generic). Fails with EBUSY/EEXIST when the interface already has
     /// an XDP program.
     pub(crate) fn attach(ifindex: u32) -> Result<Self, BpfError> {
+        let mut c = Self::load()?;
+        let mut link = LinkCreateAttr {
+            prog_fd: c.prog.as_raw_fd() as u32,
+            target_ifindex: ifindex,
+            attach_type: BPF_XDP,
+            flags: 0,
+        };
+        let link = bpf(BPF_LINK_CREATE, &mut link).map_err(|source| BpfError {
+            cmd: "BPF_LINK_CREATE",
+            source,
+            log: None,
+        })?;
+        // SAFETY: a successful BPF_LINK_CREATE returns a new descriptor that
+        // nothing else owns.
+        c.link = Some(unsafe { OwnedFd::from_raw_fd(link as libc::c_int) });
+        Ok(c)
+    }
+
+    /// Runs the program `repeat` times on `frame` (not attached: nothing is
+    /// received or sent). Returns its verdict (`XDP_DROP` = 1, `XDP_PASS`
+    /// = 2) and the kernel's mean time per run, ns.
+    pub(crate) fn test_run(&self, frame: &[u8], repeat: u32) -> Result<(u32, u32), BpfError> {
+        test_run(&self.prog, frame, repeat)
+    }
+
+    /// Creates the map and loads the program, attached nowhere.
+    pub(crate) fn load() -> Result<Self, BpfError> {
         let mut name = [0u8; 16];
         name[..8].copy_from_slice(b"lr_count");
         let mut create = MapCreateAttr {
@@ -250,23 +277,9 @@ impl XdpCounter {
         let map = unsafe { OwnedFd::from_raw_fd(map as libc::c_int) };
         let insns = count_program(map.as_raw_fd());
         let prog = load_xdp(&insns, b"lr_rx_count", BPF_XDP)?;
-        let mut link = LinkCreateAttr {
-            prog_fd: prog.as_raw_fd() as u32,
-            target_ifindex: ifindex,
-            attach_type: BPF_XDP,
-            flags: 0,
-        };
-        let link = bpf(BPF_LINK_CREATE, &mut link).map_err(|source| BpfError {
-            cmd: "BPF_LINK_CREATE",
-            source,
-            log: None,
-        })?;
-        // SAFETY: a successful BPF_LINK_CREATE returns a new descriptor that
-        // nothing else owns.
-        let link = unsafe { OwnedFd::from_raw_fd(link as libc::c_int) };
         Ok(Self {
-            _link: link,
-            _prog: prog,
+            link: None,
+            prog,
             map,
         })
     }
