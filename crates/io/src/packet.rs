@@ -400,9 +400,8 @@ impl FrameGenerator {
                     f.fill_udp_checksum();
                 }
             }
-            let refs: Vec<&[u8]> = bufs.iter().take(n).map(Vec::as_slice).collect();
             rep.batches += 1;
-            match self.sock.send_batch(&refs) {
+            match self.sock.send_batch(&bufs[..n]) {
                 Ok(k) => {
                     rep.sent_frames += k as u64;
                     if k < n {

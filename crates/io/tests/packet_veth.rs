@@ -413,7 +413,7 @@ fn xdp_counter_counts_every_frame_sent_and_checks_a_sample() {
     if !privileged("xdp_counter_counts_every_frame_sent_and_checks_a_sample") {
         return;
     }
-    let pair = Pair::new("x");
+    let pair = Pair::new("c");
     let mut cfg = pair.config(false);
     cfg.rx_path = RxPath::XdpCount;
     for path in [Generator::Sendmmsg, Generator::TxRing] {
