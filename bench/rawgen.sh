@@ -9,18 +9,24 @@
 # has, so the peer drops them on arrival. Frames are counted at the
 # receiving side the same way for every generator: the peer veth's
 # rx_packets counter over a fixed window (after a 0.5 s start), divided by
-# the window's CLOCK_REALTIME length (date +%s%N). GRO is on at the peer
-# for every generator (XDP live frames need NAPI there), so all use the
-# same receive path. Rounds interleave the generators; the table prints
+# the window's CLOCK_REALTIME length (date +%s%N). The peer is the same
+# for every generator: with RX=xdp (the default) linerate's XDP receive
+# counter on it (the frames are counted and dropped in the driver, so the
+# receiving side costs little: the generators are measured, not the
+# peer's stack); with RX=gro, GRO on and the peer's stack drops them
+# (XDP live frames need NAPI at the peer: either gives it). Rounds
+# interleave the generators; the table prints
 # medians and the ratios of medians of this run. Targets: packet and
 # packet-ring >= 1.0x trafgen, xdp-live >= 1.5 M frames/s (quiet host).
 # Quote figures from a busy host only as "measured under load".
 #
-# usage: sudo bench/rawgen.sh [ROUNDS] [SECONDS]   (default 5 rounds of 3 s)
+# usage: sudo [RX=xdp|gro] bench/rawgen.sh [ROUNDS] [SECONDS]   (default 5 rounds of 3 s)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-5}
 SECS=${2:-3}
+RX=${RX:-xdp}
+case "$RX" in xdp|gro) ;; *) echo "rawgen.sh: RX is xdp or gro" >&2; exit 2 ;; esac
 [ "$(id -u)" = 0 ] || { echo "rawgen.sh: needs root (namespaces, raw sockets, BPF)" >&2; exit 2; }
 command -v trafgen >/dev/null || { echo "rawgen.sh: needs trafgen (apt-get install netsniff-ng)" >&2; exit 2; }
 command -v ethtool >/dev/null || { echo "rawgen.sh: needs ethtool" >&2; exit 2; }
@@ -30,7 +36,7 @@ A=lr-rg$$a
 B=lr-rg$$b
 CONF=$(mktemp /tmp/lr-rg$$.XXXXXX.cfg)
 cleanup() {
-    ip netns pids "$A" 2>/dev/null | xargs -r kill 2>/dev/null || true
+    for ns in "$A" "$B"; do ip netns pids "$ns" 2>/dev/null | xargs -r kill 2>/dev/null || true; done
     ip netns del "$A" 2>/dev/null || true
     ip netns del "$B" 2>/dev/null || true
     rm -f "$CONF"
@@ -43,7 +49,13 @@ ip link add lrga netns "$A" type veth peer name lrgb netns "$B"
 for ns in "$A" "$B"; do ip -n "$ns" link set lo up; done
 ip -n "$A" link set lrga up
 ip -n "$B" link set lrgb up
-ip netns exec "$B" ethtool -K lrgb gro on >/dev/null
+if [ "$RX" = gro ]; then
+    ip netns exec "$B" ethtool -K lrgb gro on >/dev/null
+else
+    # Bounded: the whole run's length and a margin.
+    ip netns exec "$B" "$FLOOD" count lrgb "$(( (ROUNDS * 6 * (SECS + 2)) + 60 ))" >/dev/null &
+    sleep 0.5
+fi
 MAC=$(ip -n "$A" -br link show lrga | awk '{print $3}' | sed 's/^/0x/; s/:/, 0x/g')
 # The frame of rawflood's 64-byte test frame (stream 1; its sequence
 # number and stamp vary, trafgen's stay 0).
@@ -99,4 +111,5 @@ for g in $GENS; do
     printf '%-12s %12s %10s %11s  %s\n' "$g" "$m" "$(ratio "$m" "$T")" "$(ratio "$m" "$T1")" "${RES[$g]}"
 done
 echo "(trafgen: --cpus 2 --qdisc-path, trafgen1: --cpus 1; linerate's generators: one thread, packet and packet-ring through the qdisc, xdp and xdp-live skip it)"
+echo "(receiving peer: RX=$RX)"
 echo "(host load: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs; quote ratios from a busy host as \"measured under load\")"

@@ -5,18 +5,57 @@
 //! what arrived at the peer itself.
 //!
 //! usage: rawflood IFACE packet|packet-ring|xdp|xdp-live SECONDS [FRAME]
-//! (run inside the interface's namespace, as root)
+//!        rawflood count IFACE SECONDS
+//! (run inside the interface's namespace, as root). `count` attaches the
+//! RFC 2544 receiver's XDP counter to IFACE for SECONDS (frames of test
+//! stream 1 are counted and dropped in the driver, everything else
+//! passes) and prints its count: a receiving peer that costs every
+//! generator the same, little.
 
 use std::net::Ipv4Addr;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use linerate_core::wire::testframe::TestFrameRepr;
-use linerate_io::packet::{FrameGenerator, Generator};
+use linerate_io::packet::{FrameGenerator, Generator, RxCounter};
+
+/// `rawflood count IFACE SECONDS`.
+fn count(args: &[String], usage: &str) -> ExitCode {
+    let (Some(iface), Some(Ok(secs))) = (args.first(), args.get(1).map(|s| s.parse::<f64>()))
+    else {
+        eprintln!("{usage}");
+        return ExitCode::from(2);
+    };
+    let c = match RxCounter::attach(iface) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("rawflood: {}", linerate_core::error::chain(&e));
+            return ExitCode::from(1);
+        }
+    };
+    if let Err(e) = c.open_stream(1, f64::INFINITY) {
+        eprintln!("rawflood: {e}");
+        return ExitCode::from(1);
+    }
+    std::thread::sleep(Duration::from_secs_f64(secs.clamp(0.1, 3600.0)));
+    match c.count(1) {
+        Ok(n) => {
+            println!("counted {n} frames of stream 1");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("rawflood: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: rawflood IFACE packet|packet-ring|xdp|xdp-live SECONDS [FRAME]";
+    let usage = "usage: rawflood IFACE packet|packet-ring|xdp|xdp-live SECONDS [FRAME] | rawflood count IFACE SECONDS";
+    if args.first().map(String::as_str) == Some("count") {
+        return count(&args[1..], usage);
+    }
     let (Some(iface), Some(path), Some(secs)) = (args.first(), args.get(1), args.get(2)) else {
         eprintln!("{usage}");
         return ExitCode::from(2);
