@@ -6,7 +6,10 @@
 //! The generator policy lives here: with [`GeneratorChoice::Auto`] the
 //! fastest generator that works — XDP live frames, else AF_XDP, else
 //! AF_PACKET `sendmmsg` (shaped links refuse the first two) — and why each
-//! faster one was not used goes into the result.
+//! faster one was not used goes into the result. The receive policy too:
+//! with [`RxChoice::Auto`] the XDP counter on the receiving interface, else
+//! (it cannot attach) the AF_PACKET receiver, with the reason in the result
+//! (`receiver_fallback`, flagged).
 //!
 //! This driver changes no interface itself: XDP live frames need GRO (NAPI)
 //! on the sending veth's peer, which it asks of its caller through
