@@ -39,7 +39,9 @@ pub const SCHEMA: &str = "linerate.rfc2544";
 /// The schema version this code writes. Version 3: sweeps and repeats
 /// (each size report's `settings` and `repeat`, the result's `spread`),
 /// `host_load` (version-2 documents read back without them).
-pub const VERSION: u32 = 3;
+/// Version 4: the receive path (`receiver`, `receiver_fallback`,
+/// `receiver_notes`; version-3 documents read back as AF_PACKET).
+pub const VERSION: u32 = 4;
 
 /// The whole JSON document: the envelope around [`Rfc2544Result`].
 pub type Rfc2544Json = Envelope<Rfc2544Result>;
@@ -158,6 +160,102 @@ impl GeneratorChoice {
             Self::Only(g) => vec![g],
         }
     }
+}
+
+/// How the receiver counts the frames that arrive.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+pub enum RxPath {
+    /// AF_PACKET `recvmmsg` batches: every frame copied to user space,
+    /// parsed and checked (sequence, checksum, latency); its socket queue
+    /// overflows above some hundred thousand frames/s on a small host (its
+    /// drops make a trial invalid, never device loss).
+    #[default]
+    #[serde(rename = "af_packet_recvmmsg")]
+    AfPacket,
+    /// An XDP program on the receiving interface counts test frames per
+    /// stream in the driver's receive path and drops them, passing a sample
+    /// (every frame up to [`SAMPLE_MAX_FPS`], else one in 2^k) up to an
+    /// AF_PACKET socket for the per-frame checks.
+    #[serde(rename = "xdp_count")]
+    XdpCount,
+}
+
+impl RxPath {
+    /// The name results carry.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::AfPacket => "af_packet_recvmmsg",
+            Self::XdpCount => "xdp_count",
+        }
+    }
+}
+
+/// Which receive paths to try: one, or the fastest that works.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RxChoice {
+    /// The XDP counter, else AF_PACKET (said in the result and flagged).
+    Auto,
+    /// This one only.
+    Only(RxPath),
+}
+
+impl RxChoice {
+    /// The receive paths to try, in order.
+    pub fn candidates(self) -> Vec<RxPath> {
+        match self {
+            Self::Auto => vec![RxPath::XdpCount, RxPath::AfPacket],
+            Self::Only(p) => vec![p],
+        }
+    }
+}
+
+/// Highest rate at which the XDP counter passes every frame to the sampling
+/// AF_PACKET socket (well below where that socket starts dropping).
+pub const SAMPLE_MAX_FPS: f64 = 50_000.0;
+
+/// The XDP counter's sample mask for a trial at `fps`: a frame goes up for
+/// the per-frame checks when `count & mask == 0`, so one in `mask + 1`
+/// (a power of two keeping the sample at or below [`SAMPLE_MAX_FPS`]).
+pub fn sample_mask(fps: f64) -> u64 {
+    if fps.is_nan() || fps <= SAMPLE_MAX_FPS {
+        return 0;
+    }
+    let every = (fps / SAMPLE_MAX_FPS).ceil().min(1e18) as u64;
+    every.next_power_of_two() - 1
+}
+
+/// The received frames and duplicates of a trial, from the receiver's
+/// per-frame sequence counts (of every frame, or of a sample) and, with the
+/// XDP counter, its count of every test frame of the stream.
+///
+/// Without a count, received = distinct sequence numbers. With a count,
+/// received = count − the duplicates the sample saw (with every frame
+/// sampled, exactly the distinct frames; with a sample, duplicates that the
+/// sample missed count as received). With `identical` frames (XDP live
+/// frames: one sequence number per call) duplicates cannot be told apart:
+/// every frame counts as received, none as a duplicate.
+pub fn received_frames(
+    seq: &crate::stats::sequence::SeqCounts,
+    count: Option<u64>,
+    identical: bool,
+) -> (u64, u64) {
+    match (count, identical) {
+        (None, true) => (seq.received_unique + seq.duplicates, 0),
+        (None, false) => (seq.received_unique, seq.duplicates),
+        (Some(n), true) => (n, 0),
+        (Some(n), false) => (n.saturating_sub(seq.duplicates), seq.duplicates),
+    }
+}
+
+/// What the XDP counter can and cannot verify (notes of the result).
+pub fn xdp_count_notes() -> Vec<String> {
+    vec![
+        "receiver: an XDP program on the receiving interface counts every test frame (Ethernet, IPv4 without options or IPv6, UDP, magic \"LRT1\", per stream id) in the driver's receive path and drops it; received frames = that count".to_string(),
+        format!("per-frame checks (IP/UDP checksum, sequence: duplicates and reordering, latency) on a sample passed up to an AF_PACKET socket: every frame up to {} fps, else one in 2^k frames; duplicates and reordering outside the sample are not seen, latency is the sample's", group_thousands(SAMPLE_MAX_FPS as u64)),
+    ]
 }
 
 /// One end: an interface, in a namespace or in the caller's.
@@ -301,6 +399,8 @@ pub struct Config {
     pub generator: GeneratorChoice,
     /// PACKET_QDISC_BYPASS.
     pub qdisc_bypass: bool,
+    /// Which receive path(s).
+    pub rx_path: RxChoice,
 }
 
 /// Why a [`Config`] cannot run.
@@ -696,6 +796,16 @@ pub struct Rfc2544Result {
     pub generator_notes: Vec<String>,
     /// Frames whose receive time fell back to a user-space stamp.
     pub rx_user_space_stamps: u64,
+    /// How the receiver counted (absent before version 4: AF_PACKET).
+    #[serde(default)]
+    pub receiver: RxPath,
+    /// With `auto`: why the XDP counter was not used (absent when it was,
+    /// or when a receive path was asked for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver_fallback: Option<String>,
+    /// What this receiver can and cannot verify.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub receiver_notes: Vec<String>,
     /// XDP live frames: whether sent frames are the device's own counter
     /// (absent in version 1).
     #[serde(default)]
@@ -898,6 +1008,15 @@ pub fn assess(r: &Rfc2544Result) -> Vec<Flag> {
             format!(
                 "generator {}: faster generators not used: {why}",
                 r.generator.name()
+            ),
+        ));
+    }
+    if let Some(why) = &r.receiver_fallback {
+        flags.push(Flag::warning(
+            "receiver_fallback",
+            format!(
+                "receiver {}: the XDP counter was not used ({why}); the AF_PACKET receiver drops frames itself at high rates, and trials where it did are invalid (receiver-limited), not device loss",
+                r.receiver.name()
             ),
         ));
     }
@@ -1120,6 +1239,9 @@ mod tests {
             generator_fallback: None,
             generator_notes: vec![],
             rx_user_space_stamps: 0,
+            receiver: RxPath::AfPacket,
+            receiver_fallback: None,
+            receiver_notes: Vec::new(),
             sent_from_device_counter: None,
             iface_changes: vec![],
             sizes: vec![s],
@@ -1130,6 +1252,70 @@ mod tests {
 
     fn codes(f: &[Flag]) -> Vec<&str> {
         f.iter().map(|f| f.code.as_str()).collect()
+    }
+
+    #[test]
+    fn sample_mask_keeps_the_sample_at_or_below_its_rate() {
+        assert_eq!(sample_mask(0.0), 0);
+        assert_eq!(sample_mask(f64::NAN), 0);
+        assert_eq!(sample_mask(SAMPLE_MAX_FPS), 0);
+        // Just above: every second frame.
+        assert_eq!(sample_mask(SAMPLE_MAX_FPS + 1.0), 1);
+        for fps in [60_000.0, 148_809.5, 1_000_000.0, 1_488_095.2, 14_880_952.0] {
+            let m = sample_mask(fps);
+            assert!((m + 1).is_power_of_two(), "{fps}: {m}");
+            let sampled = fps / (m + 1) as f64;
+            assert!(sampled <= SAMPLE_MAX_FPS, "{fps}: {sampled}");
+            // The next smaller power of two would be above it.
+            let half = (m + 1) >> 1;
+            assert!(fps / half as f64 > SAMPLE_MAX_FPS, "{fps}: {m}");
+        }
+        assert_eq!(sample_mask(f64::INFINITY), (1u64 << 60) - 1);
+    }
+
+    #[test]
+    fn received_frames_from_the_count_or_the_sequence_numbers() {
+        use crate::stats::sequence::SeqCounts;
+        let seq = SeqCounts {
+            received_unique: 90,
+            expected: 100,
+            lost: 10,
+            reordered: 1,
+            duplicates: 2,
+            late: 0,
+        };
+        // AF_PACKET: distinct sequence numbers; live frames: every frame.
+        assert_eq!(received_frames(&seq, None, false), (90, 2));
+        assert_eq!(received_frames(&seq, None, true), (92, 0));
+        // The XDP count includes the duplicates the sample saw.
+        assert_eq!(received_frames(&seq, Some(1_000), false), (998, 2));
+        assert_eq!(received_frames(&seq, Some(1_000), true), (1_000, 0));
+        // A count below the sample's duplicates does not wrap.
+        assert_eq!(received_frames(&seq, Some(1), false), (0, 2));
+    }
+
+    #[test]
+    fn receiver_fallback_is_flagged_and_old_documents_read_as_af_packet() {
+        let mut r = result(Limit::Device, vec![step(Verdict::Pass, 0)]);
+        assert!(!codes(&assess(&r)).contains(&"receiver_fallback"));
+        r.receiver_fallback = Some("xdp_count: bpf(BPF_LINK_CREATE): busy".into());
+        let f = assess(&r);
+        let fb = f.iter().find(|f| f.code == "receiver_fallback").unwrap();
+        assert_eq!(fb.severity, crate::result::Severity::Warning);
+        assert!(fb.message.contains("BPF_LINK_CREATE"), "{}", fb.message);
+        // A version-3 document has no receiver fields.
+        let mut v = serde_json::to_value(&r).unwrap();
+        let o = v.as_object_mut().unwrap();
+        o.remove("receiver");
+        o.remove("receiver_fallback");
+        o.remove("receiver_notes");
+        let back: Rfc2544Result = serde_json::from_value(v).unwrap();
+        assert_eq!(back.receiver, RxPath::AfPacket);
+        assert_eq!(back.receiver_fallback, None);
+        assert_eq!(
+            RxChoice::Auto.candidates(),
+            [RxPath::XdpCount, RxPath::AfPacket]
+        );
     }
 
     #[test]
@@ -1358,6 +1544,7 @@ mod tests {
             ceiling_time: Duration::from_secs(1),
             generator: GeneratorChoice::Auto,
             qdisc_bypass: false,
+            rx_path: RxChoice::Auto,
         };
         assert_eq!(c.validate(), Ok(()));
         assert!((c.line_rate_fps(64).unwrap() - 1_488_095.2).abs() < 1.0);

@@ -18,9 +18,9 @@ use linerate_core::procedure::rfc2544::{TrialOutcome, TrialSpec};
 use linerate_core::wire::testframe::TestFrameRepr;
 
 use crate::netns::{spawn_in, NetnsError};
-use crate::packet::{FrameGenerator, GenReport, Generator, PacketError, Receiver};
+use crate::packet::{FrameGenerator, GenReport, Generator, PacketError, Receiver, RxCounter};
 
-pub use linerate_core::rfc2544::Endpoint;
+pub use linerate_core::rfc2544::{Endpoint, RxPath};
 
 /// Harness settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +33,8 @@ pub struct HarnessConfig {
     pub qdisc_bypass: bool,
     /// How frames are handed to the kernel.
     pub path: Generator,
+    /// How the receiver counts them.
+    pub rx_path: RxPath,
     /// Source of the frames (198.18.0.0/15 or 2001:2::/48).
     pub src_ip: IpAddr,
     /// Destination of the frames (same family as the source).
@@ -85,6 +87,14 @@ pub enum HarnessError {
         /// The generator's first error.
         why: String,
     },
+    /// The XDP counter could not be read.
+    #[error("XDP counter on {iface}: {why}")]
+    Counter {
+        /// Receiving interface.
+        iface: String,
+        /// What failed.
+        why: String,
+    },
     /// A worker thread ended early.
     #[error("the {0} thread ended unexpectedly")]
     Worker(&'static str),
@@ -100,9 +110,22 @@ enum GenCmd {
     },
 }
 
+/// What the receiver knows of a closed stream.
+struct Closed {
+    /// Per-frame counts (of every frame, or of the XDP counter's sample).
+    counter: Option<StreamCounter>,
+    /// Frames the AF_PACKET socket dropped itself.
+    drops: u64,
+    /// Frames with user-space receive stamps, so far.
+    user_stamps: u64,
+    /// The XDP counter's count of the stream (with that receive path).
+    count: Option<Result<u64, String>>,
+}
+
 enum RxCmd {
-    Open(u16, u64, Sender<()>),
-    Close(u16, Sender<(Option<StreamCounter>, u64, u64)>),
+    /// Stream, frames expected, rate, acknowledgement.
+    Open(u16, u64, f64, Sender<Result<(), String>>),
+    Close(u16, Sender<Closed>),
 }
 
 /// The running harness. Dropping it stops both threads.
@@ -122,6 +145,9 @@ pub struct Harness {
     /// Test frames so far whose receive time is a user-space stamp because
     /// the kernel attached no SO_TIMESTAMPNS stamp.
     pub rx_user_stamps: u64,
+    /// With the XDP counter: sampled frames the sampling socket dropped so
+    /// far (fewer per-frame checks; the count has them all).
+    pub rx_sample_drops: u64,
 }
 
 impl std::fmt::Debug for GenCmd {
@@ -180,7 +206,20 @@ impl Harness {
         let (rx_tx, rx_rx) = mpsc::channel::<RxCmd>();
         let (ready_tx, ready_rx) = mpsc::channel::<Result<([u8; 6], u32), PacketError>>();
         let iface = cfg.rx.iface.clone();
+        let rx_path = cfg.rx_path;
         let rx_thread = spawn_in(cfg.rx.netns.as_deref(), "lr-rx", move || {
+            // The counter first: the sampling socket then sees only what
+            // it passes.
+            let counter = match rx_path {
+                RxPath::XdpCount => match RxCounter::attach(&iface) {
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                },
+                RxPath::AfPacket => None,
+            };
             let mut r = match Receiver::open(&iface, Duration::from_millis(20)) {
                 Ok(r) => r,
                 Err(e) => {
@@ -192,14 +231,23 @@ impl Harness {
             loop {
                 loop {
                     match rx_rx.try_recv() {
-                        Ok(RxCmd::Open(s, n, ack)) => {
+                        Ok(RxCmd::Open(s, n, fps, ack)) => {
                             r.tally.open(s, n);
                             let _ = r.take_drops();
-                            let _ = ack.send(());
+                            let opened = counter.as_ref().map_or(Ok(()), |c| {
+                                c.open_stream(s, fps).map_err(|e| e.to_string())
+                            });
+                            let _ = ack.send(opened);
                         }
                         Ok(RxCmd::Close(s, reply)) => {
-                            let drops = r.take_drops();
-                            let _ = reply.send((r.tally.close(s), drops, r.user_stamps));
+                            let _ = reply.send(Closed {
+                                drops: r.take_drops(),
+                                counter: r.tally.close(s),
+                                user_stamps: r.user_stamps,
+                                count: counter
+                                    .as_ref()
+                                    .map(|c| c.count(s).map_err(|e| e.to_string())),
+                            });
                         }
                         Err(mpsc::TryRecvError::Empty) => break,
                         Err(mpsc::TryRecvError::Disconnected) => return,
@@ -234,6 +282,7 @@ impl Harness {
             next_stream: 1,
             other_frames: 0,
             rx_user_stamps: 0,
+            rx_sample_drops: 0,
         })
     }
 
@@ -265,6 +314,11 @@ impl Harness {
     /// The generator's send path.
     pub fn path(&self) -> Generator {
         self.cfg.path
+    }
+
+    /// The receiver's counting path.
+    pub fn rx_path(&self) -> RxPath {
+        self.cfg.rx_path
     }
 
     /// The smaller MTU of the two interfaces.
@@ -333,11 +387,14 @@ impl Harness {
         let stream = self.stream();
         let rx = self.rx.clone().ok_or(HarnessError::Worker("receiver"))?;
         let (ack_tx, ack_rx) = mpsc::channel();
-        rx.send(RxCmd::Open(stream, spec.frames, ack_tx))
+        rx.send(RxCmd::Open(stream, spec.frames, spec.fps, ack_tx))
             .map_err(|_| HarnessError::Worker("receiver"))?;
+        let iface = self.cfg.rx.iface.clone();
+        let counter_err = move |why| HarnessError::Counter { iface, why };
         ack_rx
             .recv()
-            .map_err(|_| HarnessError::Worker("receiver"))?;
+            .map_err(|_| HarnessError::Worker("receiver"))?
+            .map_err(counter_err.clone())?;
         // Allow a generator 5 % + 100 ms beyond the trial's own length: one
         // that needs more is short of the rate anyway.
         let max_time = spec.duration().mul_f64(1.05) + Duration::from_millis(100);
@@ -346,20 +403,24 @@ impl Harness {
         let (c_tx, c_rx) = mpsc::channel();
         rx.send(RxCmd::Close(stream, c_tx))
             .map_err(|_| HarnessError::Worker("receiver"))?;
-        let (counter, receiver_drops, user_stamps) =
-            c_rx.recv().map_err(|_| HarnessError::Worker("receiver"))?;
-        let counter = counter.unwrap_or_default();
-        self.rx_user_stamps = user_stamps;
-        // XDP live frames above 10,000 frames/s: every frame of one call
-        // carries the same sequence number, so the tally's "duplicates" are
-        // the call's other frames: they count as received, and real
-        // duplicates cannot be told apart.
-        let c = counter.counts();
-        let (received, duplicates) = if rep.identical_frames > 1 {
-            (c.received_unique + c.duplicates, 0)
+        let closed = c_rx.recv().map_err(|_| HarnessError::Worker("receiver"))?;
+        let counter = closed.counter.unwrap_or_default();
+        self.rx_user_stamps = closed.user_stamps;
+        let count = closed.count.transpose().map_err(counter_err)?;
+        // With the XDP counter the socket only gets a sample: its drops
+        // thin the per-frame checks, not the count.
+        let receiver_drops = if count.is_some() {
+            self.rx_sample_drops += closed.drops;
+            0
         } else {
-            (c.received_unique, c.duplicates)
+            closed.drops
         };
+        // XDP live frames above 10,000 frames/s: every frame of one call
+        // carries the same sequence number, so duplicates cannot be told
+        // apart (see `received_frames`).
+        let c = counter.counts();
+        let (received, duplicates) =
+            linerate_core::rfc2544::received_frames(&c, count, rep.identical_frames > 1);
         Ok((
             TrialOutcome {
                 sent_frames: rep.sent_frames,

@@ -6,7 +6,10 @@
 //! The generator policy lives here: with [`GeneratorChoice::Auto`] the
 //! fastest generator that works — XDP live frames, else AF_XDP, else
 //! AF_PACKET `sendmmsg` (shaped links refuse the first two) — and why each
-//! faster one was not used goes into the result.
+//! faster one was not used goes into the result. The receive policy too:
+//! with [`RxChoice::Auto`] the XDP counter on the receiving interface, else
+//! (it cannot attach) the AF_PACKET receiver, with the reason in the result
+//! (`receiver_fallback`, flagged).
 //!
 //! This driver changes no interface itself: XDP live frames need GRO (NAPI)
 //! on the sending veth's peer, which it asks of its caller through
@@ -23,14 +26,16 @@ use linerate_core::procedure::rfc2544::{Action, Common, Event, Plan, Procedure};
 use linerate_core::progress::Progress;
 use linerate_core::result::{Envelope, Flag};
 use linerate_core::rfc2544::{
-    assess, live_notes, Config, ConfigError, Generator, IfaceChange, Rfc2544Json, Rfc2544Result,
-    SingleFrame, SizeReport, TestKind, TestTrace, GRO_FOR_LIVE_FRAMES, SCHEMA, VERSION,
+    assess, live_notes, xdp_count_notes, Config, ConfigError, Generator, IfaceChange, Rfc2544Json,
+    Rfc2544Result, RxPath, SingleFrame, SizeReport, TestKind, TestTrace, GRO_FOR_LIVE_FRAMES,
+    SCHEMA, VERSION,
 };
 use linerate_core::units::{format_bits_per_s, group_thousands};
 
 use crate::dut::{Harness, HarnessConfig, HarnessError};
+use crate::packet::PacketError;
 
-pub use linerate_core::rfc2544::GeneratorChoice;
+pub use linerate_core::rfc2544::{GeneratorChoice, RxChoice};
 
 /// Interface settings made for a test, by whoever owns the interfaces (the
 /// bed): set for the run, restored after it.
@@ -126,12 +131,13 @@ pub fn run(
         .flagged(flags))
 }
 
-fn harness_config(cfg: &Config, path: Generator) -> HarnessConfig {
+fn harness_config(cfg: &Config, path: Generator, rx_path: RxPath) -> HarnessConfig {
     HarnessConfig {
         tx: cfg.tx.clone(),
         rx: cfg.rx.clone(),
         qdisc_bypass: cfg.qdisc_bypass,
         path,
+        rx_path,
         src_ip: cfg.src_ip,
         dst_ip: cfg.dst_ip,
         dst_mac: cfg.dst_mac,
@@ -144,6 +150,7 @@ fn harness_config(cfg: &Config, path: Generator) -> HarnessConfig {
 fn start_warm(
     cfg: &Config,
     path: Generator,
+    rx_path: RxPath,
     settings: &mut dyn IfaceSettings,
     changes: &mut Vec<IfaceChange>,
 ) -> Result<(Harness, Duration), (HarnessError, bool)> {
@@ -168,7 +175,7 @@ fn start_warm(
             }
         }
     }
-    let mut h = Harness::start(harness_config(cfg, path)).map_err(|e| (e, true))?;
+    let mut h = Harness::start(harness_config(cfg, path, rx_path)).map_err(|e| (e, true))?;
     for &s in &cfg.sizes {
         h.template(s).map_err(|e| (e, false))?;
     }
@@ -188,36 +195,58 @@ fn run_inner(
     settings: &mut dyn IfaceSettings,
 ) -> Result<Rfc2544Result, Rfc2544Error> {
     let candidates = cfg.generator.candidates();
+    let rx_candidates = cfg.rx_path.candidates();
     let mut reasons: Vec<String> = Vec::new();
+    let mut rx_reasons: Vec<String> = Vec::new();
     let mut changes = Vec::new();
     let mut started = None;
-    for (i, &path) in candidates.iter().enumerate() {
-        match start_warm(cfg, path, settings, &mut changes) {
-            Ok((h, took)) => {
-                started = Some((h, took, path));
-                break;
-            }
-            Err((e, retry)) => {
-                if let Err(why) = settings.restore() {
-                    progress.step(&format!("interface settings not restored: {why}"));
+    'rx: for (ri, &rx_path) in rx_candidates.iter().enumerate() {
+        reasons.clear();
+        for (i, &path) in candidates.iter().enumerate() {
+            match start_warm(cfg, path, rx_path, settings, &mut changes) {
+                Ok((h, took)) => {
+                    started = Some((h, took, path));
+                    break 'rx;
                 }
-                changes.clear();
-                if !(retry && i + 1 < candidates.len()) {
-                    return Err(e.into());
+                Err((e, retry)) => {
+                    if let Err(why) = settings.restore() {
+                        progress.step(&format!("interface settings not restored: {why}"));
+                    }
+                    changes.clear();
+                    // The receive path failed: another generator does not
+                    // help, another receive path may.
+                    let rx_failed = matches!(
+                        e,
+                        HarnessError::Packet(PacketError::XdpCount { .. })
+                            | HarnessError::Counter { .. }
+                    );
+                    if rx_failed && ri + 1 < rx_candidates.len() {
+                        let e = linerate_core::error::chain(&e);
+                        progress.step(&format!(
+                            "receiver auto: {} not used ({e}); trying {}",
+                            rx_path.name(),
+                            rx_candidates[ri + 1].name()
+                        ));
+                        rx_reasons.push(format!("{}: {e}", rx_path.name()));
+                        continue 'rx;
+                    }
+                    if !(retry && i + 1 < candidates.len()) {
+                        return Err(e.into());
+                    }
+                    let e = linerate_core::error::chain(&e);
+                    progress.step(&format!(
+                        "generator auto: {} not used ({e}); trying {}",
+                        path.name(),
+                        candidates[i + 1].name()
+                    ));
+                    reasons.push(format!("{}: {e}", path.name()));
                 }
-                let e = linerate_core::error::chain(&e);
-                progress.step(&format!(
-                    "generator auto: {} not used ({e}); trying {}",
-                    path.name(),
-                    candidates[i + 1].name()
-                ));
-                reasons.push(format!("{}: {e}", path.name()));
             }
         }
     }
     let (mut harness, took, path) = started.ok_or(Rfc2544Error::NoGenerator)?;
     progress.step(&format!(
-        "linerate rfc2544: {} ({}) → {} ({}), generator {}{}",
+        "linerate rfc2544: {} ({}) → {} ({}), generator {}{}, receiver {}",
         cfg.tx.iface,
         cfg.tx.netns_label(),
         cfg.rx.iface,
@@ -227,7 +256,8 @@ fn run_inner(
             " + PACKET_QDISC_BYPASS"
         } else {
             ""
-        }
+        },
+        harness.rx_path().name()
     ));
     progress.step(&format!(
         "learning frames (RFC 2544 section 23 A): test frames arrive after {:.0} ms",
@@ -251,6 +281,17 @@ fn run_inner(
         Vec::new()
     };
     let rx_user_space_stamps = harness.rx_user_stamps;
+    let receiver = harness.rx_path();
+    let mut receiver_notes = Vec::new();
+    if receiver == RxPath::XdpCount {
+        receiver_notes = xdp_count_notes();
+        if harness.rx_sample_drops > 0 {
+            receiver_notes.push(format!(
+                "the sampling socket dropped {} sampled frame(s): fewer per-frame checks, the count has them",
+                group_thousands(harness.rx_sample_drops)
+            ));
+        }
+    }
     drop(harness);
     Ok(Rfc2544Result {
         link_emulation: None,
@@ -265,6 +306,9 @@ fn run_inner(
         generator_fallback: (!reasons.is_empty()).then(|| reasons.join("; ")),
         generator_notes,
         rx_user_space_stamps,
+        receiver,
+        receiver_fallback: (!rx_reasons.is_empty()).then(|| rx_reasons.join("; ")),
+        receiver_notes,
         sent_from_device_counter: if live { counted_by_device } else { None },
         iface_changes: changes,
         sizes,

@@ -12,7 +12,7 @@ use linerate_core::calc::SizeList;
 use linerate_core::energy::flag_for;
 use linerate_core::result::Flag;
 use linerate_core::rfc2544::{self as core, parse_fps, parse_mac, parse_pct, Config, Endpoint};
-use linerate_core::rfc2544::{Generator, GeneratorChoice};
+use linerate_core::rfc2544::{Generator, GeneratorChoice, RxChoice, RxPath};
 use linerate_core::units::{parse_duration as parse_dur, BitRate};
 
 use crate::output::elog;
@@ -51,6 +51,30 @@ pub(crate) enum GeneratorKind {
     /// (Linux 5.18), bursts of identical frames above 10,000 fps (skips the
     /// qdisc: refused on shaped links).
     XdpLive,
+}
+
+/// Receive paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ReceiverKind {
+    /// The XDP counter where it attaches, else AF_PACKET (said in the
+    /// result and flagged `receiver_fallback`).
+    Auto,
+    /// An XDP program counting test frames per stream in the driver's
+    /// receive path, per-frame checks on a sample.
+    XdpCount,
+    /// AF_PACKET recvmmsg: every frame checked; drops above a few hundred
+    /// thousand frames/s on a small host (such trials are invalid).
+    Packet,
+}
+
+impl From<ReceiverKind> for RxChoice {
+    fn from(r: ReceiverKind) -> Self {
+        match r {
+            ReceiverKind::Auto => Self::Auto,
+            ReceiverKind::XdpCount => Self::Only(RxPath::XdpCount),
+            ReceiverKind::Packet => Self::Only(RxPath::AfPacket),
+        }
+    }
 }
 
 /// Flags of `linerate rfc2544`.
@@ -135,13 +159,16 @@ pub(crate) struct Rfc2544Args {
     /// Frame generator.
     #[arg(long, value_enum, default_value = "auto")]
     pub(crate) generator: GeneratorKind,
+    /// How the receiver counts frames.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub(crate) receiver: ReceiverKind,
     /// PACKET_QDISC_BYPASS (refused on shaped links: it would skip tc).
     #[arg(long)]
     pub(crate) qdisc_bypass: bool,
     /// Line speed for the line-rate model (default: the bed's --link).
     #[arg(long, value_name = "SPEED")]
     pub(crate) link: Option<BitRate>,
-    /// One JSON document (schema linerate.rfc2544, version 3).
+    /// One JSON document (schema linerate.rfc2544, version 4).
     #[arg(long)]
     pub(crate) json: bool,
     #[command(flatten)]
@@ -227,6 +254,7 @@ fn config(args: &Rfc2544Args) -> Result<Config, Failure> {
         ceiling_time: args.ceiling_time,
         generator: args.generator.into(),
         qdisc_bypass: args.qdisc_bypass,
+        rx_path: args.receiver.into(),
     };
     cfg.validate().map_err(|e| match e.setting() {
         Some(setting) => anyhow::Error::from(e).context(format!("--{setting}")),
@@ -317,7 +345,9 @@ pub(crate) fn run(args: &Rfc2544Args, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
     args.plot
         .write(&linerate_core::plot::of_rfc2544(&doc.result))?;
     if args.json {
-        (doc.result.generator_notes.iter()).for_each(|n| crate::output::elog!("note: {n}"));
+        (doc.result.generator_notes.iter())
+            .chain(&doc.result.receiver_notes)
+            .for_each(|n| crate::output::elog!("note: {n}"));
     }
     ctx.output(&doc, args.json, || {
         let mut text = linerate_report::rfc2544::render(&doc, ctx.width);

@@ -63,6 +63,7 @@ fn quick_run_validates_and_round_trips() {
         (Part::Send, "AF_XDP (copy mode)"),
         (Part::Send, "XDP live frames"),
         (Part::Receive, "AF_PACKET recvmmsg"),
+        (Part::Receive, "XDP counter (program)"),
     ];
     for (part, m) in raw {
         let timed = methods(part).contains(&m);
@@ -77,6 +78,11 @@ fn quick_run_validates_and_round_trips() {
         assert!(timed(Part::Send, "AF_PACKET sendmmsg"), "{:?}", r.skipped);
         assert!(
             timed(Part::Receive, "AF_PACKET recvmmsg"),
+            "{:?}",
+            r.skipped
+        );
+        assert!(
+            timed(Part::Receive, "XDP counter (program)"),
             "{:?}",
             r.skipped
         );

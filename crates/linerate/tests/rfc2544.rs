@@ -120,7 +120,7 @@ fn json_with(o: &Output, code: i32) -> serde_json::Value {
     common::validate(SCHEMA, &j);
     let doc: Rfc2544Json = serde_json::from_value(j.clone()).unwrap();
     assert_eq!(serde_json::to_value(&doc).unwrap(), j, "round trip");
-    assert_eq!(doc.version, 3);
+    assert_eq!(doc.version, 4);
     assert!(doc.started_at.is_some() && doc.host.is_some());
     // The flags decide the exit code.
     assert_eq!(i32::from(doc.exit_code()), code, "{:?}", doc.flags);
@@ -292,6 +292,11 @@ fn unshaped_bridge_is_generator_limited_and_says_so() {
         codes.contains("\"generator_limited\"") || codes.contains("\"receiver_limited\""),
         "{codes}"
     );
+    // `auto` receiver: the XDP counter attaches to b's veth, and says what
+    // it checks on a sample only.
+    assert_eq!(j["receiver"], "xdp_count", "{j}");
+    assert!(j["receiver_fallback"].is_null(), "{j}");
+    assert!(j["receiver_notes"].to_string().contains("sample"), "{j}");
     // `auto` on an unshaped path: XDP live frames, with what they cannot
     // verify said (AF_XDP on a kernel without live frames, saying why).
     if j["generator"] == "xdp_live_frames" {
@@ -452,9 +457,10 @@ fn xdp_live_frames_reach_the_receiver_and_are_refused_on_a_shaped_bed() {
     let st = child.wait().unwrap();
     assert_eq!(st.code(), Some(143), "{st:?}");
     assert_eq!(gro(&nb, &ib), gro_before, "GRO restored after SIGTERM");
-    // The same path given as --tx/--rx: the harness does not know the veth
-    // peer, so it leaves GRO off there (as the run above left it), the
-    // frames vanish, and the run stops saying why.
+    // The same path given as --tx/--rx with the AF_PACKET receiver: the
+    // harness does not know the veth peer, so it leaves GRO off there (as
+    // the run above left it), the frames vanish, and the run stops saying
+    // why. (The XDP counter on the receiving veth gives it NAPI.)
     let na = bed.netns("a").unwrap().to_string();
     let ia = bed.iface("a").unwrap().to_string();
     let vanished = linerate(&[
@@ -471,6 +477,8 @@ fn xdp_live_frames_reach_the_receiver_and_are_refused_on_a_shaped_bed() {
         "10M",
         "--generator",
         "xdp-live",
+        "--receiver",
+        "packet",
         "--frames",
         "1518",
         "--trial",
@@ -515,16 +523,17 @@ fn xdp_live_frames_reach_the_receiver_and_are_refused_on_a_shaped_bed() {
                 assert_eq!(got, sent, "{step}");
             }
         }
-        // At line rate, unless the result says the equipment fell short.
-        let t = s["throughput"]["throughput_fps"].as_f64().unwrap();
-        assert!(
-            t >= line * 0.99 || code == 1,
-            "throughput {t} vs line {line}: {s}"
-        );
-        assert!(
-            s["latency"]["merged"]["count"].as_u64().unwrap() >= 1,
-            "{s}"
-        );
+        // A generator that fell short on a loaded host (exit 1, flagged)
+        // bounds the throughput from below: only a clean run must reach
+        // line rate.
+        if code == 0 {
+            let t = s["throughput"]["throughput_fps"].as_f64().unwrap();
+            assert!(t >= line * 0.99, "throughput {t} vs line {line}: {s}");
+            assert!(
+                s["latency"]["merged"]["count"].as_u64().unwrap() >= 1,
+                "{s}"
+            );
+        }
     }
 
     let name = format!("r{}-xs", std::process::id());

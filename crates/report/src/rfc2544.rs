@@ -247,8 +247,13 @@ pub fn blocks(doc: &Rfc2544Json) -> Doc {
         g.push_str(&format!(" (auto: faster generators not used: {why})"));
     }
     out.para("", "  ", g);
+    let mut rx = format!("receiver: {}", r.receiver.name());
+    if let Some(why) = &r.receiver_fallback {
+        rx.push_str(&format!(" (auto: XDP counter not used: {why})"));
+    }
+    out.para("", "  ", rx);
     out.para("", "  ", format!("latency clock: {}", r.latency_clock));
-    for n in &r.generator_notes {
+    for n in r.generator_notes.iter().chain(&r.receiver_notes) {
         out.para("note: ", "      ", n.clone());
     }
     for s in &r.sizes {

@@ -7,7 +7,8 @@
 //! hand-over). And the AF_PACKET receive path of the RFC 2544 receiver
 //! ([`crate::packet::Receiver`], `recvmmsg` batches, each frame parsed and
 //! counted) on the peer: each round queues frames there (untimed), then
-//! times draining them.
+//! times draining them. And the XDP receive counter's program, run by the
+//! kernel on a test frame (`BPF_PROG_TEST_RUN`): its own time per frame.
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
@@ -18,7 +19,7 @@ use linerate_core::wire::testframe::TestFrameRepr;
 use std::sync::mpsc;
 
 use crate::netns::{spawn_in, NetnsError};
-use crate::packet::{FrameGenerator, Generator, Receiver};
+use crate::packet::{FrameGenerator, Generator, Receiver, RxCounter};
 use crate::sys::clock::monotonic_ns;
 
 /// One end of a veth pair: an interface and its namespace.
@@ -131,7 +132,63 @@ pub(super) fn receive(cfg: &Config, pair: &RawPair) -> (Vec<Sample>, Vec<Skipped
     if let Ok(h) = receiver {
         let _ = h.join();
     }
-    done
+    let (mut out, mut skipped) = done;
+    let (xdp, xdp_skipped) = xdp_count(cfg);
+    out.extend(xdp);
+    skipped.extend(xdp_skipped);
+    (out, skipped)
+}
+
+/// The name of the XDP counter's receive path.
+const XDP_COUNT_METHOD: &str = "XDP counter (program)";
+
+/// The XDP receive counter of the RFC 2544 receiver
+/// ([`crate::packet::RxCounter`]) at every packet frame size: its program's
+/// own time per frame, run by the kernel on a test frame
+/// (`BPF_PROG_TEST_RUN`, the kernel's CLOCK_MONOTONIC mean per run), and
+/// checked to have counted and dropped every run. The driver's receive path
+/// before the program is not in it.
+fn xdp_count(cfg: &Config) -> (Vec<Sample>, Vec<Skipped>) {
+    let mut out = Vec::new();
+    let mut skipped = Vec::new();
+    let repeat = u32::try_from(cfg.packets_per_repeat).unwrap_or(u32::MAX);
+    for &frame in &cfg.packet_frames {
+        let bytes = match test_frame(frame, [0x02, 0, 0, 0, 0, 0x01]) {
+            Ok(t) => {
+                let mut b = vec![0u8; t.buffer_len()];
+                t.emit(&mut b);
+                b
+            }
+            Err(reason) => {
+                skipped.push(skip(Part::Receive, XDP_COUNT_METHOD, reason));
+                continue;
+            }
+        };
+        let times: Result<Vec<u64>, String> = (0..cfg.warmups + cfg.repeats)
+            .map(|_| {
+                RxCounter::program_ns(&bytes, repeat).map(|ns| u64::from(ns) * u64::from(repeat))
+            })
+            .skip(cfg.warmups as usize)
+            .collect();
+        match times {
+            Ok(repeat_ns) => out.push(Sample {
+                part: Part::Receive,
+                method: XDP_COUNT_METHOD.to_string(),
+                cache: None,
+                bytes_per_op: u64::from(frame),
+                frame_bytes: Some(frame),
+                ops_per_repeat: u64::from(repeat),
+                repeat_ns,
+                energy: None,
+            }),
+            Err(e) => {
+                // One reason for the path, not one per frame size.
+                skipped.push(skip(Part::Receive, XDP_COUNT_METHOD, e));
+                break;
+            }
+        }
+    }
+    (out, skipped)
 }
 
 /// The generator's side of [`receive`]: rounds of queued frames, each
@@ -233,7 +290,7 @@ fn test_frame(frame: u32, src_mac: [u8; 6]) -> Result<TestFrameRepr, String> {
 pub(super) fn skip_all(part: Part, reason: &str) -> (Vec<Sample>, Vec<Skipped>) {
     let names: Vec<&str> = match part {
         Part::Send => PATHS.iter().map(|&(_, name)| name).collect(),
-        _ => vec![RX_METHOD],
+        _ => vec![RX_METHOD, XDP_COUNT_METHOD],
     };
     let skips = (names.into_iter())
         .map(|name| Skipped {

@@ -49,6 +49,22 @@ pub(crate) struct BpfInsn {
 }
 
 impl BpfInsn {
+    /// Any instruction: opcode, destination and source registers, offset
+    /// and immediate.
+    pub(crate) fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Self {
+        Self {
+            code,
+            regs: (dst & 0x0f) | ((src & 0x0f) << 4),
+            off,
+            imm,
+        }
+    }
+
+    /// The same instruction with jump offset `off`.
+    pub(crate) fn with_off(self, off: i16) -> Self {
+        Self { off, ..self }
+    }
+
     /// `dst = imm` (64-bit move of a sign-extended 32-bit immediate).
     pub(crate) fn mov64_imm(dst: u8, imm: i32) -> Self {
         Self {
@@ -179,7 +195,7 @@ fn hint(cmd: &str, e: &io::Error) -> &'static str {
     }
 }
 
-fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
+pub(crate) fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
     // SAFETY: `attr` is a live, initialised `repr(C)` prefix of union
     // bpf_attr for `cmd`, and its exact size is passed; every pointer inside
     // it (set by the callers) points at a buffer that outlives this call.
@@ -189,6 +205,86 @@ fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
         (attr as *mut T).cast::<libc::c_void>(),
         size_of::<T>() as libc::c_uint
     ))
+}
+
+/// Loads the XDP program `insns` named `name` (at most 15 bytes) with
+/// `expected_attach_type`. On EINVAL/EACCES it loads again with the
+/// verifier log on, to say why.
+pub(crate) fn load_xdp(
+    insns: &[BpfInsn],
+    name: &[u8],
+    expected_attach_type: u32,
+) -> Result<OwnedFd, BpfError> {
+    let license = b"GPL\0";
+    let load = |log: Option<&mut Vec<u8>>| -> io::Result<libc::c_long> {
+        let mut prog_name = [0u8; 16];
+        let n = name.len().min(15);
+        prog_name[..n].copy_from_slice(&name[..n]);
+        let mut attr = ProgLoadAttr {
+            prog_type: BPF_PROG_TYPE_XDP,
+            insn_cnt: insns.len() as u32,
+            insns: insns.as_ptr() as u64,
+            license: license.as_ptr() as u64,
+            prog_name,
+            expected_attach_type,
+            ..ProgLoadAttr::default()
+        };
+        if let Some(buf) = log {
+            attr.log_level = 1;
+            attr.log_size = buf.len() as u32;
+            attr.log_buf = buf.as_mut_ptr() as u64;
+        }
+        bpf(BPF_PROG_LOAD, &mut attr)
+    };
+    let fd = match load(None) {
+        Ok(fd) => fd,
+        Err(source) => {
+            let log = if matches!(source.raw_os_error(), Some(libc::EINVAL | libc::EACCES)) {
+                let mut buf = vec![0u8; 64 * 1024];
+                let _ = load(Some(&mut buf));
+                let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+                Some(String::from_utf8_lossy(&buf[..end]).into_owned())
+                    .filter(|s| !s.trim().is_empty())
+            } else {
+                None
+            };
+            return Err(BpfError {
+                cmd: "BPF_PROG_LOAD",
+                source,
+                log,
+            });
+        }
+    };
+    // SAFETY: a successful BPF_PROG_LOAD returns a new descriptor that
+    // nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
+}
+
+/// Runs XDP program `prog` `repeat` times on a copy of `frame`
+/// (`BPF_PROG_TEST_RUN` without live frames: nothing leaves the host).
+/// Returns the last run's return value and the kernel's mean time per run
+/// in ns (CLOCK_MONOTONIC, taken by the kernel around its loop).
+pub(crate) fn test_run(prog: &OwnedFd, frame: &[u8], repeat: u32) -> Result<(u32, u32), BpfError> {
+    let mut attr = TestRunAttr {
+        prog_fd: prog.as_raw_fd() as u32,
+        data_size_in: frame.len() as u32,
+        data_in: frame.as_ptr() as u64,
+        repeat: repeat.max(1),
+        ..TestRunAttr::default()
+    };
+    loop {
+        match bpf(BPF_PROG_TEST_RUN, &mut attr) {
+            Ok(_) => return Ok((attr.retval, attr.duration)),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(source) => {
+                return Err(BpfError {
+                    cmd: "BPF_PROG_TEST_RUN",
+                    source,
+                    log: None,
+                })
+            }
+        }
+    }
 }
 
 /// A loaded `bpf_redirect(ifindex)` XDP program, ready for live test runs.
@@ -203,48 +299,7 @@ impl LiveFrames {
     /// namespace). On EINVAL/EACCES it loads again with the verifier log on,
     /// to say why.
     pub(crate) fn load(ifindex: u32) -> Result<Self, BpfError> {
-        let insns = redirect_program(ifindex);
-        let license = b"GPL\0";
-        let load = |log: Option<&mut Vec<u8>>| -> io::Result<libc::c_long> {
-            let mut name = [0u8; 16];
-            name[..10].copy_from_slice(b"lr_live_tx");
-            let mut attr = ProgLoadAttr {
-                prog_type: BPF_PROG_TYPE_XDP,
-                insn_cnt: insns.len() as u32,
-                insns: insns.as_ptr() as u64,
-                license: license.as_ptr() as u64,
-                prog_name: name,
-                ..ProgLoadAttr::default()
-            };
-            if let Some(buf) = log {
-                attr.log_level = 1;
-                attr.log_size = buf.len() as u32;
-                attr.log_buf = buf.as_mut_ptr() as u64;
-            }
-            bpf(BPF_PROG_LOAD, &mut attr)
-        };
-        let fd = match load(None) {
-            Ok(fd) => fd,
-            Err(source) => {
-                let log = if matches!(source.raw_os_error(), Some(libc::EINVAL | libc::EACCES)) {
-                    let mut buf = vec![0u8; 64 * 1024];
-                    let _ = load(Some(&mut buf));
-                    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-                    Some(String::from_utf8_lossy(&buf[..end]).into_owned())
-                        .filter(|s| !s.trim().is_empty())
-                } else {
-                    None
-                };
-                return Err(BpfError {
-                    cmd: "BPF_PROG_LOAD",
-                    source,
-                    log,
-                });
-            }
-        };
-        // SAFETY: a successful BPF_PROG_LOAD returns a new descriptor that
-        // nothing else owns.
-        let prog = unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) };
+        let prog = load_xdp(&redirect_program(ifindex), b"lr_live_tx", 0)?;
         Ok(Self { prog, ifindex })
     }
 

@@ -18,6 +18,7 @@ pub(crate) mod signal;
 pub(crate) mod sock;
 pub(crate) mod timestamping;
 pub(crate) mod xdp;
+pub(crate) mod xdp_count;
 
 /// Calls a libc function and maps a -1 return to the thread's `errno`.
 macro_rules! syscall {

@@ -153,7 +153,7 @@ impl PacketSocket {
     /// Sends up to [`MAX_BATCH`] frames with one `sendmmsg`; returns how many
     /// the kernel accepted (a short count or an error such as ENOBUFS means
     /// the rest were not sent).
-    pub(crate) fn send_batch(&self, frames: &[&[u8]]) -> io::Result<usize> {
+    pub(crate) fn send_batch<B: AsRef<[u8]>>(&self, frames: &[B]) -> io::Result<usize> {
         let n = frames.len().min(MAX_BATCH);
         // SAFETY: iovec and mmsghdr are plain C structs; all-zero is valid.
         let mut iov: [libc::iovec; MAX_BATCH] = unsafe { mem::zeroed() };
@@ -161,8 +161,9 @@ impl PacketSocket {
         let mut msgs: [libc::mmsghdr; MAX_BATCH] = unsafe { mem::zeroed() };
         let mut addr = self.addr;
         for i in 0..n {
-            iov[i].iov_base = frames[i].as_ptr() as *mut libc::c_void;
-            iov[i].iov_len = frames[i].len();
+            let f = frames[i].as_ref();
+            iov[i].iov_base = f.as_ptr() as *mut libc::c_void;
+            iov[i].iov_len = f.len();
             msgs[i].msg_hdr.msg_iov = &mut iov[i];
             msgs[i].msg_hdr.msg_iovlen = 1;
             msgs[i].msg_hdr.msg_name = (&mut addr as *mut libc::sockaddr_ll).cast();
