@@ -349,6 +349,7 @@ impl Reading {
             shaper: self.shaper,
             link: self.link,
             capacity: self.capacity,
+            mean_lag_ns: during.and_then(|c| c.mean_lag_ns()),
             during,
             offered_frames_per_s,
         }

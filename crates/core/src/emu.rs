@@ -184,6 +184,12 @@ pub struct Counters {
     pub late_total_ns: u64,
     /// The largest lateness of any departure, ns.
     pub late_max_ns: u64,
+    /// Sum over every departure of how long after its due time it left,
+    /// ns: the emulator's own reaction (noticing the frame, its copy, the
+    /// wait for the send) beyond the schedule, which the wire does not
+    /// have (absent in documents before it was counted).
+    #[serde(default)]
+    pub lag_total_ns: u64,
 }
 
 /// A departure counts as late beyond this (ns): the emulator busy-waits
@@ -207,6 +213,7 @@ impl Counters {
             late: self.late.saturating_sub(before.late),
             late_total_ns: self.late_total_ns.saturating_sub(before.late_total_ns),
             late_max_ns: self.late_max_ns,
+            lag_total_ns: self.lag_total_ns.saturating_sub(before.lag_total_ns),
         }
     }
 
@@ -224,13 +231,21 @@ impl Counters {
             late: self.late + o.late,
             late_total_ns: self.late_total_ns + o.late_total_ns,
             late_max_ns: self.late_max_ns.max(o.late_max_ns),
+            lag_total_ns: self.lag_total_ns + o.lag_total_ns,
         }
+    }
+
+    /// The mean lag of a departure behind its due time, ns (None before
+    /// any departure): the emulator's own added delay per frame.
+    pub fn mean_lag_ns(&self) -> Option<f64> {
+        (self.forwarded > 0).then(|| self.lag_total_ns as f64 / self.forwarded as f64)
     }
 
     /// Records a departure at `now_ns` of a frame due at `due_ns`.
     pub fn departed(&mut self, due_ns: u64, now_ns: u64) {
         self.forwarded += 1;
         let late = now_ns.saturating_sub(due_ns);
+        self.lag_total_ns += late;
         if late > LATE_NS {
             self.late += 1;
             self.late_total_ns += late;
@@ -509,7 +524,17 @@ pub struct LinkAccount {
     pub during: Option<Counters>,
     /// Frames per second the test offered to the link, when it knows.
     pub offered_frames_per_s: Option<f64>,
+    /// The emulator's own added delay during the test: the mean lag of a
+    /// departure behind its due time, ns ([`Counters::mean_lag_ns`] of
+    /// `during`; absent before it was counted or when nothing left).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_lag_ns: Option<f64>,
 }
+
+/// A mean departure lag above this (ns) is a warning: every delay
+/// measured through the emulator then holds more of the emulator's own
+/// time than the ±1 µs a 1 Gbit/s wire time is asked to match within.
+pub const LAG_WARN_NS: f64 = 500.0;
 
 /// Flags for a result measured through an emulated link:
 /// `emulator_limited` (the emulator, not the device under test, fell
@@ -584,6 +609,24 @@ pub fn assess(a: &LinkAccount) -> Vec<Flag> {
                 "offered_frames_per_s",
                 a.offered_frames_per_s.unwrap_or(0.0),
             ),
+        );
+    }
+    if let Some(lag) = c.mean_lag_ns() {
+        let message = format!(
+            "bed {}: the link emulator's frames left on average {:.2} µs (at most {:.1} µs) \
+             after their due time: its own reaction, inside every delay measured through it \
+             (per pass; not wire time, and not subtracted)",
+            a.bed,
+            lag / 1000.0,
+            c.late_max_ns as f64 / 1000.0
+        );
+        let flag = match lag > LAG_WARN_NS {
+            true => Flag::warning("emulator_delay", message),
+            false => Flag::info("emulator_delay", message),
+        };
+        flags.push(
+            flag.with("mean_lag_ns", lag)
+                .with("late_max_ns", c.late_max_ns),
         );
     }
     if c.queue_drops > 0 {
@@ -749,6 +792,9 @@ mod tests {
         c.departed(1_000, 1_500);
         c.departed(1_000, 1_000 + LATE_NS + 1);
         assert_eq!((c.forwarded, c.late, c.late_max_ns), (2, 1, LATE_NS + 1));
+        assert_eq!(c.lag_total_ns, 500 + LATE_NS + 1);
+        assert_eq!(c.mean_lag_ns(), Some((500 + LATE_NS + 1) as f64 / 2.0));
+        assert_eq!(Counters::default().mean_lag_ns(), None);
         let later = c.plus(&c);
         assert_eq!(later.since(&c).forwarded, 2);
     }
@@ -779,11 +825,30 @@ mod tests {
                 ..Counters::default()
             }),
             offered_frames_per_s: Some(50_000.0),
+            mean_lag_ns: None,
         };
-        assert!(assess(&a).is_empty());
+        // On time: the emulator's delay is said (info), nothing else.
+        let codes = |a: &LinkAccount| -> Vec<(String, crate::result::Severity)> {
+            assess(a)
+                .into_iter()
+                .map(|f| (f.code, f.severity))
+                .collect()
+        };
+        use crate::result::Severity;
+        assert_eq!(codes(&a), [("emulator_delay".into(), Severity::Info)]);
+        a.during = Some(Counters {
+            forwarded: 1000,
+            lag_total_ns: 1000 * 2_000,
+            ..Counters::default()
+        });
+        assert_eq!(codes(&a), [("emulator_delay".into(), Severity::Warning)]);
+        a.during = Some(Counters {
+            forwarded: 1000,
+            ..Counters::default()
+        });
         a.offered_frames_per_s = Some(148_809.0);
         let f = assess(&a);
-        assert_eq!(f.len(), 1);
+        assert_eq!(f.len(), 2);
         assert_eq!(f[0].code, "emulator_limited");
         a.offered_frames_per_s = None;
         a.during = Some(Counters {
@@ -794,7 +859,10 @@ mod tests {
             ..Counters::default()
         });
         let codes: Vec<String> = assess(&a).into_iter().map(|f| f.code).collect();
-        assert_eq!(codes, ["emulator_limited", "link_queue_drops"]);
+        assert_eq!(
+            codes,
+            ["emulator_limited", "emulator_delay", "link_queue_drops"]
+        );
         a.during = None;
         assert_eq!(assess(&a)[0].code, "emulator_unaccounted");
         a.shaper = Shaper::Tbf;
