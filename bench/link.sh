@@ -58,8 +58,8 @@ test_() { awk "BEGIN { exit !($1) }" && echo 1 || echo 0; }
 
 echo "# beds: unshaped pair (base), pair 100M emu, pair 1G emu"
 up base --topo pair --shaper tbf
-up e100 --topo pair --link 100M
-up e1g --topo pair --link 1G
+up e100 --topo pair --link 100M --shaper emu
+up e1g --topo pair --link 1G --shaper emu
 echo "emulator limit (frames/s, measured at bed start): 100M $(limit e100), 1G $(limit e1g)"
 
 # 1-3: RTT differences, emu bed minus unshaped pair, same run.
@@ -85,7 +85,7 @@ for size in 1472 18; do
 done
 
 # 5: rfc2544 single frames on a 100M bridge bed.
-up br --topo bridge --link 100M
+up br --topo bridge --link 100M --shaper emu
 doc=$("$LR" rfc2544 --bed "${P}br" --tests throughput,single --frames 64,1518 --trial 2s \
   --resolution 2 --json 2>/dev/null || true)
 jq -r '.link_bits_per_s as $l | .sizes[] | "\(.frame_bytes) \(.single_frame.single_frame_bits_per_s // "?") \(.single_frame.streaming_bits_per_s // "?") \($l)"' <<<"$doc" \

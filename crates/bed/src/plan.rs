@@ -791,7 +791,7 @@ impl Plan {
             false => Layout::new(&spec.name, spec.topology),
         };
         let mut up = Vec::new();
-        let mut notes = Vec::new();
+        let mut notes: Vec<String> = spec.shaper_note.iter().cloned().collect();
         for ns in layout.namespaces() {
             up.push(Step::AddNetns { netns: ns.clone() });
             up.push(Step::LinkUp {

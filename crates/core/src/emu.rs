@@ -481,6 +481,31 @@ pub struct Capacity {
     pub source_limited: bool,
 }
 
+/// Why a bed asked for no particular shaper gets tbf instead of the
+/// emulator: the link at its rate, in frames of the largest size the MTU
+/// allows, needs more frames/s than the emulator forwarded on this host
+/// (`capacity`, measured at an earlier bed's start). None: the emulator
+/// carries it, or its limit is unknown, or was the source's (so at least
+/// that: it may carry more).
+pub fn tbf_instead(link: BitRate, mtu: u32, capacity: &Capacity) -> Option<String> {
+    if capacity.source_limited {
+        return None;
+    }
+    // The frame: MTU plus the 14-byte Ethernet header (a veth frame as
+    // the emulator sees it).
+    let wire_bits = u64::from(wire_bytes_of_frame(mtu + 14)) * 8;
+    let needed = link.bps() as f64 / wire_bits as f64;
+    (needed > capacity.frames_per_s).then(|| {
+        format!(
+            "shaper tbf chosen: {link} in {}-byte frames needs {needed:.0} frames/s, above the \
+             {:.0} frames/s the link emulator forwarded on this host; tbf shapes the rate only \
+             (--shaper emu to use the emulator anyway)",
+            mtu + 18,
+            capacity.frames_per_s
+        )
+    })
+}
+
 /// Which shaper made a bed's link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -524,6 +549,10 @@ pub struct LinkAccount {
     pub during: Option<Counters>,
     /// Frames per second the test offered to the link, when it knows.
     pub offered_frames_per_s: Option<f64>,
+    /// Why this shaper was chosen when the bed asked for none (tbf
+    /// beyond the emulator's limit: [`tbf_instead`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shaper_note: Option<String>,
     /// The emulator's own added delay during the test: the mean lag of a
     /// departure behind its due time, ns ([`Counters::mean_lag_ns`] of
     /// `during`; absent before it was counted or when nothing left).
@@ -800,6 +829,33 @@ mod tests {
     }
 
     #[test]
+    fn tbf_is_chosen_beyond_the_emulators_limit() {
+        let cap = Capacity {
+            frames_per_s: 100_000.0,
+            frame_bytes: 60,
+            seconds: 0.5,
+            source_limited: false,
+        };
+        // 1G in 1518-byte frames: 81,274 frames/s, carried.
+        assert_eq!(tbf_instead(BitRate::from_gbps(1), 1500, &cap), None);
+        // 10G: 812,744 frames/s, not.
+        let why = tbf_instead(BitRate::from_gbps(10), 1500, &cap).unwrap();
+        assert!(
+            why.contains("812744 frames/s") && why.contains("100000"),
+            "{why}"
+        );
+        // Jumbo frames need fewer: 10G in 9018-byte frames is 138,427/s.
+        assert!(tbf_instead(BitRate::from_gbps(10), 9000, &cap).is_some());
+        assert!(tbf_instead(BitRate::from_gbps(1), 9000, &cap).is_none());
+        // A limit that was the source's says nothing against the emulator.
+        let at_least = Capacity {
+            source_limited: true,
+            ..cap
+        };
+        assert_eq!(tbf_instead(BitRate::from_gbps(10), 1500, &at_least), None);
+    }
+
+    #[test]
     fn queue_limits_parse() {
         assert_eq!(QueueLimit::parse("100p"), Ok(QueueLimit::Frames(100)));
         assert_eq!(QueueLimit::parse("100"), Ok(QueueLimit::Frames(100)));
@@ -825,6 +881,7 @@ mod tests {
                 ..Counters::default()
             }),
             offered_frames_per_s: Some(50_000.0),
+            shaper_note: None,
             mean_lag_ns: None,
         };
         // On time: the emulator's delay is said (info), nothing else.

@@ -68,7 +68,8 @@ impl Drop for Swept {
 #[must_use]
 fn up(n: &str, extra: &[&str]) -> Swept {
     let swept = Swept(n.to_string());
-    let mut args = vec!["testbed", "up", n, "--topo", "pair"];
+    // The emulator even where its last measured limit would choose tbf.
+    let mut args = vec!["testbed", "up", n, "--topo", "pair", "--shaper", "emu"];
     args.extend_from_slice(extra);
     let o = linerate(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -131,7 +132,9 @@ fn the_emulator_lives_and_dies_with_the_bed() {
     let n = name("int");
     let _int = Swept(n.clone());
     let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .args(["testbed", "up", &n, "--topo", "pair", "--link", "100M"])
+        .args([
+            "testbed", "up", &n, "--topo", "pair", "--link", "100M", "--shaper", "emu",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

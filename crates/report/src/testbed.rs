@@ -266,6 +266,9 @@ pub fn link_line(a: &linerate_core::emu::LinkAccount) -> String {
         (Shaper::Tbf, _) => s.push_str(" (rate only: a frame that finds tokens is not delayed)"),
         (Shaper::None, _) => {}
     }
+    if let Some(n) = &a.shaper_note {
+        s.push_str(&format!(" ({n})"));
+    }
     if let Some(c) = a.capacity {
         let at_least = if c.source_limited { "≥ " } else { "" };
         s.push_str(&format!(
@@ -302,6 +305,7 @@ mod link_tests {
                 ..Counters::default()
             }),
             offered_frames_per_s: None,
+            shaper_note: None,
             mean_lag_ns: Some(1_250.0),
         };
         let l = link_line(&a);
