@@ -885,7 +885,7 @@ mod tests {
             mean_lag_ns: None,
         };
         // On time: the emulator's delay is said (info), nothing else.
-        let codes = |a: &LinkAccount| -> Vec<(String, crate::result::Severity)> {
+        let codes = |a: &LinkAccount| -> Vec<(String, Severity)> {
             assess(a)
                 .into_iter()
                 .map(|f| (f.code, f.severity))
