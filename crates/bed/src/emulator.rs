@@ -52,6 +52,18 @@ pub fn log_path(state_dir: &Path, name: &str) -> PathBuf {
     state_dir.join(format!("{name}.emu.log"))
 }
 
+/// Where the limit the last emulator measured on this host is kept.
+fn last_capacity_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("emulator.capacity")
+}
+
+/// The frames/s the last emulator started on this host measured, if one
+/// did (a bed that asks for no shaper gets tbf at a rate beyond it).
+pub fn last_capacity(state_dir: &Path) -> Option<Capacity> {
+    let text = fs::read_to_string(last_capacity_path(state_dir)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
 static EXE: OnceLock<PathBuf> = OnceLock::new();
 /// Emulators this process started, so stopping one also reaps it.
 static CHILDREN: Mutex<Vec<Child>> = Mutex::new(Vec::new());
@@ -126,6 +138,14 @@ pub(crate) fn start(record: &BedRecord, state_dir: &Path) -> Result<EmulatorStat
         .unwrap_or_else(PoisonError::into_inner)
         .push(child);
     let s = outcome?;
+    if let Some(c) = &s.capacity {
+        // Kept for the next bed's choice of shaper; not having it only
+        // means that choice cannot be made.
+        let _ = fs::write(
+            last_capacity_path(state_dir),
+            serde_json::to_string(c).unwrap_or_default(),
+        );
+    }
     Ok(EmulatorState {
         pid,
         capacity: s.capacity,
@@ -307,6 +327,7 @@ pub struct Reading {
     capacity: Option<Capacity>,
     stats_file: Option<PathBuf>,
     before: Option<Stats>,
+    shaper_note: Option<String>,
 }
 
 impl Reading {
@@ -328,6 +349,7 @@ impl Reading {
             capacity: emu.and_then(|e| e.capacity),
             stats_file,
             before,
+            shaper_note: spec.shaper_note.clone(),
         })
     }
 
@@ -349,6 +371,8 @@ impl Reading {
             shaper: self.shaper,
             link: self.link,
             capacity: self.capacity,
+            shaper_note: self.shaper_note.clone(),
+            mean_lag_ns: during.and_then(|c| c.mean_lag_ns()),
             during,
             offered_frames_per_s,
         }

@@ -183,6 +183,16 @@ pub enum Step {
         /// CPU mask in the kernel's hex format.
         mask: String,
     },
+    /// `ip netns exec NS ethtool -C DEV rx-usecs N`: interrupt coalescing on
+    /// receive (drivers that have it; veth does not).
+    Coalesce {
+        /// Namespace.
+        netns: String,
+        /// Device.
+        dev: String,
+        /// Microseconds a received frame may wait for its interrupt.
+        rx_usecs: u32,
+    },
     /// `linerate testbed emulate BED`: starts the link emulator, detached,
     /// in the link namespace (it reads the bed's description, measures its
     /// own limit, then forwards every cable until the bed goes down).
@@ -214,6 +224,16 @@ impl Step {
             Self::AddNetns { netns } => vec![s("ip"), s("netns"), s("add"), s(netns)],
             Self::DelNetns { netns } => vec![s("ip"), s("netns"), s("del"), s(netns)],
             Self::Emulate { bed, .. } => ["linerate", "testbed", "emulate", bed].map(s).to_vec(),
+            Self::Coalesce {
+                netns,
+                dev,
+                rx_usecs,
+            } => {
+                let mut v = ns_exec(netns);
+                v.extend([s("ethtool"), s("-C"), s(dev), s("rx-usecs")]);
+                v.push(rx_usecs.to_string());
+                v
+            }
             Self::LinkUp { netns, dev } => ["ip", "-n", netns, "link", "set", "dev", dev, "up"]
                 .map(s)
                 .to_vec(),
@@ -405,6 +425,15 @@ impl Step {
                     ]),
                 )
             }
+            Self::Coalesce {
+                netns,
+                dev,
+                rx_usecs,
+            } => {
+                let mut v = ns_exec(netns);
+                v.extend([s("ethtool"), s("-c"), s(dev)]);
+                (v, Check::RxUsecs(*rx_usecs))
+            }
             Self::Rps { netns, dev, mask } => {
                 let mut v = ns_exec(netns);
                 v.extend([
@@ -452,6 +481,11 @@ impl Step {
                 f64::from(*per_million) / f64::from(LOSS_SCALE) * 100.0
             ),
             Self::Rps { netns, dev, mask } => format!("rps_cpus {mask} on {dev} in {netns}"),
+            Self::Coalesce {
+                netns,
+                dev,
+                rx_usecs,
+            } => format!("rx-usecs {rx_usecs} on {dev} in {netns}"),
             other => other.to_string(),
         }
     }
@@ -473,6 +507,7 @@ impl Step {
             | Self::Tbf { netns, .. }
             | Self::NftLoss { netns, .. }
             | Self::Rps { netns, .. }
+            | Self::Coalesce { netns, .. }
             | Self::Emulate { netns, .. } => netns,
         }
     }
@@ -574,6 +609,17 @@ pub enum Check {
     Contains(Vec<String>),
     /// `rps_cpus` files: every line equals the mask (hex, commas ignored).
     CpuMask(String),
+    /// `ethtool -c`: the `rx-usecs:` line shows this value.
+    RxUsecs(u32),
+}
+
+/// The `rx-usecs:` value of `ethtool -c` output (`None`: not listed, or
+/// `n/a`).
+pub fn rx_usecs_of(ethtool_c: &str) -> Option<u32> {
+    ethtool_c.lines().find_map(|l| {
+        let v = l.trim().strip_prefix("rx-usecs:")?;
+        v.trim().parse().ok()
+    })
 }
 
 impl Check {
@@ -673,6 +719,11 @@ impl Check {
                     Some(n) => Err(format!("'{n}' not found")),
                 }
             }
+            Self::RxUsecs(want) => match rx_usecs_of(stdout) {
+                Some(got) if got == *want => Ok(()),
+                Some(got) => Err(format!("rx-usecs is {got}")),
+                None => Err("ethtool -c shows no rx-usecs".into()),
+            },
             Self::CpuMask(mask) => {
                 let norm = |x: &str| {
                     let t = x.trim().replace(',', "");
@@ -740,7 +791,7 @@ impl Plan {
             false => Layout::new(&spec.name, spec.topology),
         };
         let mut up = Vec::new();
-        let mut notes = Vec::new();
+        let mut notes: Vec<String> = spec.shaper_note.iter().cloned().collect();
         for ns in layout.namespaces() {
             up.push(Step::AddNetns { netns: ns.clone() });
             up.push(Step::LinkUp {
@@ -1268,6 +1319,25 @@ ip -n lr-br1-dut link set dev lr-br up
             .verify("4096\t131072\t6291456\n")
             .is_ok());
         assert!(Check::Sysctl("1".into()).verify("0\n").is_err());
+        // ethtool 6.1's -c layout.
+        let c = "Coalesce parameters for eth0:\nAdaptive RX: off  TX: off\nstats-block-usecs:\tn/a\n\nrx-usecs:\t50\nrx-frames:\tn/a\nrx-usecs-irq:\tn/a\n";
+        assert_eq!(rx_usecs_of(c), Some(50));
+        assert!(Check::RxUsecs(50).verify(c).is_ok());
+        assert_eq!(Check::RxUsecs(0).verify(c).unwrap_err(), "rx-usecs is 50");
+        assert!(Check::RxUsecs(0).verify("rx-usecs: n/a\n").is_err());
+        let step = Step::Coalesce {
+            netns: "lr-x-a".into(),
+            dev: "eth0".into(),
+            rx_usecs: 0,
+        };
+        assert_eq!(
+            step.to_string(),
+            "ip netns exec lr-x-a ethtool -C eth0 rx-usecs 0"
+        );
+        assert_eq!(
+            render_argv(&step.readback().unwrap().argv),
+            "ip netns exec lr-x-a ethtool -c eth0"
+        );
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! while a panic unwinds. Offloads go through [`OffloadGuard`].
 //!
 //! [`check`] says before anything runs whether the bed's interfaces can
-//! take every setting of a sweep: an offload the driver fixes (or lacks) is
-//! an error naming the interface.
+//! take every setting of a sweep: an offload the driver fixes (or lacks), or
+//! interrupt coalescing on a driver without it (veth), is an error naming
+//! the interface.
 
 use std::sync::atomic::Ordering;
 
@@ -66,22 +67,26 @@ fn check_offload(bed: &Bed, name: &str, on: bool) -> Result<(), BedError> {
     Ok(())
 }
 
+/// The receive coalescing (`ethtool -c` rx-usecs) of `dev` in `netns`, or
+/// why it cannot be changed (veth has no interrupts to coalesce).
+fn rx_usecs_now(netns: &str, dev: &str) -> Result<u32, BedError> {
+    let no = |why: String| {
+        BedError::Invalid(format!(
+            "rx-usecs: the driver of {dev} in {netns} has no interrupt coalescing ({why})"
+        ))
+    };
+    let shown = read(&["ip", "netns", "exec", netns, "ethtool", "-c", dev])
+        .map_err(|e| no(linerate_core::error::chain(&e)))?;
+    crate::plan::rx_usecs_of(&shown).ok_or_else(|| no("ethtool -c shows no rx-usecs".into()))
+}
+
 /// Whether the driver of every veth end of `bed` supports interrupt
-/// coalescing (`ethtool -c`; veth does not). Changing it is not built: a
-/// driver that supports it is refused too, saying so.
+/// coalescing (`ethtool -c` lists rx-usecs; veth does not).
 fn check_coalescing(bed: &Bed) -> Result<(), BedError> {
     for i in bed.layout().ifaces.iter().filter(|i| i.veth) {
-        let shown = read(&["ip", "netns", "exec", &i.netns, "ethtool", "-c", &i.name]);
-        if let Err(e) = shown {
-            return Err(BedError::Invalid(format!(
-                "rx-usecs: the driver of {} in {} has no interrupt coalescing ({e})",
-                i.name, i.netns
-            )));
-        }
+        rx_usecs_now(&i.netns, &i.name)?;
     }
-    Err(BedError::Invalid(
-        "rx-usecs: changing interrupt coalescing on a bed is not built yet".into(),
-    ))
+    Ok(())
 }
 
 /// Whether every interface of `bed` can take every setting in `points`
@@ -172,7 +177,7 @@ pub struct PointSettings {
 
 impl PointSettings {
     /// Applies `settings` to every interface of `bed` they concern (MTU:
-    /// all, veth ends first; offloads and RPS: the veth ends; TCP buffer
+    /// all, veth ends first; offloads, RPS and rx-usecs: the veth ends; TCP buffer
     /// sysctls: every host), each read back.
     pub fn apply(bed: &Bed, settings: &[BedSetting]) -> Result<Self, BedError> {
         let mut me = Self {
@@ -236,7 +241,19 @@ impl PointSettings {
                     me.applied
                         .push(format!("rps {}", if *on { "on" } else { "off" }));
                 }
-                BedSetting::RxUsecs(_) => check_coalescing(bed)?,
+                BedSetting::RxUsecs(usecs) => {
+                    for i in ifaces.iter().filter(|i| i.veth) {
+                        let now = rx_usecs_now(&i.netns, &i.name)?;
+                        let step = |rx_usecs| Step::Coalesce {
+                            netns: i.netns.clone(),
+                            dev: i.name.clone(),
+                            rx_usecs,
+                        };
+                        me.changes
+                            .push(Change::Step(StepGuard::apply(&step(*usecs), step(now))?));
+                    }
+                    me.applied.push(format!("rx-usecs {usecs}"));
+                }
                 BedSetting::TcpMem(key, [min, def, max]) => {
                     for h in &layout.hosts {
                         let now = read(&["ip", "netns", "exec", &h.netns, "sysctl", "-n", key])?;

@@ -348,6 +348,10 @@ pub struct BedSpec {
     /// What the emulator adds besides the rate (emu only; absent: nothing).
     #[serde(default, skip_serializing_if = "Impair::is_empty")]
     pub impair: Impair,
+    /// Why the shaper was chosen, when the bed asked for none and got tbf
+    /// (the link beyond the emulator's measured limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shaper_note: Option<String>,
 }
 
 fn legacy_shaper() -> Shaper {
@@ -482,6 +486,7 @@ impl BedSpec {
             tcp_wmem: None,
             shaper: Shaper::Tbf,
             impair: Impair::default(),
+            shaper_note: None,
         }
     }
 

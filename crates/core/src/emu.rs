@@ -184,6 +184,12 @@ pub struct Counters {
     pub late_total_ns: u64,
     /// The largest lateness of any departure, ns.
     pub late_max_ns: u64,
+    /// Sum over every departure of how long after its due time it left,
+    /// ns: the emulator's own reaction (noticing the frame, its copy, the
+    /// wait for the send) beyond the schedule, which the wire does not
+    /// have (absent in documents before it was counted).
+    #[serde(default)]
+    pub lag_total_ns: u64,
 }
 
 /// A departure counts as late beyond this (ns): the emulator busy-waits
@@ -207,6 +213,7 @@ impl Counters {
             late: self.late.saturating_sub(before.late),
             late_total_ns: self.late_total_ns.saturating_sub(before.late_total_ns),
             late_max_ns: self.late_max_ns,
+            lag_total_ns: self.lag_total_ns.saturating_sub(before.lag_total_ns),
         }
     }
 
@@ -224,13 +231,21 @@ impl Counters {
             late: self.late + o.late,
             late_total_ns: self.late_total_ns + o.late_total_ns,
             late_max_ns: self.late_max_ns.max(o.late_max_ns),
+            lag_total_ns: self.lag_total_ns + o.lag_total_ns,
         }
+    }
+
+    /// The mean lag of a departure behind its due time, ns (None before
+    /// any departure): the emulator's own added delay per frame.
+    pub fn mean_lag_ns(&self) -> Option<f64> {
+        (self.forwarded > 0).then(|| self.lag_total_ns as f64 / self.forwarded as f64)
     }
 
     /// Records a departure at `now_ns` of a frame due at `due_ns`.
     pub fn departed(&mut self, due_ns: u64, now_ns: u64) {
         self.forwarded += 1;
         let late = now_ns.saturating_sub(due_ns);
+        self.lag_total_ns += late;
         if late > LATE_NS {
             self.late += 1;
             self.late_total_ns += late;
@@ -466,6 +481,31 @@ pub struct Capacity {
     pub source_limited: bool,
 }
 
+/// Why a bed asked for no particular shaper gets tbf instead of the
+/// emulator: the link at its rate, in frames of the largest size the MTU
+/// allows, needs more frames/s than the emulator forwarded on this host
+/// (`capacity`, measured at an earlier bed's start). None: the emulator
+/// carries it, or its limit is unknown, or was the source's (so at least
+/// that: it may carry more).
+pub fn tbf_instead(link: BitRate, mtu: u32, capacity: &Capacity) -> Option<String> {
+    if capacity.source_limited {
+        return None;
+    }
+    // The frame: MTU plus the 14-byte Ethernet header (a veth frame as
+    // the emulator sees it).
+    let wire_bits = u64::from(wire_bytes_of_frame(mtu + 14)) * 8;
+    let needed = link.bps() as f64 / wire_bits as f64;
+    (needed > capacity.frames_per_s).then(|| {
+        format!(
+            "shaper tbf chosen: {link} in {}-byte frames needs {needed:.0} frames/s, above the \
+             {:.0} frames/s the link emulator forwarded on this host; tbf shapes the rate only \
+             (--shaper emu to use the emulator anyway)",
+            mtu + 18,
+            capacity.frames_per_s
+        )
+    })
+}
+
 /// Which shaper made a bed's link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -509,7 +549,21 @@ pub struct LinkAccount {
     pub during: Option<Counters>,
     /// Frames per second the test offered to the link, when it knows.
     pub offered_frames_per_s: Option<f64>,
+    /// Why this shaper was chosen when the bed asked for none (tbf
+    /// beyond the emulator's limit: [`tbf_instead`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shaper_note: Option<String>,
+    /// The emulator's own added delay during the test: the mean lag of a
+    /// departure behind its due time, ns ([`Counters::mean_lag_ns`] of
+    /// `during`; absent before it was counted or when nothing left).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_lag_ns: Option<f64>,
 }
+
+/// A mean departure lag above this (ns) is a warning: every delay
+/// measured through the emulator then holds more of the emulator's own
+/// time than the ±1 µs a 1 Gbit/s wire time is asked to match within.
+pub const LAG_WARN_NS: f64 = 500.0;
 
 /// Flags for a result measured through an emulated link:
 /// `emulator_limited` (the emulator, not the device under test, fell
@@ -584,6 +638,24 @@ pub fn assess(a: &LinkAccount) -> Vec<Flag> {
                 "offered_frames_per_s",
                 a.offered_frames_per_s.unwrap_or(0.0),
             ),
+        );
+    }
+    if let Some(lag) = c.mean_lag_ns() {
+        let message = format!(
+            "bed {}: the link emulator's frames left on average {:.2} µs (at most {:.1} µs) \
+             after their due time: its own reaction, inside every delay measured through it \
+             (per pass; not wire time, and not subtracted)",
+            a.bed,
+            lag / 1000.0,
+            c.late_max_ns as f64 / 1000.0
+        );
+        let flag = match lag > LAG_WARN_NS {
+            true => Flag::warning("emulator_delay", message),
+            false => Flag::info("emulator_delay", message),
+        };
+        flags.push(
+            flag.with("mean_lag_ns", lag)
+                .with("late_max_ns", c.late_max_ns),
         );
     }
     if c.queue_drops > 0 {
@@ -749,8 +821,38 @@ mod tests {
         c.departed(1_000, 1_500);
         c.departed(1_000, 1_000 + LATE_NS + 1);
         assert_eq!((c.forwarded, c.late, c.late_max_ns), (2, 1, LATE_NS + 1));
+        assert_eq!(c.lag_total_ns, 500 + LATE_NS + 1);
+        assert_eq!(c.mean_lag_ns(), Some((500 + LATE_NS + 1) as f64 / 2.0));
+        assert_eq!(Counters::default().mean_lag_ns(), None);
         let later = c.plus(&c);
         assert_eq!(later.since(&c).forwarded, 2);
+    }
+
+    #[test]
+    fn tbf_is_chosen_beyond_the_emulators_limit() {
+        let cap = Capacity {
+            frames_per_s: 100_000.0,
+            frame_bytes: 60,
+            seconds: 0.5,
+            source_limited: false,
+        };
+        // 1G in 1518-byte frames: 81,274 frames/s, carried.
+        assert_eq!(tbf_instead(BitRate::from_gbps(1), 1500, &cap), None);
+        // 10G: 812,744 frames/s, not.
+        let why = tbf_instead(BitRate::from_gbps(10), 1500, &cap).unwrap();
+        assert!(
+            why.contains("812744 frames/s") && why.contains("100000"),
+            "{why}"
+        );
+        // Jumbo frames need fewer: 10G in 9018-byte frames is 138,427/s.
+        assert!(tbf_instead(BitRate::from_gbps(10), 9000, &cap).is_some());
+        assert!(tbf_instead(BitRate::from_gbps(1), 9000, &cap).is_none());
+        // A limit that was the source's says nothing against the emulator.
+        let at_least = Capacity {
+            source_limited: true,
+            ..cap
+        };
+        assert_eq!(tbf_instead(BitRate::from_gbps(10), 1500, &at_least), None);
     }
 
     #[test]
@@ -779,11 +881,31 @@ mod tests {
                 ..Counters::default()
             }),
             offered_frames_per_s: Some(50_000.0),
+            shaper_note: None,
+            mean_lag_ns: None,
         };
-        assert!(assess(&a).is_empty());
+        // On time: the emulator's delay is said (info), nothing else.
+        let codes = |a: &LinkAccount| -> Vec<(String, Severity)> {
+            assess(a)
+                .into_iter()
+                .map(|f| (f.code, f.severity))
+                .collect()
+        };
+        use crate::result::Severity;
+        assert_eq!(codes(&a), [("emulator_delay".into(), Severity::Info)]);
+        a.during = Some(Counters {
+            forwarded: 1000,
+            lag_total_ns: 1000 * 2_000,
+            ..Counters::default()
+        });
+        assert_eq!(codes(&a), [("emulator_delay".into(), Severity::Warning)]);
+        a.during = Some(Counters {
+            forwarded: 1000,
+            ..Counters::default()
+        });
         a.offered_frames_per_s = Some(148_809.0);
         let f = assess(&a);
-        assert_eq!(f.len(), 1);
+        assert_eq!(f.len(), 2);
         assert_eq!(f[0].code, "emulator_limited");
         a.offered_frames_per_s = None;
         a.during = Some(Counters {
@@ -794,7 +916,10 @@ mod tests {
             ..Counters::default()
         });
         let codes: Vec<String> = assess(&a).into_iter().map(|f| f.code).collect();
-        assert_eq!(codes, ["emulator_limited", "link_queue_drops"]);
+        assert_eq!(
+            codes,
+            ["emulator_limited", "emulator_delay", "link_queue_drops"]
+        );
         a.during = None;
         assert_eq!(assess(&a)[0].code, "emulator_unaccounted");
         a.shaper = Shaper::Tbf;

@@ -1,11 +1,15 @@
 //! Energy of a run from RAPL counters (Intel and AMD *Running Average Power
-//! Limit*, as Linux's powercap framework exposes them), and the one way every
-//! measuring command reports it: a flag ([`flag`]).
+//! Limit*), and the one way every measuring command reports it: a flag
+//! ([`flag`]).
 //!
-//! `linerate-io` reads the counters (`energy_uj` of each package domain
-//! `intel-rapl:N`, which wraps at `max_energy_range_uj`) before and after a
-//! run; this module turns two readings into joules ([`delta_uj`]) and joules
-//! into energy per gigabyte and per packet. A host without RAPL (most VMs,
+//! `linerate-io` reads the counters before and after a run from one of two
+//! sources: Linux's powercap framework (`energy_uj` of each package domain
+//! `intel-rapl:N`, which wraps at `max_energy_range_uj`; [`delta_uj`]), or,
+//! where powercap is absent, perf's `power` PMU (the `energy-pkg` event,
+//! described by sysfs files that [`PerfPower::parse`] reads; its 64-bit
+//! count times the event's scale is joules, [`Energy::from_perf`]). This
+//! module turns two readings into joules and joules into energy per
+//! gigabyte and per packet. A host without RAPL (most VMs,
 //! non-x86 machines) gets the info flag `energy_unavailable` once per result:
 //! "energy: not available here (no RAPL)".
 
@@ -79,6 +83,24 @@ impl Energy {
         }
     }
 
+    /// The energy of perf counters read twice (`(before, after)` per CPU
+    /// opened: one per package), each count worth `scale` joules, over
+    /// `seconds`. perf keeps 64-bit counts across the hardware counter's
+    /// wraps, so a count that went down is a broken reading, not a wrap.
+    pub fn from_perf(counts: &[(u64, u64)], scale: f64, seconds: f64, source: &str) -> Self {
+        if let Some((b, a)) = counts.iter().find(|(b, a)| a < b) {
+            return Self::Unavailable {
+                reason: format!("{source}: the count went down ({b} to {a})"),
+            };
+        }
+        let total: u64 = counts.iter().map(|(b, a)| a - b).sum();
+        Self::Measured {
+            joules: total as f64 * scale,
+            seconds,
+            source: format!("{source}: {} package(s)", counts.len()),
+        }
+    }
+
     /// Joules, when measured.
     pub fn joules(&self) -> Option<f64> {
         match self {
@@ -86,6 +108,86 @@ impl Energy {
             Self::Unavailable { .. } => None,
         }
     }
+}
+
+/// perf's RAPL PMU (`/sys/bus/event_source/devices/power`) and its
+/// package-energy event, as its sysfs files describe them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PerfPower {
+    /// `perf_event_attr.type` (the PMU's `type` file: dynamic, per boot).
+    pub pmu_type: u32,
+    /// `perf_event_attr.config` (`events/energy-pkg`: `event=0x02`).
+    pub config: u64,
+    /// Joules per count (`events/energy-pkg.scale`, e.g. 2⁻³²).
+    pub scale: f64,
+    /// One CPU per package to open the event on (the PMU's `cpumask`).
+    pub cpus: Vec<u32>,
+}
+
+impl PerfPower {
+    /// The PMU from its files' texts: `type`, `events/energy-pkg`,
+    /// `events/energy-pkg.scale`, `events/energy-pkg.unit` (must say
+    /// `Joules`) and `cpumask`; or why not.
+    pub fn parse(
+        pmu_type: &str,
+        event: &str,
+        scale: &str,
+        unit: &str,
+        cpumask: &str,
+    ) -> Result<Self, String> {
+        let pmu_type = pmu_type
+            .trim()
+            .parse()
+            .map_err(|_| format!("type '{}' is not a number", pmu_type.trim()))?;
+        let config = parse_event(event.trim())?;
+        let scale: f64 = scale
+            .trim()
+            .parse()
+            .ok()
+            .filter(|s: &f64| s.is_finite() && *s > 0.0)
+            .ok_or_else(|| format!("scale '{}' is not a positive number", scale.trim()))?;
+        if unit.trim() != "Joules" {
+            return Err(format!("unit '{}', not Joules", unit.trim()));
+        }
+        let cpus = parse_cpu_list(cpumask.trim())?;
+        Ok(Self {
+            pmu_type,
+            config,
+            scale,
+            cpus,
+        })
+    }
+}
+
+/// `event=0x02` (the only term the power PMU's events have) as the
+/// config value.
+fn parse_event(text: &str) -> Result<u64, String> {
+    let bad = || format!("event '{text}' is not event=N");
+    let v = text.strip_prefix("event=").ok_or_else(bad)?;
+    match v.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => v.parse(),
+    }
+    .map_err(|_| bad())
+}
+
+/// A sysfs CPU list (`0`, `0,16`, `0-3,8`) as CPU numbers.
+pub fn parse_cpu_list(text: &str) -> Result<Vec<u32>, String> {
+    let bad = || format!("cpu list '{text}' is not N,N-M");
+    let mut cpus = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+        let lo: u32 = lo.trim().parse().map_err(|_| bad())?;
+        let hi: u32 = hi.trim().parse().map_err(|_| bad())?;
+        if hi < lo || hi - lo > 4096 {
+            return Err(bad());
+        }
+        cpus.extend(lo..=hi);
+    }
+    if cpus.is_empty() {
+        return Err(bad());
+    }
+    Ok(cpus)
 }
 
 /// Joules per gigabyte (10⁹ bytes) and per packet of a run that moved
@@ -246,5 +348,43 @@ mod tests {
         assert_eq!(none.message, "energy: not available here (no RAPL)");
         // No packets: no per-packet figure, never a division by zero.
         assert_eq!(per_unit(1.0, 0, 0), (None, None));
+    }
+
+    #[test]
+    fn perf_power_pmu_files() {
+        let scale = "2.3283064365386962890625e-10\n";
+        let p = PerfPower::parse("23\n", "event=0x02\n", scale, "Joules\n", "0,16\n").unwrap();
+        assert_eq!(p.pmu_type, 23);
+        assert_eq!(p.config, 2);
+        assert_eq!(p.scale, 2f64.powi(-32));
+        assert_eq!(p.cpus, [0, 16]);
+        assert_eq!(parse_cpu_list("0-2,8"), Ok(vec![0, 1, 2, 8]));
+        let e = |t, ev, sc, u, c| PerfPower::parse(t, ev, sc, u, c).unwrap_err();
+        assert!(e("x", "event=2", scale, "Joules", "0").contains("type"));
+        assert!(e("1", "umask=2", scale, "Joules", "0").contains("event"));
+        assert!(e("1", "event=2", "-1", "Joules", "0").contains("scale"));
+        assert!(e("1", "event=2", scale, "Watts", "0").contains("Joules"));
+        assert!(e("1", "event=2", scale, "Joules", "3-1").contains("cpu list"));
+        assert!(e("1", "event=2", scale, "Joules", "").contains("cpu list"));
+    }
+
+    #[test]
+    fn perf_counts_to_joules() {
+        // 2³² counts of 2⁻³² J on one package, 2³³ on another: 3 J.
+        let c = [(10, 10 + (1 << 32)), (0, 1 << 33)];
+        match Energy::from_perf(&c, 2f64.powi(-32), 1.5, "perf power/energy-pkg") {
+            Energy::Measured {
+                joules,
+                seconds,
+                source,
+            } => {
+                assert!((joules - 3.0).abs() < 1e-12, "{joules}");
+                assert_eq!(seconds, 1.5);
+                assert_eq!(source, "perf power/energy-pkg: 2 package(s)");
+            }
+            other => panic!("{other:?}"),
+        }
+        let broken = Energy::from_perf(&[(5, 4)], 1.0, 1.0, "perf");
+        assert!(matches!(broken, Energy::Unavailable { .. }), "{broken:?}");
     }
 }

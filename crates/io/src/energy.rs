@@ -1,19 +1,30 @@
-//! The RAPL energy meter: the package domains of Linux's powercap framework
-//! (`/sys/class/powercap/intel-rapl:N/energy_uj`, also on AMD), read at the
-//! start and the end of a run. `linerate_core::energy` turns the readings
-//! into joules (wraparound at `max_energy_range_uj`) and into the one energy
-//! flag every measuring command carries. perf's `power/energy-pkg/` event
-//! reads the same counters and is not used.
+//! The RAPL energy meter, read at the start and the end of a run, from the
+//! first of two sources the host has:
+//! - the package domains of Linux's powercap framework
+//!   (`/sys/class/powercap/intel-rapl:N/energy_uj`, also on AMD);
+//! - perf's `power` PMU (`/sys/bus/event_source/devices/power`): its
+//!   `energy-pkg` event opened on one CPU of each package (the PMU's
+//!   `cpumask`), the type, event, scale and unit read from sysfs.
+//!
+//! `linerate_core::energy` turns the readings into joules (powercap's
+//! wraparound at `max_energy_range_uj`; perf's counts times the scale) and
+//! into the one energy flag every measuring command carries.
 
 use std::fs;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use linerate_core::energy::{CounterPair, Energy};
+use linerate_core::energy::{CounterPair, Energy, PerfPower};
 
 use crate::sys::clock::monotonic_ns;
 
 /// Where Linux exposes powercap zones.
 pub const POWERCAP: &str = "/sys/class/powercap";
+/// Where Linux describes perf's RAPL PMU.
+pub const PERF_POWER: &str = "/sys/bus/event_source/devices/power";
+/// The perf source's name in results.
+const PERF_SOURCE: &str = "perf power/energy-pkg";
 
 /// One package zone and its counter at the start.
 #[derive(Debug, Clone)]
@@ -24,12 +35,96 @@ struct Zone {
     before_uj: u64,
 }
 
+/// One perf counter: the event opened on one CPU (or, in tests, a file
+/// holding the count).
+#[derive(Debug, Clone)]
+enum Counter {
+    /// A perf event's descriptor.
+    Perf(Arc<OwnedFd>),
+    /// A file whose text is the count (fixtures).
+    #[cfg(test)]
+    File(PathBuf),
+}
+
+impl Counter {
+    fn read(&self) -> Result<u64, String> {
+        match self {
+            Self::Perf(fd) => {
+                crate::sys::perf::read_count(fd).map_err(|e| format!("reading {PERF_SOURCE}: {e}"))
+            }
+            #[cfg(test)]
+            Self::File(p) => read_u64(p),
+        }
+    }
+}
+
+/// perf's counters of every package and their counts at the start.
+#[derive(Debug, Clone)]
+struct PerfCounters {
+    scale: f64,
+    counters: Vec<(Counter, u64)>,
+}
+
+/// What a meter reads.
+#[derive(Debug, Clone)]
+enum Source {
+    Powercap(Vec<Zone>),
+    Perf(PerfCounters),
+}
+
 /// A meter started before a run ([`Meter::start`]) and read after it
 /// ([`Meter::read`]).
 #[derive(Debug, Clone)]
 pub struct Meter {
-    zones: Result<Vec<Zone>, String>,
+    source: Result<Source, String>,
     start_ns: u64,
+}
+
+/// The power PMU described under `dir`, or why not.
+fn perf_power(dir: &Path) -> Result<PerfPower, String> {
+    if !dir.is_dir() {
+        return Err(format!("no perf power PMU ({} absent)", dir.display()));
+    }
+    let text = |rel: &str| {
+        fs::read_to_string(dir.join(rel)).map_err(|e| format!("{}: {e}", dir.join(rel).display()))
+    };
+    PerfPower::parse(
+        &text("type")?,
+        &text("events/energy-pkg")?,
+        &text("events/energy-pkg.scale")?,
+        &text("events/energy-pkg.unit")?,
+        &text("cpumask")?,
+    )
+    .map_err(|why| format!("{}: {why}", dir.display()))
+}
+
+/// Opens `energy-pkg` of the PMU under `dir` on each package's CPU with
+/// `open`, and reads every count once.
+fn perf_counters(
+    dir: &Path,
+    open: impl Fn(&PerfPower, u32) -> Result<Counter, String>,
+) -> Result<PerfCounters, String> {
+    let pmu = perf_power(dir)?;
+    let counters = pmu
+        .cpus
+        .iter()
+        .map(|&cpu| {
+            let c = open(&pmu, cpu)?;
+            let before = c.read()?;
+            Ok((c, before))
+        })
+        .collect::<Result<_, String>>()?;
+    Ok(PerfCounters {
+        scale: pmu.scale,
+        counters,
+    })
+}
+
+/// The perf event itself.
+fn open_perf(pmu: &PerfPower, cpu: u32) -> Result<Counter, String> {
+    crate::sys::perf::open_counter(pmu.pmu_type, pmu.config, cpu)
+        .map(|fd| Counter::Perf(Arc::new(fd)))
+        .map_err(|e| format!("perf_event_open {PERF_SOURCE} on CPU {cpu}: {e}"))
 }
 
 fn read_u64(path: &Path) -> Result<u64, String> {
@@ -73,29 +168,56 @@ fn zones(root: &Path) -> Result<Vec<Zone>, String> {
 }
 
 impl Meter {
-    /// Starts on this host's powercap zones.
+    /// Starts on this host's powercap zones, or else on perf's power PMU;
+    /// without either, the reason names both.
     pub fn start() -> Self {
-        Self::start_in(Path::new(POWERCAP))
+        Self::start_with(Path::new(POWERCAP), Path::new(PERF_POWER), open_perf)
     }
 
-    /// Starts on the zones under `root` (a fixture directory in tests).
+    /// Starts on the powercap zones under `root` (a fixture directory in
+    /// tests).
     pub fn start_in(root: &Path) -> Self {
         Self {
-            zones: zones(root),
+            source: zones(root).map(Source::Powercap),
             start_ns: monotonic_ns(),
         }
     }
 
+    fn start_with(
+        powercap: &Path,
+        perf: &Path,
+        open: impl Fn(&PerfPower, u32) -> Result<Counter, String>,
+    ) -> Self {
+        let start_ns = monotonic_ns();
+        let source = zones(powercap)
+            .map(Source::Powercap)
+            .or_else(|no_powercap| {
+                perf_counters(perf, open)
+                    .map(Source::Perf)
+                    .map_err(|no_perf| format!("{no_powercap}; {no_perf}"))
+            });
+        Self { source, start_ns }
+    }
+
     /// Whether there is anything to read.
     pub fn is_available(&self) -> bool {
-        self.zones.is_ok()
+        self.source.is_ok()
     }
 
     /// The energy since the start (the meter can be read again later).
     pub fn read(&self) -> Energy {
         let seconds = monotonic_ns().saturating_sub(self.start_ns) as f64 * 1e-9;
-        let zones = match &self.zones {
-            Ok(z) => z,
+        let zones = match &self.source {
+            Ok(Source::Powercap(z)) => z,
+            Ok(Source::Perf(p)) => {
+                let counts: Result<Vec<(u64, u64)>, String> = (p.counters.iter())
+                    .map(|(c, before)| Ok((*before, c.read()?)))
+                    .collect();
+                return match counts {
+                    Ok(c) => Energy::from_perf(&c, p.scale, seconds, PERF_SOURCE),
+                    Err(reason) => Energy::Unavailable { reason },
+                };
+            }
             Err(reason) => {
                 return Energy::Unavailable {
                     reason: reason.clone(),
@@ -178,6 +300,80 @@ mod tests {
         match none.read() {
             Energy::Unavailable { reason } => {
                 assert!(reason.starts_with("no /nonexistent"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A perf power PMU's sysfs files, two packages (CPUs 0 and 4), and a
+    /// count file per package standing in for its event.
+    fn perf_fixture(tag: &str) -> PathBuf {
+        let root = std::env::temp_dir().join(format!("lr-perfpower-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(root.join("events")).unwrap();
+        for (file, text) in [
+            ("type", "23\n"),
+            ("cpumask", "0,4\n"),
+            ("events/energy-pkg", "event=0x02\n"),
+            ("events/energy-pkg.scale", "2.3283064365386962890625e-10\n"),
+            ("events/energy-pkg.unit", "Joules\n"),
+            ("count-0", "1000\n"),
+            ("count-4", "0\n"),
+        ] {
+            fs::write(root.join(file), text).unwrap();
+        }
+        root
+    }
+
+    fn open_file(dir: PathBuf) -> impl Fn(&PerfPower, u32) -> Result<Counter, String> {
+        move |pmu, cpu| {
+            assert_eq!((pmu.pmu_type, pmu.config), (23, 2));
+            Ok(Counter::File(dir.join(format!("count-{cpu}"))))
+        }
+    }
+
+    #[test]
+    fn perf_power_is_the_second_source() {
+        let root = perf_fixture("read");
+        let none = Path::new("/nonexistent-powercap");
+        let meter = Meter::start_with(none, &root, open_file(root.clone()));
+        assert!(meter.is_available());
+        // 2³² counts of 2⁻³² J on each package: 2 J.
+        fs::write(root.join("count-0"), format!("{}\n", 1000 + (1u64 << 32))).unwrap();
+        fs::write(root.join("count-4"), format!("{}\n", 1u64 << 32)).unwrap();
+        match meter.read() {
+            Energy::Measured { joules, source, .. } => {
+                assert!((joules - 2.0).abs() < 1e-9, "{joules}");
+                assert_eq!(source, "perf power/energy-pkg: 2 package(s)");
+            }
+            other => panic!("{other:?}"),
+        }
+        // powercap, when present, comes first.
+        let pc = fixture("first");
+        let meter = Meter::start_with(&pc, &root, open_file(root.clone()));
+        assert!(matches!(meter.source, Ok(Source::Powercap(_))));
+        fs::remove_dir_all(&pc).unwrap();
+        // A unit that is not Joules: not a source, and the reason says so
+        // after powercap's.
+        fs::write(root.join("events/energy-pkg.unit"), "Watts\n").unwrap();
+        match Meter::start_with(none, &root, open_file(root.clone())).read() {
+            Energy::Unavailable { reason } => {
+                assert!(reason.starts_with("no /nonexistent-powercap"), "{reason}");
+                assert!(reason.contains("unit 'Watts', not Joules"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        fs::remove_dir_all(&root).unwrap();
+        // Neither: both named once.
+        let absent = Path::new("/nonexistent-power-pmu");
+        match Meter::start_with(none, absent, open_perf).read() {
+            Energy::Unavailable { reason } => {
+                assert!(reason.contains("no perf power PMU"), "{reason}");
+                assert_eq!(
+                    reason.matches("nonexistent-powercap").count(),
+                    1,
+                    "{reason}"
+                );
             }
             other => panic!("{other:?}"),
         }

@@ -5,18 +5,21 @@ use std::time::Duration;
 use anyhow::{anyhow, Context as _};
 use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::Args;
+use linerate_bed::reconfig::PointSettings;
 use linerate_core::energy::flag_for;
 use linerate_core::latency::load::{self, LoadError, LoadPlan, LoadSpec};
 use linerate_core::latency::{
-    Config, ConfigError, EchoProtocol, Parameter, Peer, ReflectorMode, Request, Setup,
+    Config, ConfigError, EchoProtocol, Parameter, Peer, ReflectorMode, Request, Setup, Variant,
 };
 use linerate_core::result::Flag;
+use linerate_core::sweep::BedSetting;
 use linerate_core::throughput::config::Target;
 use linerate_core::units::{parse_duration, ByteCount};
 use linerate_io::latency_load::LoadAgainst;
 use linerate_io::resolve::resolve;
 use std::net::SocketAddr;
 
+use crate::output::elog;
 use crate::Failure;
 
 /// Flags of `linerate latency`.
@@ -291,6 +294,45 @@ fn config_with(
     Config::new(&req).map_err(|e| usage(&e, args))
 }
 
+/// The bed, opened once when a configuration sets bed keys, every value
+/// checked against its interfaces before anything runs.
+fn bed_for(args: &LatencyArgs, cfg: &Config) -> Result<Option<linerate_bed::Bed>, Failure> {
+    let (Some(name), true) = (&args.bed, cfg.variants.iter().any(|v| !v.bed.is_empty())) else {
+        return Ok(None);
+    };
+    let bed = linerate_bed::Bed::open(name).with_context(|| format!("testbed '{name}'"))?;
+    linerate_bed::reconfig::check(&bed, cfg.variants.iter().flat_map(|v| &v.bed))
+        .map_err(|e| Failure::Usage(anyhow::anyhow!("--sweep: {e}")))?;
+    Ok(Some(bed))
+}
+
+/// Sets the bed for configuration `v` (read back), putting back what the
+/// previous one set first; nothing when it sets the same.
+fn set_point(
+    bed: Option<&linerate_bed::Bed>,
+    point: &mut Option<(Vec<BedSetting>, PointSettings)>,
+    v: &Variant,
+) -> Result<(), linerate_io::echo::EchoIoError> {
+    let Some(bed) = bed else { return Ok(()) };
+    if point.as_ref().is_some_and(|(set, _)| *set == v.bed) {
+        return Ok(());
+    }
+    let fail = |source: linerate_bed::BedError| linerate_io::echo::EchoIoError::Prepare {
+        point: linerate_core::sweep::label(&v.settings),
+        source: Box::new(source),
+    };
+    if let Some((_, previous)) = point.take() {
+        previous.restore().map_err(fail)?;
+    }
+    let settings = PointSettings::apply(bed, &v.bed).map_err(fail)?;
+    elog!(
+        "linerate latency: bed set (read back): {}",
+        settings.describe()
+    );
+    *point = Some((v.bed.clone(), settings));
+    Ok(())
+}
+
 /// `linerate latency`.
 pub(crate) fn run(args: &LatencyArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
     if let Some(spec) = &args.load {
@@ -300,7 +342,16 @@ pub(crate) fn run(args: &LatencyArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
     let mut progress = ctx.progress(crate::progress::StepLines::Replace);
     let meter = linerate_io::energy::Meter::start();
     let link = crate::testbed::link_reading(args.bed.as_deref());
-    let mut doc = linerate_io::echo::run(&cfg, &mut progress).map_err(|e| {
+    let bed = bed_for(args, &cfg)?;
+    let mut point: Option<(Vec<BedSetting>, PointSettings)> = None;
+    let mut prepare = |v: &Variant| set_point(bed.as_ref(), &mut point, v);
+    let ran = linerate_io::echo::run_each(&cfg, &mut progress, &mut prepare);
+    if let Some((_, settings)) = point {
+        settings
+            .restore()
+            .context("restoring the bed after the sweep")?;
+    }
+    let mut doc = ran.map_err(|e| {
         anyhow::Error::new(e).context(match cfg.setup {
             Setup::Server => "latency session with linerate server",
             _ => "latency run",

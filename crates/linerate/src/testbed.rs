@@ -103,9 +103,11 @@ pub(crate) struct UpArgs {
     /// What makes the link: emu (linerate's emulator in namespace lr-NAME-link: every
     /// frame leaves after its serialization time, queued behind the frames before it,
     /// plus --delay; it measures the frames/s it can forward at start) or tbf (the
-    /// long-term rate only, for rates the emulator cannot carry).
-    #[arg(long, value_name = "emu|tbf", default_value = "emu", value_parser = parse_shaper)]
-    pub(crate) shaper: Shaper,
+    /// long-term rate only, for rates the emulator cannot carry). Default: emu, or tbf
+    /// when the link in full-size frames needs more frames/s than the emulator last
+    /// measured on this host (said in the plan and in every result).
+    #[arg(long, value_name = "emu|tbf", value_parser = parse_shaper)]
+    pub(crate) shaper: Option<Shaper>,
     /// Propagation delay per direction (emu): 1ms, or A2B/B2A as 1ms/2ms.
     #[arg(long, value_name = "TIME")]
     pub(crate) delay: Option<String>,
@@ -240,13 +242,34 @@ fn impairments(a: &UpArgs) -> Result<Impair, Failure> {
     })
 }
 
+/// The shaper asked for, or else the emulator unless the link is beyond
+/// its last measured limit on this host (and nothing but the rate is
+/// asked: tbf has no delay or impairments), with the reason.
+fn shaper_for(a: &UpArgs, spec: &BedSpec) -> (Shaper, Option<String>) {
+    if let Some(s) = a.shaper {
+        return (s, None);
+    }
+    let dir = Path::new(state::STATE_DIR);
+    let capacity = linerate_bed::emulator::last_capacity(dir);
+    let why = match (spec.link, capacity, spec.impair.is_empty()) {
+        (Some(link), Some(c), true) => {
+            linerate_core::emu::tbf_instead(link, spec.mtu.unwrap_or(1500), &c)
+        }
+        _ => None,
+    };
+    match why {
+        Some(why) => (Shaper::Tbf, Some(why)),
+        None => (Shaper::Emu, None),
+    }
+}
+
 fn up(a: &UpArgs, t0: u64, width: Width) -> Result<(), Failure> {
     let mut spec = BedSpec::new(a.name.clone(), a.topo);
     (spec.link, spec.loss_pct, spec.mtu, spec.rps) = (a.link, a.loss, a.mtu, a.rps);
     (spec.tcp_rmem, spec.tcp_wmem) = (a.tcp_rmem, a.tcp_wmem);
     spec.offloads = a.offload.clone().unwrap_or_default();
-    spec.shaper = a.shaper;
     spec.impair = impairments(a)?;
+    (spec.shaper, spec.shaper_note) = shaper_for(a, &spec);
     spec.validate()?;
     if a.dry_run {
         let plan = Plan::build(&spec, HostFacts::detect());

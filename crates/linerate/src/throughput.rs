@@ -329,6 +329,14 @@ fn bed_for(args: &ThroughputArgs, points: &[Point]) -> Result<Option<linerate_be
     Ok(Some(bed))
 }
 
+/// Frames/s a run offered to the link: its senders' packets per second.
+fn offered_frames_per_s(r: &ThroughputResult) -> Option<f64> {
+    (r.figures.directions.iter())
+        .filter(|d| d.role == linerate_core::throughput::model::FlowRole::Sender)
+        .filter_map(|d| d.packets_per_s)
+        .reduce(f64::max)
+}
+
 /// Runs every point (each `repeat` times), the bed set for it and restored
 /// after; stops early, restoring, when interrupted.
 fn run_points(
@@ -364,10 +372,25 @@ fn run_points(
                     linerate_core::sweep::label(&p.settings)
                 );
             }
-            for mut doc in linerate_io::throughput::run::run(cfg, progress, &interrupt)? {
-                doc.result.settings.clone_from(&p.settings);
-                doc.result.repeat = (repeats > 1).then_some(r);
-                out.push(doc);
+            // One send path at a time, so each run gets the link
+            // emulator's counters of its own test, not the sum.
+            for (k, params) in cfg.runs.iter().enumerate() {
+                if k > 0 && interrupt.load(Ordering::Relaxed) {
+                    break 'points;
+                }
+                let one = linerate_core::throughput::config::Config {
+                    runs: vec![params.clone()],
+                    ..cfg.clone()
+                };
+                let mut link = crate::testbed::link_reading(args.bed.as_deref());
+                for mut doc in linerate_io::throughput::run::run(&one, progress, &interrupt)? {
+                    doc.result.settings.clone_from(&p.settings);
+                    doc.result.repeat = (repeats > 1).then_some(r);
+                    let offered = offered_frames_per_s(&doc.result);
+                    let (slot, flags) = (&mut doc.result.link_emulation, &mut doc.flags);
+                    crate::testbed::attach_link(link.take(), offered, slot, flags);
+                    out.push(doc);
+                }
             }
         }
         if let Some(s) = settings {
@@ -392,7 +415,6 @@ pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, 
         return run_iperf3(args, &point.config.0, ctx);
     }
     let mut progress = ctx.progress(crate::progress::StepLines::Replace);
-    let link = crate::testbed::link_reading(args.bed.as_deref());
     let meter = linerate_io::energy::Meter::start();
     let mut runs = run_points(args, &points, &mut progress)?;
     let energy = meter.read();
@@ -401,13 +423,6 @@ pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, 
     if runs.len() == 1 && !matrix {
         let mut doc = runs.pop().ok_or(RunError::NoResult)?;
         doc.flags.push(flag_for(&energy, &doc.result));
-        // Frames/s offered to the link: the senders' packets per second.
-        let offered = (doc.result.figures.directions.iter())
-            .filter(|d| d.role == linerate_core::throughput::model::FlowRole::Sender)
-            .filter_map(|d| d.packets_per_s)
-            .reduce(f64::max);
-        let (slot, flags) = (&mut doc.result.link_emulation, &mut doc.flags);
-        crate::testbed::attach_link(link, offered, slot, flags);
         ctx.output(&doc, args.json, || {
             let mut text = render(&doc);
             if let Some(a) = &doc.result.link_emulation {

@@ -68,7 +68,8 @@ impl Drop for Swept {
 #[must_use]
 fn up(n: &str, extra: &[&str]) -> Swept {
     let swept = Swept(n.to_string());
-    let mut args = vec!["testbed", "up", n, "--topo", "pair"];
+    // The emulator even where its last measured limit would choose tbf.
+    let mut args = vec!["testbed", "up", n, "--topo", "pair", "--shaper", "emu"];
     args.extend_from_slice(extra);
     let o = linerate(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -131,7 +132,9 @@ fn the_emulator_lives_and_dies_with_the_bed() {
     let n = name("int");
     let _int = Swept(n.clone());
     let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .args(["testbed", "up", &n, "--topo", "pair", "--link", "100M"])
+        .args([
+            "testbed", "up", &n, "--topo", "pair", "--link", "100M", "--shaper", "emu",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -308,6 +311,56 @@ fn a_flood_the_emulator_cannot_carry_is_flagged_emulator_limited() {
     assert!(codes.contains(&"emulator_limited"), "{codes:?}");
     assert_eq!(v["link_emulation"]["shaper"], "emu", "{v}");
     assert!(v["link_emulation"]["during"]["arrived"].as_u64().unwrap() > 0);
+    linerate(&["testbed", "down", &n]);
+    assert_gone(&n);
+}
+
+#[test]
+fn each_send_path_run_gets_its_own_link_account() {
+    if !privileged("each_send_path_run_gets_its_own_link_account") {
+        return;
+    }
+    let n = name("paths");
+    let _swept = up(&n, &["--link", "100M"]);
+    // Two paths, one after the other: each run's counters are its own
+    // test's, not the sum of both.
+    let o = linerate(&[
+        "throughput",
+        "--bed",
+        &n,
+        "--udp",
+        "--size",
+        "1472",
+        "--path",
+        "ideal,mmsg",
+        "--time",
+        "1",
+        "--json",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect(&err);
+    let runs = v["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 2, "{v}");
+    let arrived: Vec<u64> = runs
+        .iter()
+        .map(|r| {
+            assert_eq!(r["link_emulation"]["shaper"], "emu", "{r}");
+            r["link_emulation"]["during"]["arrived"]
+                .as_u64()
+                .expect("counted")
+        })
+        .collect();
+    // Every cable and direction over the bed's life: at least both runs',
+    // and each run saw less than the whole.
+    let p = emulator::stats_path(Path::new(linerate_bed::state::STATE_DIR), &n);
+    let after = linerate_io::emu::now_mono_ns();
+    let total = linerate_io::emu::read_stats_after(&p, after, Duration::from_secs(1))
+        .unwrap()
+        .total()
+        .arrived;
+    assert!(arrived.iter().all(|a| *a > 0), "{arrived:?}");
+    assert!(arrived.iter().sum::<u64>() <= total, "{arrived:?} {total}");
+    assert!(arrived.iter().all(|a| *a < total), "{arrived:?} {total}");
     linerate(&["testbed", "down", &n]);
     assert_gone(&n);
 }

@@ -276,3 +276,60 @@ fn rfc2544_repeats_each_point_and_restores_the_bed() {
     assert_eq!(spread[1]["label"], "gro=off, 64 B");
     assert_eq!(spread[1]["runs"], 2);
 }
+
+#[test]
+fn latency_sweeps_bed_keys_and_restores_the_bed() {
+    if !linerate_bed::privileges::require("latency_sweeps_bed_keys_and_restores_the_bed") {
+        return;
+    }
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let name = format!("sl{}", std::process::id());
+    let bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).expect("bed up");
+    let before = now(&bed);
+    let o = linerate(&[
+        "latency",
+        "--bed",
+        &name,
+        "--count",
+        "20",
+        "--sweep",
+        "mtu=1500,9000",
+        "--sweep",
+        "gro=off",
+        "--json",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("bed set (read back): mtu 9000, gro off"),
+        "{err}"
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let labels: Vec<String> = doc["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["settings"].to_string())
+        .collect();
+    assert_eq!(labels.len(), 2, "{labels:?}");
+    assert!(
+        labels[1].contains("9000") && labels[1].contains("gro"),
+        "{labels:?}"
+    );
+    assert_eq!(now(&bed), before, "the bed is as before");
+    // veth has no interrupt coalescing: refused before anything runs.
+    let o = linerate(&[
+        "latency",
+        "--bed",
+        &name,
+        "--count",
+        "5",
+        "--sweep",
+        "rx-usecs=0",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("has no interrupt coalescing"), "{err}");
+    assert!(o.stdout.is_empty());
+    assert_eq!(now(&bed), before);
+}

@@ -249,17 +249,25 @@ pub fn link_line(a: &linerate_core::emu::LinkAccount) -> String {
     let rate = a.link.map_or(String::new(), |l| format!(" at {l}"));
     let mut s = format!("link: bed {}, shaper {}{rate}", a.bed, a.shaper.as_str());
     match (a.shaper, a.during) {
-        (Shaper::Emu, Some(c)) => s.push_str(&format!(
-            "; the emulator forwarded {} frames, dropped {} at its queue, {} left late \
-             (by up to {:.1} µs)",
-            c.forwarded,
-            c.queue_drops,
-            c.late,
-            c.late_max_ns as f64 / 1000.0
-        )),
+        (Shaper::Emu, Some(c)) => {
+            s.push_str(&format!(
+                "; the emulator forwarded {} frames, dropped {} at its queue, {} left late \
+                 (by up to {:.1} µs)",
+                c.forwarded,
+                c.queue_drops,
+                c.late,
+                c.late_max_ns as f64 / 1000.0
+            ));
+            if let Some(lag) = a.mean_lag_ns {
+                s.push_str(&format!(", its own delay {:.2} µs a frame", lag / 1000.0));
+            }
+        }
         (Shaper::Emu, None) => s.push_str("; the emulator's counters could not be read"),
         (Shaper::Tbf, _) => s.push_str(" (rate only: a frame that finds tokens is not delayed)"),
         (Shaper::None, _) => {}
+    }
+    if let Some(n) = &a.shaper_note {
+        s.push_str(&format!(" ({n})"));
     }
     if let Some(c) = a.capacity {
         let at_least = if c.source_limited { "≥ " } else { "" };
@@ -297,8 +305,11 @@ mod link_tests {
                 ..Counters::default()
             }),
             offered_frames_per_s: None,
+            shaper_note: None,
+            mean_lag_ns: Some(1_250.0),
         };
         let l = link_line(&a);
+        assert!(l.contains("its own delay 1.25 µs a frame"), "{l}");
         assert!(
             l.starts_with("link: bed x, shaper emu at 100 Mbit/s"),
             "{l}"

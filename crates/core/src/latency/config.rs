@@ -172,6 +172,11 @@ pub struct Variant {
     pub spin: bool,
     /// Request size in bytes.
     pub size_bytes: u64,
+    /// Bed settings the configuration needs (on a bed only: [`BED_KEYS`]
+    /// of [`crate::sweep`]), set before it runs and restored after.
+    ///
+    /// [`BED_KEYS`]: crate::sweep::BED_KEYS
+    pub bed: Vec<crate::sweep::BedSetting>,
 }
 
 /// A validated run: what the driver in `linerate-io` does.
@@ -353,8 +358,9 @@ impl Config {
             no_udp_checksum: req.no_udp_checksum,
             spin: req.spin,
             size_bytes,
+            bed: Vec::new(),
         };
-        let variants = expand(base, &req.sweep)?;
+        let variants = expand_on(base, &req.sweep, bed.is_some())?;
         for v in &variants {
             check_size(proto, v.size_bytes)?;
         }
@@ -470,6 +476,9 @@ fn apply(c: &mut Variant, key: &str, v: &str) -> Result<(), String> {
         "reflector-copy" => c.reflector_copy = on_off(v)?,
         "udp-checksum" => c.no_udp_checksum = !on_off(v)?,
         "spin" => c.spin = on_off(v)?,
+        k if crate::sweep::BED_KEYS.contains(&k) => {
+            c.bed.push(crate::sweep::BedSetting::parse(k, v)?)
+        }
         _ => {
             let b: ByteCount = v.parse().map_err(|e| format!("'{v}': {e}"))?;
             c.size_bytes = b.get();
@@ -482,10 +491,21 @@ fn apply(c: &mut Variant, key: &str, v: &str) -> Result<(), String> {
 /// `base` with [`crate::sweep::expand`]; every configuration's `settings`
 /// name the values it took.
 pub fn expand(base: Variant, sweeps: &[String]) -> Result<Vec<Variant>, ConfigError> {
-    let points = crate::sweep::expand(base, sweeps, &SWEEP_KEYS, MAX_CONFIGURATIONS, apply)
-        .map_err(|e| ConfigError {
-            parameter: Parameter::Sweep,
-            reason: e.to_string(),
+    expand_on(base, sweeps, false)
+}
+
+/// [`expand`], with the bed keys too when the run is `on_bed`.
+fn expand_on(base: Variant, sweeps: &[String], on_bed: bool) -> Result<Vec<Variant>, ConfigError> {
+    let mut keys = SWEEP_KEYS.to_vec();
+    if on_bed {
+        keys.extend(crate::sweep::BED_KEYS);
+    }
+    let points =
+        crate::sweep::expand(base, sweeps, &keys, MAX_CONFIGURATIONS, apply).map_err(|e| {
+            ConfigError {
+                parameter: Parameter::Sweep,
+                reason: e.to_string(),
+            }
         })?;
     Ok(points
         .into_iter()
@@ -575,6 +595,48 @@ mod tests {
         assert_eq!(c.setup, Setup::ClientOnly);
         assert!(c.same_clock_expected());
         assert_eq!(c.target_label(), "198.18.0.2 (bed lab: host a → host b)");
+    }
+
+    #[test]
+    fn bed_keys_sweep_on_a_bed_only() {
+        let bed = BedPeer {
+            name: "lab".into(),
+            client_netns: Some("lr-lab-a".into()),
+            responder_netns: Some("lr-lab-b".into()),
+            responder_ip: IpAddr::from([198, 18, 0, 2]),
+            link: None,
+        };
+        let c = config(|r| {
+            r.peer = Peer::Bed(bed.clone());
+            r.sweep = vec!["mtu=1500,9000".into(), "spin=off,on".into()];
+        })
+        .unwrap();
+        let got: Vec<(Vec<crate::sweep::BedSetting>, bool)> =
+            c.variants.iter().map(|v| (v.bed.clone(), v.spin)).collect();
+        use crate::sweep::BedSetting::Mtu;
+        assert_eq!(
+            got,
+            [
+                (vec![Mtu(1500)], false),
+                (vec![Mtu(1500)], true),
+                (vec![Mtu(9000)], false),
+                (vec![Mtu(9000)], true)
+            ]
+        );
+        assert_eq!(c.variants[3].settings[0], ("mtu".into(), "9000".into()));
+        // Off a bed there is no bed to set.
+        let e = config(|r| r.sweep = vec!["mtu=9000".into()]).unwrap_err();
+        assert!(e.reason.contains("unknown key 'mtu'"), "{}", e.reason);
+        let e = config(|r| {
+            r.peer = Peer::Bed(bed);
+            r.sweep = vec!["gro=sometimes".into()];
+        })
+        .unwrap_err();
+        assert!(
+            e.reason.contains("'sometimes' is not on or off"),
+            "{}",
+            e.reason
+        );
     }
 
     #[test]

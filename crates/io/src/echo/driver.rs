@@ -32,6 +32,17 @@ pub fn run(
     cfg: &Config,
     progress: &mut dyn Progress,
 ) -> Result<Envelope<LatencyReport>, EchoIoError> {
+    run_each(cfg, progress, &mut |_| Ok(()))
+}
+
+/// [`run`], calling `prepare` with each configuration before it runs (the
+/// binary sets a bed's settings for it there); an error from `prepare`
+/// ends the run.
+pub fn run_each(
+    cfg: &Config,
+    progress: &mut dyn Progress,
+    prepare: &mut dyn FnMut(&Variant) -> Result<(), EchoIoError>,
+) -> Result<Envelope<LatencyReport>, EchoIoError> {
     let t0 = crate::host::unix_now_ns();
     let place = Placement {
         reflector_ns: cfg.bed.as_ref().and_then(|b| b.responder_netns.clone()),
@@ -60,6 +71,10 @@ pub fn run(
                 1 => format!("configuration {}/{n}", i + 1),
                 _ => format!("configuration {}/{n}, run {round}/{rounds}", i + 1),
             });
+            if let Err(e) = prepare(v) {
+                progress.done();
+                return Err(e);
+            }
             let (run, clock) = run_one(cfg, v, &place);
             let mut run = match run {
                 Ok(r) => r,

@@ -23,7 +23,7 @@ pub use linerate_core::latency::{ReflectorMode, ReflectorRecord, ReflectorReport
 use linerate_core::procedure::pingpong::{Counts, Schedule};
 use linerate_core::wire::echo::ReflectorStamps;
 
-pub use driver::{hardware_stamps, run, APP_TIMESTAMP_SOURCE, TIMESTAMP_SOURCE};
+pub use driver::{hardware_stamps, run, run_each, APP_TIMESTAMP_SOURCE, TIMESTAMP_SOURCE};
 pub use icmp::run_icmp_client;
 pub use remote::{run_remote, serve, RemoteRun};
 pub use session::{run_client, run_client_in, run_with_local_reflector, summarize, Placement};
@@ -47,6 +47,15 @@ pub enum EchoIoError {
     /// A thread could not enter its network namespace.
     #[error(transparent)]
     Netns(#[from] crate::netns::NetnsError),
+    /// A configuration's settings (a bed's, set by the caller) could not
+    /// be made.
+    #[error("setting {point}")]
+    Prepare {
+        /// The configuration's label (`mtu=9000`).
+        point: String,
+        /// Why.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 pub(crate) fn sock_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> EchoIoError {

@@ -4,13 +4,19 @@
 //! queue, delay, impairments).
 //!
 //! One thread serves every port of a bed: AF_PACKET sockets (all
-//! protocols, outgoing frames ignored, non-blocking), the kernel's
-//! SO_TIMESTAMPNS receive stamp as each frame's arrival (so the time the
-//! emulator takes to notice a frame is part of its wire time, not added to
-//! it), departures on CLOCK_MONOTONIC. While frames are due within
-//! [`SPIN_NS`] or traffic was seen within [`ACTIVE_NS`], it spins (a sleep
+//! protocols, outgoing frames ignored, non-blocking) whose frames arrive in
+//! a memory-mapped receive ring (PACKET_RX_RING, TPACKET_V2: taking a frame
+//! is a read of shared memory, no system call; `recvmmsg` where the kernel
+//! refuses a ring), the kernel's receive stamp as each frame's arrival (so
+//! the time the emulator takes to notice a frame is part of its wire time,
+//! not added to it), departures on CLOCK_MONOTONIC. A departure due within
+//! [`DEPART_SPIN_NS`] is waited for in a pure spin (yielding at least every
+//! [`YIELD_EVERY_NS`]); while frames are due within [`SPIN_NS`] or traffic
+//! was seen within [`ACTIVE_NS`], it spins, yielding each turn (a sleep
 //! costs 50–350 µs of wake-up in a VM whose idle CPUs halt); otherwise it
-//! sleeps in `ppoll` until a frame arrives or one is nearly due.
+//! sleeps in `ppoll` until a frame arrives or one is nearly due. How late
+//! each frame left behind its due time is counted: the emulator's own
+//! added delay, reported with every result.
 //!
 //! What it counted is written every [`STATS_EVERY_NS`] to a stats file
 //! ([`Stats`], JSON, replaced atomically), which any process measuring on
@@ -26,10 +32,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::packet::PacketError;
 use crate::sys::clock::{monotonic_ns, realtime_ns};
+use crate::sys::emu::RxRing;
 use crate::sys::packet::{self as raw, PacketSocket, ETH_P_ALL, MAX_BATCH, PACKET_OUTGOING};
 
 /// Spin (busy-wait) when the next departure is this close, ns.
 pub const SPIN_NS: u64 = 2_000_000;
+/// A departure this close (ns) is waited for in a pure spin, without
+/// yielding the CPU.
+pub const DEPART_SPIN_NS: u64 = 10_000;
+/// A pure spin yields the CPU at least this often, ns, so a test's own
+/// threads on the emulator's CPU are not held off until the scheduler tick.
+pub const YIELD_EVERY_NS: u64 = 50_000;
 /// Keep spinning this long after the last frame arrived, ns: a test that
 /// sends a frame every few milliseconds keeps the emulator awake, so no
 /// frame waits for a wake-up.
@@ -184,10 +197,12 @@ pub fn signal(pid: u32, hard: bool) -> io::Result<bool> {
     crate::sys::emu::kill(pid, sig)
 }
 
-/// One port: its socket and receive buffers.
+/// One port: its socket, its receive ring (or, where the kernel refuses
+/// one, buffers for `recvmmsg`).
 struct Port {
     iface: String,
     sock: PacketSocket,
+    ring: Option<RxRing>,
     bufs: Vec<Vec<u8>>,
     lens: Vec<usize>,
     kinds: Vec<u8>,
@@ -220,10 +235,16 @@ impl Port {
         sock.set_nonblocking().map_err(e("O_NONBLOCK"))?;
         // Room for the MTU, the Ethernet header and a VLAN tag.
         let room = mtu as usize + 32;
+        let ring = RxRing::new(sock.raw_fd(), room).ok();
+        let bufs = match ring {
+            Some(_) => Vec::new(),
+            None => vec![vec![0u8; room]; MAX_BATCH],
+        };
         Ok(Self {
             iface: iface.to_string(),
             sock,
-            bufs: vec![vec![0u8; room]; MAX_BATCH],
+            ring,
+            bufs,
             lens: vec![0; MAX_BATCH],
             kinds: vec![0; MAX_BATCH],
             stamps: vec![None; MAX_BATCH],
@@ -257,6 +278,8 @@ struct Engine {
     ports: Vec<Port>,
     dirs: Vec<Direction<Vec<u8>>>,
     last_arrival_ns: u64,
+    /// When the thread last yielded its CPU while spinning.
+    last_yield_ns: u64,
     /// Spare frame buffers (no allocation per frame).
     pool: Vec<Vec<u8>>,
     /// The frames of one departure batch, reused.
@@ -279,6 +302,7 @@ impl Engine {
             ports,
             dirs,
             last_arrival_ns: 0,
+            last_yield_ns: 0,
             pool: Vec::new(),
             batch: Vec::with_capacity(MAX_BATCH),
         })
@@ -287,6 +311,32 @@ impl Engine {
     /// Receives what is queued at every port; false when a port is gone.
     fn receive(&mut self) -> Result<bool, EmuError> {
         for (i, p) in self.ports.iter_mut().enumerate() {
+            if let Some(ring) = &mut p.ring {
+                let (dir, pool) = (&mut self.dirs[i], &mut self.pool);
+                let mut seen = false;
+                // At most a batch per port and step, so departures stay
+                // on time under a flood.
+                for _ in 0..MAX_BATCH {
+                    let took = ring.take(|data, stamp, kind| {
+                        if kind == PACKET_OUTGOING {
+                            return;
+                        }
+                        let mut frame = pool.pop().unwrap_or_default();
+                        frame.clear();
+                        frame.extend_from_slice(data);
+                        let arrival = arrival_of(Some(stamp));
+                        dir.arrive(arrival, data.len() as u32, frame);
+                    });
+                    if !took {
+                        break;
+                    }
+                    seen = true;
+                }
+                if seen {
+                    self.last_arrival_ns = monotonic_ns();
+                }
+                continue;
+            }
             let n = match p
                 .sock
                 .recv_batch(&mut p.bufs, &mut p.lens, &mut p.kinds, &mut p.stamps)
@@ -305,18 +355,12 @@ impl Engine {
             if n == 0 {
                 continue;
             }
-            let (mono, real) = (monotonic_ns(), realtime_ns());
-            self.last_arrival_ns = mono;
+            self.last_arrival_ns = monotonic_ns();
             for j in 0..n {
                 if p.kinds[j] == PACKET_OUTGOING {
                     continue;
                 }
-                // The kernel's receive stamp, moved onto CLOCK_MONOTONIC
-                // (one older than STAMP_MAX_AGE_NS is not this arrival's:
-                // a stamp carried over from elsewhere).
-                let arrival = p.stamps[j]
-                    .filter(|s| *s <= real && real - s < STAMP_MAX_AGE_NS)
-                    .map_or(mono, |s| mono - (real - s).min(mono));
+                let arrival = arrival_of(p.stamps[j]);
                 let len = p.lens[j];
                 let mut frame = self.pool.pop().unwrap_or_default();
                 frame.clear();
@@ -379,11 +423,20 @@ impl Engine {
 
     /// Waits for the next event: spins when one is near or traffic is
     /// recent, else sleeps in ppoll.
-    fn wait(&self) -> Result<(), EmuError> {
+    fn wait(&mut self) -> Result<(), EmuError> {
         let now = monotonic_ns();
         let next = self.next_due();
+        // A departure within DEPART_SPIN_NS: spin without yielding (a
+        // yield may give the CPU away for longer than the wait), but not
+        // for longer than YIELD_EVERY_NS in a row.
+        let imminent = next.is_some_and(|d| d <= now + DEPART_SPIN_NS);
+        if imminent && now < self.last_yield_ns + YIELD_EVERY_NS {
+            std::hint::spin_loop();
+            return Ok(());
+        }
         let near = next.is_some_and(|d| d <= now + SPIN_NS);
         if near || now.saturating_sub(self.last_arrival_ns) < ACTIVE_NS {
+            self.last_yield_ns = now;
             // Spin, but let a runnable thread on this CPU (a test's
             // receiver, ksoftirqd) go first: a pure spin would hold the
             // CPU until the scheduler tick (4 ms at HZ=250).
@@ -411,6 +464,15 @@ impl Engine {
         }
     }
 
+    /// False when a port's interface went away (its socket says
+    /// ENETDOWN or ENODEV: a ring takes no system call that would).
+    fn ports_alive(&self) -> bool {
+        self.ports.iter().all(|p| {
+            let err = crate::sys::emu::socket_error(p.sock.raw_fd()).unwrap_or(0);
+            !matches!(err, libc::ENETDOWN | libc::ENODEV | libc::ENXIO)
+        })
+    }
+
     fn cable_stats(&self) -> Vec<CableStats> {
         self.names
             .iter()
@@ -428,6 +490,17 @@ impl Engine {
         self.depart();
         Ok(alive)
     }
+}
+
+/// A frame's arrival on CLOCK_MONOTONIC: the kernel's receive stamp
+/// (CLOCK_REALTIME) moved onto it, or now when there is none (one older
+/// than [`STAMP_MAX_AGE_NS`] is not this arrival's: a stamp carried over
+/// from elsewhere).
+fn arrival_of(stamp_real_ns: Option<u64>) -> u64 {
+    let (mono, real) = (monotonic_ns(), realtime_ns());
+    stamp_real_ns
+        .filter(|s| *s <= real && real - s < STAMP_MAX_AGE_NS)
+        .map_or(mono, |s| mono - (real - s).min(mono))
 }
 
 /// Errors that mean the interface went away (the bed is going down).
@@ -470,6 +543,9 @@ pub fn run(
         }
         let now = monotonic_ns();
         if now >= next_write {
+            if !engine.ports_alive() {
+                break Ok("an interface of the link went away".to_string());
+            }
             engine.take_ring_drops();
             stats.cables = engine.cable_stats();
             stats.updated_mono_ns = now;

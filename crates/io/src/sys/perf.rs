@@ -95,6 +95,48 @@ pub(crate) fn open_tracepoint(id: u64, cpu: u32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Opens a counting (not sampling) event of PMU `pmu_type` with `config`
+/// on `cpu`, every task (`pid = -1`), enabled at once: e.g. the `power`
+/// PMU's `energy-pkg`, which only counts system-wide on one CPU of each
+/// package.
+pub(crate) fn open_counter(pmu_type: u32, config: u64, cpu: u32) -> io::Result<OwnedFd> {
+    let attr = PerfEventAttr {
+        type_: pmu_type,
+        size: size_of::<PerfEventAttr>() as u32,
+        config,
+        ..PerfEventAttr::default()
+    };
+    // SAFETY: perf_event_open reads `attr.size` bytes from a valid, fully
+    // initialised struct; pid -1 with a cpu is "every task on that CPU";
+    // group -1: no group. The returned fd is new and owned by us alone.
+    let fd = syscall!(syscall(
+        libc::SYS_perf_event_open,
+        std::ptr::from_ref(&attr),
+        -1 as libc::pid_t,
+        cpu as libc::c_int,
+        -1 as libc::c_int,
+        PERF_FLAG_FD_CLOEXEC,
+    ))?;
+    let fd = libc::c_int::try_from(fd).map_err(|_| io::Error::other("fd out of range"))?;
+    // SAFETY: the kernel just returned this descriptor; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The count of a counting event (`read_format` 0: one u64).
+pub(crate) fn read_count(fd: &OwnedFd) -> io::Result<u64> {
+    let mut v = 0u64;
+    // SAFETY: reads at most 8 bytes into `v`, which lives across the call.
+    let n = syscall!(read(
+        fd.as_raw_fd(),
+        std::ptr::from_mut(&mut v).cast(),
+        size_of::<u64>()
+    ))?;
+    if n as usize != size_of::<u64>() {
+        return Err(io::Error::other(format!("read {n} bytes of a perf count")));
+    }
+    Ok(v)
+}
+
 /// Sets an in-kernel filter (`len >= 100 && len <= 217`) on an event.
 pub(crate) fn set_filter(fd: &OwnedFd, filter: &CStr) -> io::Result<()> {
     // SAFETY: SET_FILTER reads a NUL-terminated string that outlives the call.
