@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use clap::Args;
-use linerate_core::journey::{assess, Config, SCHEMA, VERSION};
+use linerate_core::journey::{assess, Backend, Config, SCHEMA, VERSION};
 use linerate_core::result::{Envelope, Flag};
 use linerate_core::units::parse_duration;
 
@@ -53,6 +53,11 @@ pub(crate) struct JourneyArgs {
     /// built yet: probes on a bed only).
     #[arg(long, value_name = "IFACE", conflicts_with = "bed")]
     pub(crate) iface: Option<String>,
+    /// What records the length-filtered tracepoints: auto (tp_btf programs
+    /// that filter in BPF before writing, perf raw samples where BPF is
+    /// refused, said in the result), tp_btf (or an error), perf.
+    #[arg(long, value_name = "auto|tp_btf|perf", default_value = "auto")]
+    pub(crate) tracer: String,
     /// One JSON document (schema linerate.journey, version 1).
     #[arg(long)]
     pub(crate) json: bool,
@@ -80,6 +85,14 @@ fn config(args: &JourneyArgs) -> Result<Config, Failure> {
         cost_ns: u64::try_from(args.cost_time.as_nanos()).unwrap_or(u64::MAX),
         all_events: args.all_events,
         window_ns: WINDOW.as_nanos() as u64,
+        backend: match args.tracer.as_str() {
+            "auto" => Backend::Auto,
+            "tp_btf" => Backend::TpBtf,
+            "perf" => Backend::Perf,
+            other => {
+                return Err(anyhow!("--tracer {other}: give auto, tp_btf or perf").into());
+            }
+        },
     };
     cfg.validate()?;
     Ok(cfg)

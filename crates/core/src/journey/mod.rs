@@ -21,9 +21,11 @@
 use serde::{Deserialize, Serialize};
 
 mod assess;
+pub mod btf;
 mod event;
 pub mod format;
 mod path;
+pub mod record;
 mod responder;
 
 pub use assess::{assess, codes, hints};
@@ -59,6 +61,22 @@ pub const MAX_COUNT: u32 = 100_000;
 /// The highest probe rate (probes per second).
 pub const MAX_RATE: f64 = 100_000.0;
 
+/// Which mechanism records the length-filtered tracepoints.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    /// `tp_btf` programs where the kernel allows them, perf otherwise.
+    #[default]
+    Auto,
+    /// `tp_btf` programs, or an error.
+    TpBtf,
+    /// perf raw samples only (the in-kernel filter runs after the record
+    /// is built).
+    Perf,
+}
+
 /// What a journey does.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -82,6 +100,8 @@ pub struct Config {
     /// How long after a probe's send its events are still looked for (at
     /// most until the next probe of the same length is sent).
     pub window_ns: u64,
+    /// How the length-filtered tracepoints are recorded.
+    pub backend: Backend,
 }
 
 /// Why a configuration cannot run.
@@ -253,6 +273,14 @@ pub struct ProbeCounts {
 pub struct TracerInfo {
     /// How events were recorded.
     pub method: String,
+    /// What recorded the length-filtered tracepoints (`tp_btf` programs,
+    /// or perf raw samples).
+    pub backend: Backend,
+    /// Tracepoints run as `tp_btf` programs.
+    pub tp_btf_programs: Vec<String>,
+    /// Why `tp_btf` programs were not used where they were wanted (the
+    /// tracer fell back to perf).
+    pub fallback: Option<String>,
     /// The clock of every time in the result.
     pub clock: String,
     /// Tracepoints opened (`net/netif_receive_skb`…).
@@ -414,6 +442,7 @@ mod tests {
             cost_ns: 0,
             all_events: true,
             window_ns: 100_000_000,
+            backend: Backend::Auto,
         }
     }
 

@@ -566,6 +566,7 @@ pub(crate) mod tests {
             len,
             dev: dev.map(str::to_string),
             ifindex: None,
+            netns: None,
             sk: None,
             reason: None,
             location: None,

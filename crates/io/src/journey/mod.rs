@@ -19,14 +19,15 @@ use std::time::Duration;
 
 use linerate_core::journey::format::FormatError;
 use linerate_core::journey::{
-    follow, hints, summarise, tracepoints, Config, Cost, Device, Event, JourneyResult, Point,
-    ProbeSent, Rates, Tracepoint, TracerInfo, L2_OVERHEAD, LEN_SLOTS, LEN_STEP, TRACEPOINTS,
+    follow, hints, summarise, tracepoints, Backend, Config, Cost, Device, Event, JourneyResult,
+    Point, ProbeSent, Rates, Tracepoint, TracerInfo, L2_OVERHEAD, LEN_SLOTS, LEN_STEP, TRACEPOINTS,
 };
 use linerate_core::progress::Progress;
 
 use crate::netns::{self, NetnsError};
 use crate::sys;
 
+pub mod btf;
 pub mod responder;
 pub mod tracefs;
 pub mod tracer;
@@ -106,6 +107,12 @@ pub enum JourneyError {
     Control {
         /// The error.
         source: io::Error,
+    },
+    /// The `tp_btf` programs could not be used (with `--tracer tp_btf`).
+    #[error("cannot trace with tp_btf programs")]
+    Btf {
+        /// Why.
+        source: btf::BtfTracerError,
     },
     /// A namespace could not be entered.
     #[error(transparent)]
@@ -191,7 +198,7 @@ pub fn run(
         dport: port,
     };
     let set = tracepoints(cfg.all_events);
-    let mut tracer = Tracer::open(&fs, &set, filters)?;
+    let mut tracer = Tracer::open_with(&fs, &set, filters, cfg.backend)?;
     progress.step(&format!(
         "tracing {} tracepoints on {} CPUs; sending {} probes from {} to {}:{port}",
         tracer.opened.len(),
@@ -200,9 +207,7 @@ pub fn run(
         target.client_netns,
         target.server_ip
     ));
-    tracer
-        .enable()
-        .map_err(|source| JourneyError::Control { source })?;
+    tracer.enable()?;
     let to = SocketAddr::from((target.server_ip, port));
     let probes = {
         let cfg = cfg.clone();
@@ -232,13 +237,18 @@ pub fn run(
         .map_err(socket_err("receive"))?;
     // Let late events (frees after the receiver read) land, then stop.
     std::thread::sleep(Duration::from_millis(20));
-    tracer
-        .disable()
-        .map_err(|source| JourneyError::Control { source })?;
+    tracer.disable()?;
     let (events, ring_lost) = tracer.events();
     let info = TracerInfo {
-        method: "perf_event_open on tracepoints, raw samples, one ring per CPU, polled (no wake-up per sample)".into(),
-        clock: "CLOCK_MONOTONIC (perf use_clockid for kernel events, clock_gettime for sendto/recvfrom)".into(),
+        method: tracer.method(),
+        backend: if tracer.programs_opened.is_empty() {
+            Backend::Perf
+        } else {
+            Backend::TpBtf
+        },
+        tp_btf_programs: tracer.programs_opened.clone(),
+        fallback: tracer.fallback.clone(),
+        clock: "CLOCK_MONOTONIC (bpf_ktime_get_ns in tp_btf programs, perf use_clockid for perf samples, clock_gettime for sendto/recvfrom)".into(),
         opened: tracer.opened.clone(),
         missing: tracer.missing.clone(),
         left_out: TRACEPOINTS
@@ -263,7 +273,14 @@ pub fn run(
     let s = summarise(&paths, &target.devices, &target.topology);
     let cost = if cfg.cost_ns > 0 && !stop.load(Ordering::Relaxed) {
         progress.step("measuring the tracer's cost (UDP 1472 B, one datagram in 100 traced)");
-        Some(measure_cost(&fs, &set, target, cfg.cost_ns, stop)?)
+        Some(measure_cost(
+            &fs,
+            &set,
+            cfg.backend,
+            target,
+            cfg.cost_ns,
+            stop,
+        )?)
     } else {
         None
     };
@@ -444,6 +461,7 @@ const COST_ROUNDS: u32 = 2;
 fn measure_cost(
     fs: &Tracefs,
     set: &[Tracepoint],
+    backend: Backend,
     target: &Target,
     ns: u64,
     stop: &AtomicBool,
@@ -461,7 +479,7 @@ fn measure_cost(
     };
     for _ in 0..COST_ROUNDS {
         untraced = best(untraced, blast(target, ns, None, stop)?);
-        traced = best(traced, blast(target, ns, Some((fs, set)), stop)?);
+        traced = best(traced, blast(target, ns, Some((fs, set, backend)), stop)?);
     }
     Ok(Cost::new(
         COST_DATAGRAM as u32,
@@ -476,7 +494,7 @@ fn measure_cost(
 fn blast(
     target: &Target,
     ns: u64,
-    trace: Option<(&Tracefs, &[Tracepoint])>,
+    trace: Option<(&Tracefs, &[Tracepoint], Backend)>,
     stop: &AtomicBool,
 ) -> Result<Rates, JourneyError> {
     let sock = {
@@ -495,7 +513,7 @@ fn blast(
         .map_err(socket_err("cost receiver"))?
         .port();
     let mut tracer = match trace {
-        Some((fs, set)) => {
+        Some((fs, set, backend)) => {
             let filters = Filters {
                 len: (
                     COST_TRACED_PAYLOAD as u32,
@@ -503,9 +521,8 @@ fn blast(
                 ),
                 dport: port,
             };
-            let t = Tracer::open(fs, set, filters)?;
-            t.enable()
-                .map_err(|source| JourneyError::Control { source })?;
+            let mut t = Tracer::open_with(fs, set, filters, backend)?;
+            t.enable()?;
             Some(t)
         }
         None => None,

@@ -17,6 +17,7 @@ pub(crate) mod perf;
 pub(crate) mod signal;
 pub(crate) mod sock;
 pub(crate) mod timestamping;
+pub(crate) mod tpbtf;
 pub(crate) mod xdp;
 
 /// Calls a libc function and maps a -1 return to the thread's `errno`.
