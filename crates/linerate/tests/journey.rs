@@ -101,13 +101,26 @@ fn schema_is_published() {
 fn bad_input_is_one_line_and_exit_2() {
     for (args, needle) in [
         (&["journey", "--bed", "x", "--size", "5"][..], "--size"),
+        (&["journey", "--bed", "x", "--proto", "sctp"][..], "--proto"),
         (
-            &["journey", "--bed", "x", "--proto", "tcp"][..],
-            "not built yet",
+            &["journey", "--bed", "x", "--proto", "tcp", "--rcvbuf", "1"][..],
+            "--rcvbuf",
+        ),
+        (
+            &["journey", "--bed", "x", "--tracer", "ebpf"][..],
+            "--tracer",
         ),
         (&["journey", "--bed", "x", "--rate", "0"][..], "--rate"),
         (&["journey"][..], "--bed"),
-        (&["journey", "--iface", "lo"][..], "--iface"),
+        (&["journey", "--iface", "lo"][..], "--filter"),
+        (
+            &["journey", "--iface", "lo", "--filter", "udp port 0"][..],
+            "`port 0`",
+        ),
+        (
+            &["journey", "--iface", "lo", "--filter", "len 100..200"][..],
+            "not built yet",
+        ),
         (
             &["journey", "--bed", "lr-no-such-bed-here"][..],
             "no-such-bed",
@@ -192,7 +205,7 @@ fn perf_fds() -> usize {
         .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
         .filter(|l| {
             let l = l.to_string_lossy();
-            l.contains("perf_event") || l.contains("bpf-link")
+            l.contains("perf_event") || l.contains("bpf_link")
         })
         .count()
 }
@@ -338,6 +351,48 @@ fn a_router_journey_finds_the_forwarding_step() {
             ("net:netif_receive_skb", Some("lr-b")),
         ],
     );
+}
+
+#[test]
+fn tcp_and_icmp_probes_are_followed() {
+    let _one_tracer = one_tracer();
+    if !linerate_bed::privileges::require("tcp_and_icmp_probes_are_followed") {
+        return;
+    }
+    let name = format!("jt{}", std::process::id());
+    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).expect("bed up");
+    let (a, b) = (format!("lr-{name}-a"), format!("lr-{name}-b"));
+    // Neighbour resolution on the first probes is part of the path; warm up.
+    let _ = journey(&name, &["--count", "3", "--proto", "icmp"]);
+    let doc = journey(&name, &["--count", "30", "--rate", "200", "--proto", "tcp"]);
+    let r = &doc.result;
+    assert_eq!(r.proto, "tcp");
+    assert!(r.probes.followed_end_to_end > 0, "{:#?}", r.probes);
+    let tx = step(r, Point::NetDevQueue, Some("lr-a"), &a);
+    let rx = step(r, Point::NetifReceiveSkb, Some("lr-b"), &b);
+    let read = step(r, Point::SockRecvLength, None, &b);
+    assert!(tx < rx && rx < read, "{:#?}", r.steps);
+    let doc = journey(
+        &name,
+        &["--count", "30", "--rate", "200", "--proto", "icmp"],
+    );
+    let r = &doc.result;
+    assert_eq!(r.proto, "icmp");
+    assert!(r.probes.followed_end_to_end > 0, "{:#?}", r.probes);
+    // The request into b, the reply queued by b's kernel, back into a.
+    let req = step(r, Point::NetifReceiveSkb, Some("lr-b"), &b);
+    let reply = step(r, Point::NetDevQueue, Some("lr-b"), &b);
+    let back = step(r, Point::NetifReceiveSkb, Some("lr-a"), &a);
+    assert!(req < reply && reply < back, "{:#?}", r.steps);
+    assert!(
+        r.gaps
+            .iter()
+            .any(|g| g.what.starts_with("the echo answered")),
+        "{:#?}",
+        r.gaps
+    );
+    let recv = r.steps.iter().find(|s| s.point == Point::UserRecv).unwrap();
+    assert_eq!(recv.netns.as_deref(), Some(a.as_str()));
 }
 
 #[test]

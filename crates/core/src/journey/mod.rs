@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 mod assess;
 pub mod btf;
 mod event;
+pub mod filter;
 pub mod format;
 mod path;
 pub mod record;
@@ -77,6 +78,49 @@ pub enum Backend {
     Perf,
 }
 
+/// What the probes are.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Proto {
+    /// UDP datagrams from a to a socket in b.
+    #[default]
+    Udp,
+    /// Data segments of one TCP connection from a to a listener in b (the
+    /// handshake carries no data, so no probe length matches it: excluded).
+    Tcp,
+    /// ICMP echo requests from a, answered by b's kernel; followed there
+    /// and back to a.
+    Icmp,
+}
+
+impl Proto {
+    /// `udp`, `tcp`, `icmp`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Udp => "udp",
+            Self::Tcp => "tcp",
+            Self::Icmp => "icmp",
+        }
+    }
+
+    /// Parses `--proto`.
+    pub fn parse(s: &str) -> Result<Self, ConfigError> {
+        match s {
+            "udp" => Ok(Self::Udp),
+            "tcp" => Ok(Self::Tcp),
+            "icmp" => Ok(Self::Icmp),
+            other => Err(ConfigError::Proto(other.to_string())),
+        }
+    }
+}
+
+/// TCP header bytes without options.
+pub const TCP_HEADER: u32 = 20;
+/// The TCP timestamp option as Linux sends it (NOP, NOP, TS: 12 bytes).
+pub const TCP_TIMESTAMPS: u32 = 12;
+
 /// What a journey does.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -102,6 +146,11 @@ pub struct Config {
     pub window_ns: u64,
     /// How the length-filtered tracepoints are recorded.
     pub backend: Backend,
+    /// The probes' protocol.
+    pub proto: Proto,
+    /// TCP: the option bytes of a data segment (12 with timestamps, the
+    /// Linux default; 0 without), read from the bed before sending.
+    pub tcp_option_bytes: u32,
 }
 
 /// Why a configuration cannot run.
@@ -116,6 +165,12 @@ pub enum ConfigError {
     /// `--rate` out of range.
     #[error("--rate must be above 0 and at most {MAX_RATE} probes/s, got {0}")]
     Rate(f64),
+    /// `--proto` unknown.
+    #[error("--proto must be udp, tcp or icmp, got {0:?}")]
+    Proto(String),
+    /// A flag that only UDP probes take.
+    #[error("--rcvbuf applies to UDP probes only (--proto udp)")]
+    RcvbufNotUdp,
 }
 
 impl Config {
@@ -130,7 +185,24 @@ impl Config {
         if !(self.rate_pps > 0.0 && self.rate_pps <= MAX_RATE) {
             return Err(ConfigError::Rate(self.rate_pps));
         }
+        if self.rcvbuf_bytes.is_some() && self.proto != Proto::Udp {
+            return Err(ConfigError::RcvbufNotUdp);
+        }
         Ok(())
+    }
+
+    /// Bytes a probe's IP packet adds to its payload: IPv4 and the
+    /// transport header (UDP 8, ICMP echo 8, TCP 20 + options).
+    pub fn l3_overhead(&self) -> u32 {
+        match self.proto {
+            Proto::Udp | Proto::Icmp => L3_OVERHEAD,
+            Proto::Tcp => 20 + TCP_HEADER + self.tcp_option_bytes,
+        }
+    }
+
+    /// Bytes a probe's Ethernet frame adds to its payload.
+    pub fn l2_overhead(&self) -> u32 {
+        self.l3_overhead() + L2_OVERHEAD - L3_OVERHEAD
     }
 
     /// The UDP payload length of probe `seq`.
@@ -144,7 +216,7 @@ impl Config {
     pub fn len_range(&self) -> (u32, u32) {
         (
             self.payload_bytes,
-            self.payload_bytes + LEN_STEP * (LEN_SLOTS - 1) + L2_OVERHEAD,
+            self.payload_bytes + LEN_STEP * (LEN_SLOTS - 1) + self.l2_overhead(),
         )
     }
 
@@ -443,6 +515,8 @@ mod tests {
             all_events: true,
             window_ns: 100_000_000,
             backend: Backend::Auto,
+            proto: Proto::Udp,
+            tcp_option_bytes: 0,
         }
     }
 
@@ -479,6 +553,31 @@ mod tests {
         assert!(bad(|c| c.count = 0).contains("--count"));
         assert!(bad(|c| c.rate_pps = 0.0).contains("--rate"));
         assert!(bad(|c| c.rate_pps = f64::NAN).contains("--rate"));
+    }
+
+    #[test]
+    fn each_protocol_has_its_header_lengths() {
+        let mut c = config();
+        assert_eq!((c.l3_overhead(), c.l2_overhead()), (28, 42));
+        c.proto = Proto::Icmp;
+        assert_eq!((c.l3_overhead(), c.l2_overhead()), (28, 42));
+        c.proto = Proto::Tcp;
+        c.tcp_option_bytes = TCP_TIMESTAMPS;
+        assert_eq!((c.l3_overhead(), c.l2_overhead()), (52, 66));
+        assert_eq!(c.len_range(), (100, 100 + 75 + 66));
+        c.tcp_option_bytes = 0;
+        assert_eq!(c.l3_overhead(), 40);
+        for p in [Proto::Udp, Proto::Tcp, Proto::Icmp] {
+            assert_eq!(Proto::parse(p.name()), Ok(p));
+        }
+        assert!(Proto::parse("sctp")
+            .unwrap_err()
+            .to_string()
+            .contains("--proto"));
+        c.rcvbuf_bytes = Some(1);
+        assert_eq!(c.validate(), Err(ConfigError::RcvbufNotUdp));
+        c.proto = Proto::Udp;
+        assert!(c.validate().is_ok());
     }
 
     #[test]

@@ -11,7 +11,9 @@
 //! no wake-up per sample keeps the cost low (measured: [`Cost`]).
 
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::io::{Read as _, Write as _};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
@@ -20,7 +22,8 @@ use std::time::Duration;
 use linerate_core::journey::format::FormatError;
 use linerate_core::journey::{
     follow, hints, summarise, tracepoints, Backend, Config, Cost, Device, Event, JourneyResult,
-    Point, ProbeSent, Rates, Tracepoint, TracerInfo, L2_OVERHEAD, LEN_SLOTS, LEN_STEP, TRACEPOINTS,
+    Point, ProbeSent, Proto, Rates, Tracepoint, TracerInfo, L2_OVERHEAD, LEN_SLOTS, LEN_STEP,
+    TRACEPOINTS,
 };
 use linerate_core::progress::Progress;
 
@@ -180,16 +183,21 @@ pub fn run(
         progress.step(&format!("mounted tracefs at {}", fs.root.display()));
     }
     let kprobes = fs.has_kprobes();
+    let mut cfg = cfg.clone();
+    if cfg.proto == Proto::Tcp {
+        cfg.tcp_option_bytes = tcp_option_bytes(target)?;
+    }
+    let cfg = &cfg;
     let sent_all = Arc::new(AtomicBool::new(false));
-    let (port, receiver) = spawn_receiver(
-        target,
-        cfg.port,
-        Receive {
-            count: u64::from(cfg.count),
-            rcvbuf: cfg.rcvbuf_bytes,
-        },
-        Arc::clone(&sent_all),
-    )?;
+    let how = Receive {
+        count: u64::from(cfg.count),
+        rcvbuf: cfg.rcvbuf_bytes,
+    };
+    let (port, receiver) = match cfg.proto {
+        Proto::Udp => spawn_receiver(target, cfg.port, how, Arc::clone(&sent_all))?,
+        Proto::Tcp => spawn_tcp_receiver(target, cfg.port, how, Arc::clone(&sent_all))?,
+        Proto::Icmp => (0, spawn_icmp_receiver(target, how, Arc::clone(&sent_all))?),
+    };
     // On every way out (an error below included) the receiver learns that
     // nothing more comes, and ends after its drain time.
     let _release = SetOnDrop(Arc::clone(&sent_all));
@@ -213,9 +221,15 @@ pub fn run(
         let cfg = cfg.clone();
         let stop_ptr = Arc::new(AtomicBool::new(stop.load(Ordering::Relaxed)));
         let stop_thread = Arc::clone(&stop_ptr);
-        let sender = netns::spawn_in(Some(&target.client_netns), "lr-journey-tx", move || {
-            send_probes(&cfg, to, &stop_thread)
-        })?;
+        let sender = netns::spawn_in(
+            Some(&target.client_netns),
+            "lr-journey-tx",
+            move || match cfg.proto {
+                Proto::Udp => send_probes(&cfg, to, &stop_thread),
+                Proto::Tcp => send_tcp_probes(&cfg, to, &stop_thread),
+                Proto::Icmp => send_icmp_probes(&cfg, to, &stop_thread),
+            },
+        )?;
         while !sender.is_finished() {
             tracer.poll();
             stop_ptr.store(stop.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -293,7 +307,7 @@ pub fn run(
     let mut result = JourneyResult {
         bed: target.bed.clone(),
         topology: target.topology.clone(),
-        proto: "udp".into(),
+        proto: cfg.proto.name().into(),
         payload_bytes: (lo, hi.max(lo)),
         rate_pps: cfg.rate_pps,
         tracer: info,
@@ -411,10 +425,15 @@ fn probe_seq(payload: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(payload.get(4..12)?.try_into().ok()?))
 }
 
-/// Sends the probes at the configured rate (bounded by count and rate).
-fn send_probes(cfg: &Config, to: SocketAddr, stop: &AtomicBool) -> io::Result<Vec<ProbeSent>> {
-    let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
-    sock.connect(to)?;
+/// Calls `send(seq, payload)` for every probe at the configured rate
+/// (bounded by count and rate), with `payload` holding the probe's bytes:
+/// [`MAGIC`], the sequence number (u64 LE), the probe's length (u32 LE),
+/// zero fill.
+fn send_paced(
+    cfg: &Config,
+    stop: &AtomicBool,
+    mut send: impl FnMut(u64, &[u8]) -> io::Result<()>,
+) -> io::Result<Vec<ProbeSent>> {
     let mut buf = vec![0u8; 1500];
     buf[..4].copy_from_slice(MAGIC);
     let interval = cfg.interval_ns();
@@ -432,15 +451,246 @@ fn send_probes(cfg: &Config, to: SocketAddr, stop: &AtomicBool) -> io::Result<Ve
             }
             std::thread::sleep(Duration::from_nanos((due - now).min(1_000_000)));
         }
-        let len = cfg.probe_payload(seq) as usize;
+        let len = cfg.probe_payload(seq);
         buf[4..12].copy_from_slice(&seq.to_le_bytes());
+        buf[12..16].copy_from_slice(&len.to_le_bytes());
         let send_ns = sys::clock::monotonic_ns();
-        sock.send(&buf[..len])?;
+        send(seq, &buf[..len as usize])?;
         out.push(ProbeSent {
             seq,
-            payload: len as u32,
+            payload: len,
             send_ns,
         });
+    }
+    Ok(out)
+}
+
+/// Sends the UDP probes.
+fn send_probes(cfg: &Config, to: SocketAddr, stop: &AtomicBool) -> io::Result<Vec<ProbeSent>> {
+    let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
+    sock.connect(to)?;
+    send_paced(cfg, stop, |_, p| sock.send(p).map(drop))
+}
+
+/// Sends the TCP probes: one connection (made before the first probe; its
+/// handshake carries no data and matches no probe length), `TCP_NODELAY`,
+/// one write — one data segment at these rates — per probe.
+fn send_tcp_probes(cfg: &Config, to: SocketAddr, stop: &AtomicBool) -> io::Result<Vec<ProbeSent>> {
+    let sock = TcpStream::connect_timeout(&to, Duration::from_secs(2))?;
+    sock.set_nodelay(true)?;
+    let mut w = &sock;
+    let sent = send_paced(cfg, stop, |_, p| w.write_all(p))?;
+    // Let the last segments be acknowledged before the socket closes.
+    std::thread::sleep(Duration::from_millis(50));
+    Ok(sent)
+}
+
+/// ICMP echo identifier of the probes.
+const ICMP_IDENT: u16 = 0x4c52;
+
+/// Sends the ICMP echo probes on a raw socket (the ICMP payload is the
+/// probe's bytes; the ICMP sequence number is the probe's, mod 2^16).
+fn send_icmp_probes(cfg: &Config, to: SocketAddr, stop: &AtomicBool) -> io::Result<Vec<ProbeSent>> {
+    use linerate_core::wire::icmp::{ECHO_REQUEST_V4, HEADER_LEN};
+    let sock = sys::sock::icmp_raw_socket(false)?;
+    let to = SocketAddr::new(to.ip(), 0);
+    let mut msg = vec![0u8; 1500 + HEADER_LEN];
+    send_paced(cfg, stop, |seq, p| {
+        let m = &mut msg[..HEADER_LEN + p.len()];
+        m[0] = ECHO_REQUEST_V4;
+        m[1] = 0;
+        m[2..4].fill(0);
+        m[4..6].copy_from_slice(&ICMP_IDENT.to_be_bytes());
+        // The low 16 bits: ICMP's sequence number is 16 bits wide.
+        m[6..8].copy_from_slice(&(seq as u16).to_be_bytes());
+        m[HEADER_LEN..].copy_from_slice(p);
+        let c = linerate_core::wire::testframe::internet_checksum(m);
+        m[2..4].copy_from_slice(&c.to_be_bytes());
+        sys::sock::send_to(sock.as_raw_fd(), m, to).map(drop)
+    })
+}
+
+/// TCP option bytes of a data segment between a and b: 12 when both hosts
+/// have `net.ipv4.tcp_timestamps` on (the Linux default), else 0.
+fn tcp_option_bytes(target: &Target) -> Result<u32, JourneyError> {
+    let mut on = true;
+    for ns in [&target.client_netns, &target.server_netns] {
+        let v = netns::spawn_in(Some(ns), "lr-journey-sysctl", || {
+            std::fs::read_to_string("/proc/sys/net/ipv4/tcp_timestamps")
+        })?
+        .join()
+        .map_err(|_| JourneyError::Thread("sysctl"))??
+        .map_err(socket_err("read net.ipv4.tcp_timestamps"))?;
+        on &= v.trim() != "0";
+    }
+    Ok(if on {
+        linerate_core::journey::TCP_TIMESTAMPS
+    } else {
+        0
+    })
+}
+
+/// The TCP listener in host b: binds `port` (0: any), returns the port and
+/// the thread, which accepts the sender's connection and reads the probes
+/// from the stream (each carries its length, so reads that join or split
+/// probes are cut back into them).
+fn spawn_tcp_receiver(
+    target: &Target,
+    port: u16,
+    how: Receive,
+    sent_all: Arc<AtomicBool>,
+) -> Result<(u16, ReceiverThread), JourneyError> {
+    let (tx, rx) = mpsc::channel();
+    let ip = target.server_ip;
+    let h = netns::spawn_in(Some(&target.server_netns), "lr-journey-rx", move || {
+        let listener = match TcpListener::bind((ip, port)) {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = tx.send(Err(e));
+                return Ok(Vec::new());
+            }
+        };
+        let _ = tx.send(listener.local_addr().map(|a| a.port()));
+        receive_tcp(&listener, how, &sent_all)
+    })?;
+    let port = rx
+        .recv()
+        .map_err(|_| JourneyError::Thread("receiver"))?
+        .map_err(socket_err("listen in host b"))?;
+    Ok((port, h))
+}
+
+fn receive_tcp(
+    listener: &TcpListener,
+    how: Receive,
+    sent_all: &AtomicBool,
+) -> io::Result<Vec<Event>> {
+    listener.set_nonblocking(true)?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let stream = loop {
+        match listener.accept() {
+            Ok((s, _)) => break s,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if sent_all.load(Ordering::Acquire) || std::time::Instant::now() > deadline {
+                    return Ok(Vec::new());
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(Duration::from_millis(20)))?;
+    let mut out = Vec::new();
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    let mut done_at = None;
+    let mut r = &stream;
+    while (out.len() as u64) < how.count {
+        match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                let t = sys::clock::monotonic_ns();
+                pending.extend_from_slice(&buf[..n]);
+                while let Some((seq, len)) = stream_probe(&pending) {
+                    out.push(Event::user(Point::UserRecv, t, seq, len as u32));
+                    pending.drain(..len);
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => return Err(e),
+        }
+        if sent_all.load(Ordering::Acquire) {
+            let since = *done_at.get_or_insert_with(std::time::Instant::now);
+            if since.elapsed() > DRAIN {
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The first whole probe at the start of a TCP stream's bytes: its
+/// sequence number and length (None: not all of it has come yet, or the
+/// stream is not probes).
+fn stream_probe(b: &[u8]) -> Option<(u64, usize)> {
+    let seq = probe_seq(b)?;
+    let len = u32::from_le_bytes(b.get(12..16)?.try_into().ok()?) as usize;
+    (len >= 16 && b.len() >= len).then_some((seq, len))
+}
+
+/// The ICMP receiver in host a: a raw socket reading the echo replies to
+/// the probes (matched by identifier and the probe's sequence number in
+/// the payload).
+fn spawn_icmp_receiver(
+    target: &Target,
+    how: Receive,
+    sent_all: Arc<AtomicBool>,
+) -> Result<ReceiverThread, JourneyError> {
+    let (tx, rx) = mpsc::channel();
+    let h = netns::spawn_in(Some(&target.client_netns), "lr-journey-rx", move || {
+        let sock = match sys::sock::icmp_raw_socket(false).and_then(|fd| {
+            // A raw socket reads like a datagram socket; std's UdpSocket
+            // only wraps recv(2) and SO_RCVTIMEO here.
+            let s = UdpSocket::from(fd);
+            s.set_read_timeout(Some(Duration::from_millis(20)))?;
+            Ok(s)
+        }) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = tx.send(Err(e));
+                return Ok(Vec::new());
+            }
+        };
+        let _ = tx.send(Ok(()));
+        receive_icmp(&sock, how, &sent_all)
+    })?;
+    rx.recv()
+        .map_err(|_| JourneyError::Thread("receiver"))?
+        .map_err(socket_err("open a raw ICMP socket in host a"))?;
+    Ok(h)
+}
+
+fn receive_icmp(sock: &UdpSocket, how: Receive, sent_all: &AtomicBool) -> io::Result<Vec<Event>> {
+    use linerate_core::wire::icmp::{icmp_message, Family, ECHO_REPLY_V4, HEADER_LEN};
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    let mut done_at = None;
+    while (out.len() as u64) < how.count {
+        match sock.recv(&mut buf) {
+            Ok(n) => {
+                let t = sys::clock::monotonic_ns();
+                if let Ok(m) = icmp_message(&buf[..n], Family::V4) {
+                    let ours = m.len() > HEADER_LEN
+                        && m[0] == ECHO_REPLY_V4
+                        && m[4..6] == ICMP_IDENT.to_be_bytes();
+                    if let Some(seq) = probe_seq(&m[HEADER_LEN.min(m.len())..]).filter(|_| ours) {
+                        out.push(Event::user(
+                            Point::UserRecv,
+                            t,
+                            seq,
+                            (m.len() - HEADER_LEN) as u32,
+                        ));
+                    }
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => return Err(e),
+        }
+        if sent_all.load(Ordering::Acquire) {
+            let since = *done_at.get_or_insert_with(std::time::Instant::now);
+            if since.elapsed() > DRAIN {
+                break;
+            }
+        }
     }
     Ok(out)
 }
