@@ -252,7 +252,8 @@ pub fn run(
     // Let late events (frees after the receiver read) land, then stop.
     std::thread::sleep(Duration::from_millis(20));
     tracer.disable()?;
-    let (events, ring_lost) = tracer.events();
+    let (mut events, ring_lost) = tracer.events();
+    keep_bed_namespaces(&mut events, &target.devices);
     let info = TracerInfo {
         method: tracer.method(),
         backend: if tracer.programs_opened.is_empty() {
@@ -321,6 +322,25 @@ pub fn run(
     };
     result.hints = hints(&result);
     Ok(result)
+}
+
+/// Drops the `tp_btf` events on a bed device's name whose namespace is
+/// none of the bed's (another bed with the same interface names): perf
+/// samples carry no namespace, so for them the name is all there is.
+fn keep_bed_namespaces(events: &mut Vec<Event>, devices: &[Device]) {
+    use std::os::unix::fs::MetadataExt as _;
+    let inodes: std::collections::BTreeSet<u64> = devices
+        .iter()
+        .filter_map(|d| std::fs::metadata(netns::netns_path(&d.netns)).ok())
+        .map(|m| m.ino())
+        .collect();
+    if inodes.is_empty() {
+        return;
+    }
+    events.retain(|e| {
+        let on_bed = devices.iter().any(|d| Some(&d.name) == e.dev.as_ref());
+        !on_bed || e.netns.is_none_or(|n| inodes.contains(&u64::from(n)))
+    });
 }
 
 fn function_level(kprobes: bool) -> String {
