@@ -504,4 +504,34 @@ mod tests {
         assert_eq!(bytes(&p[ld + 1]), [0; 8]);
         assert_eq!(bytes(&p[p.len() - 1])[0], 0x95);
     }
+
+    #[test]
+    fn an_argument_length_is_cut_to_32_bits_and_no_device_is_read() {
+        let spec = ProgSpec {
+            code: 14,
+            len: Source::Arg(1),
+            dev: None,
+            lo: 100,
+            hi: 217,
+        };
+        let dev = DevOffsets {
+            ifindex: Some(200),
+            name: Some(300),
+            netns: Some((400, 8)),
+        };
+        let p = program(&spec, &dev, 5);
+        let b: Vec<[u8; 8]> = p.iter().map(|i| i.to_le_bytes()).collect();
+        // r8 = *(u64 *)(r6 + 8) (the second argument), then w8 = w8.
+        assert_eq!(b[2], [0x79, 0x68, 8, 0, 0, 0, 0, 0]);
+        assert_eq!(b[3], [0xbc, 0x88, 0, 0, 0, 0, 0, 0]);
+        // No load through r9 (the device) and no bpf_probe_read_kernel.
+        assert!(!b.iter().any(|i| i[0] == 0x61 && i[1] >> 4 == DEV));
+        assert!(!b.iter().any(|i| i[0] == 0x85 && i[4] == 113));
+        // The record's code is stored as an immediate.
+        let code = b
+            .iter()
+            .find(|i| i[0] == 0x62 && i16::from_le_bytes([i[2], i[3]]) == slot(record::CODE))
+            .unwrap();
+        assert_eq!(code[4], 14);
+    }
 }
