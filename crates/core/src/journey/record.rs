@@ -11,8 +11,9 @@
 //! | 24 | 4 | `bpf_get_smp_processor_id()` |
 //! | 28 | 4 | the device's ifindex (0: none) |
 //! | 32 | 4 | the device's network namespace inode (0: not read) |
-//! | 36 | 4 | zero |
+//! | 36 | 4 | `kfree_skb`'s drop reason (else zero) |
 //! | 40 | 16 | the device's name, NUL-padded |
+//! | 56 | 8 | `kfree_skb`'s location (else zero) |
 
 use super::event::{Event, Point, TRACEPOINTS};
 
@@ -30,12 +31,14 @@ pub const CPU: i16 = 24;
 pub const IFINDEX: i16 = 28;
 /// Offset of the namespace inode.
 pub const NETNS: i16 = 32;
-/// Offset of the padding word.
-pub const PAD: i16 = 36;
+/// Offset of the drop reason.
+pub const REASON: i16 = 36;
 /// Offset of the device name.
 pub const NAME: i16 = 40;
+/// Offset of the drop location.
+pub const LOCATION: i16 = 56;
 /// Bytes of a record.
-pub const SIZE: i16 = 56;
+pub const SIZE: i16 = 64;
 
 fn u32_at(b: &[u8], at: i16) -> Option<u32> {
     let at = at as usize;
@@ -57,7 +60,8 @@ pub fn code_of(point: Point) -> Option<u32> {
 }
 
 /// The event a record holds (None: too short, or an unknown code).
-pub fn decode(b: &[u8]) -> Option<Event> {
+/// `reason_name` names a `kfree_skb` drop reason (`enum skb_drop_reason`).
+pub fn decode(b: &[u8], reason_name: impl Fn(u64) -> Option<String>) -> Option<Event> {
     if b.len() < SIZE as usize {
         return None;
     }
@@ -72,6 +76,8 @@ pub fn decode(b: &[u8]) -> Option<Event> {
     let socket = point == Point::SockRecvLength;
     let ifindex = u32_at(b, IFINDEX)?;
     let netns = u32_at(b, NETNS)?;
+    let drop = point == Point::KfreeSkb;
+    let reason = u64::from(u32_at(b, REASON)?);
     Some(Event {
         point,
         time_ns: u64_at(b, TIME)?,
@@ -82,8 +88,8 @@ pub fn decode(b: &[u8]) -> Option<Event> {
         ifindex: i32::try_from(ifindex).ok().filter(|&i| i > 0),
         netns: (netns != 0).then_some(netns),
         sk: socket.then_some(addr),
-        reason: None,
-        location: None,
+        reason: drop.then(|| reason_name(reason).unwrap_or_else(|| format!("reason {reason}"))),
+        location: drop.then_some(u64_at(b, LOCATION)?),
         seq: None,
     })
 }
@@ -104,8 +110,10 @@ mod tests {
         b[28..32].copy_from_slice(&7u32.to_le_bytes());
         b[32..36].copy_from_slice(&4_026_532_000u32.to_le_bytes());
         b[40..44].copy_from_slice(b"lr-b");
-        let e = decode(&b).unwrap();
+        let none = |_| None;
+        let e = decode(&b, none).unwrap();
         assert_eq!(e.point, Point::NetifReceiveSkb);
+        assert_eq!((e.reason, e.location), (None, None));
         assert_eq!((e.time_ns, e.cpu, e.len), (123, Some(1), Some(142)));
         assert_eq!(e.skb, Some(0xffff_8880_0000_1000));
         assert_eq!((e.dev.as_deref(), e.ifindex), (Some("lr-b"), Some(7)));
@@ -115,13 +123,26 @@ mod tests {
         let code = code_of(Point::SockRecvLength).unwrap();
         b[20..24].copy_from_slice(&code.to_le_bytes());
         b[28..56].fill(0);
-        let e = decode(&b).unwrap();
+        let e = decode(&b, none).unwrap();
         assert_eq!((e.skb, e.sk), (None, Some(0xffff_8880_0000_1000)));
         assert_eq!((e.dev, e.ifindex, e.netns), (None, None, None));
+        // A drop names its reason and location.
+        let code = code_of(Point::KfreeSkb).unwrap();
+        b[20..24].copy_from_slice(&code.to_le_bytes());
+        b[36..40].copy_from_slice(&6u32.to_le_bytes());
+        b[56..64].copy_from_slice(&0xffff_ffff_8100_0000u64.to_le_bytes());
+        let e = decode(&b, |r| (r == 6).then(|| "SOCKET_RCVBUFF".to_string())).unwrap();
+        assert_eq!(e.reason.as_deref(), Some("SOCKET_RCVBUFF"));
+        assert_eq!(e.location, Some(0xffff_ffff_8100_0000));
+        b[36..40].copy_from_slice(&77u32.to_le_bytes());
+        assert_eq!(
+            decode(&b, none).unwrap().reason.as_deref(),
+            Some("reason 77")
+        );
         // Unknown codes and short records are skipped.
         b[20..24].copy_from_slice(&999u32.to_le_bytes());
-        assert_eq!(decode(&b), None);
-        assert_eq!(decode(&b[..40]), None);
+        assert_eq!(decode(&b, none), None);
+        assert_eq!(decode(&b[..56], none), None);
         assert_eq!(code_of(Point::UserSend), None);
     }
 }

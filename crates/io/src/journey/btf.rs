@@ -7,6 +7,7 @@ use std::os::fd::OwnedFd;
 use std::sync::OnceLock;
 
 use linerate_core::journey::btf::Btf;
+use linerate_core::journey::format::Format;
 use linerate_core::journey::{record, Event, Point, Tracepoint};
 
 use super::tracer::Filters;
@@ -65,8 +66,14 @@ fn vmlinux() -> Result<&'static Btf, BtfTracerError> {
 
 /// Where a tracepoint's program finds the length and the device, for the
 /// tracepoints run as `tp_btf` programs (None: left to perf).
-fn sources(point: Point, skb_len: i16, skb_dev: i16) -> Option<(Source, Option<Source>)> {
-    Some(match point {
+fn sources(point: Point, skb_len: i16, skb_dev: i16) -> Option<Spec> {
+    let plain = |(len, dev)| Spec {
+        len,
+        dev,
+        object_arg: 0,
+        drop_args: None,
+    };
+    Some(plain(match point {
         // TP_PROTO(struct sk_buff *skb)
         Point::NetDevQueue | Point::NetifRx | Point::NetifReceiveSkb | Point::NapiGroReceive => (
             Source::Arg0Member(skb_len),
@@ -81,8 +88,36 @@ fn sources(point: Point, skb_len: i16, skb_dev: i16) -> Option<(Source, Option<S
         Point::SkbCopyDatagramIovec => (Source::Arg(1), None),
         // TP_PROTO(struct sock *sk, int ret, int flags)
         Point::SockRecvLength => (Source::Arg(1), None),
+        // TP_PROTO(struct sk_buff *skb, void *location, enum skb_drop_reason
+        // reason, struct sock *rx_sk): filtered on the length the buffer has
+        // where it is dropped (every layer's length of a probe is in range).
+        Point::KfreeSkb => {
+            return Some(Spec {
+                len: Source::Arg0Member(skb_len),
+                dev: None,
+                object_arg: 0,
+                drop_args: Some((2, 1)),
+            })
+        }
+        // TP_PROTO(struct sock *sk, const struct sk_buff *skb)
+        Point::SockRcvqueueFull => {
+            return Some(Spec {
+                len: Source::Arg0Member(skb_len),
+                dev: None,
+                object_arg: 1,
+                drop_args: None,
+            })
+        }
         _ => return None,
-    })
+    }))
+}
+
+/// Where a program finds what it reads.
+struct Spec {
+    len: Source,
+    dev: Option<Source>,
+    object_arg: i16,
+    drop_args: Option<(i16, i16)>,
 }
 
 /// True for the tracepoints the `tp_btf` tracer runs as programs (the
@@ -107,6 +142,8 @@ pub struct BtfPrograms {
     pub opened: Vec<String>,
     /// True when the records carry the device's namespace inode.
     pub netns: bool,
+    /// `skb:kfree_skb`'s format, for naming drop reasons.
+    pub reasons: Option<Format>,
 }
 
 impl BtfPrograms {
@@ -138,10 +175,11 @@ impl BtfPrograms {
             links: Vec::new(),
             opened: Vec::new(),
             netns: false,
+            reasons: None,
         };
         let (lo, hi) = filters.len;
         for tp in tps {
-            let Some((len, dev_from)) = sources(tp.point, skb_len, skb_dev) else {
+            let Some(src) = sources(tp.point, skb_len, skb_dev) else {
                 continue;
             };
             let Some(code) = record::code_of(tp.point) else {
@@ -153,8 +191,10 @@ impl BtfPrograms {
                 .ok_or_else(|| BtfTracerError::Missing(format!("btf_trace_{name}")))?;
             let spec = ProgSpec {
                 code,
-                len,
-                dev: dev_from,
+                len: src.len,
+                dev: src.dev,
+                object_arg: src.object_arg,
+                drop_args: src.drop_args,
                 lo,
                 hi,
             };
@@ -200,7 +240,13 @@ impl BtfPrograms {
 
     /// Decodes every record written since the last call into `out`.
     pub fn drain(&self, out: &mut Vec<Event>) -> usize {
-        self.ring.drain(|b| out.extend(record::decode(b)))
+        let name = |r: u64| {
+            self.reasons
+                .as_ref()
+                .and_then(|f| f.symbol("reason", r))
+                .map(str::to_string)
+        };
+        self.ring.drain(|b| out.extend(record::decode(b, name)))
     }
 
     /// Programs attached now (for tests: zero after detach or drop).

@@ -126,6 +126,13 @@ impl Tracer {
         let mut leaders: Vec<Option<usize>> = vec![None; cpus as usize];
         for tp in tracepoints {
             if t.programs.is_some() && runs_as_program(tp.point) {
+                if tp.point == linerate_core::journey::Point::KfreeSkb {
+                    // Drop reasons are named from the tracepoint's format.
+                    let reasons = fs.format(tp.path).ok().and_then(|f| Format::parse(&f).ok());
+                    if let Some(p) = t.programs.as_mut() {
+                        p.reasons = reasons;
+                    }
+                }
                 t.opened.push(tp.path.to_string());
                 t.filters.push(format!(
                     "{}: len >= {} && len <= {} (in BPF)",

@@ -55,7 +55,8 @@ const RB_HDR: u64 = 8;
 /// offset) or the n-th argument itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Source {
-    /// `*(arg0 + offset)`.
+    /// `*(object + offset)`, the object being argument
+    /// [`ProgSpec::object_arg`].
     Arg0Member(i16),
     /// Argument `n` (0-based).
     Arg(i16),
@@ -82,6 +83,11 @@ pub(crate) struct ProgSpec {
     pub len: Source,
     /// Where the device pointer is (None: the record has no device).
     pub dev: Option<Source>,
+    /// The argument whose members `Arg0Member` reads and whose address
+    /// the record holds (0: the first).
+    pub object_arg: i16,
+    /// `kfree_skb`: the arguments holding the drop reason and location.
+    pub drop_args: Option<(i16, i16)>,
     /// Lengths kept: `lo..=hi`.
     pub lo: u32,
     /// See `lo`.
@@ -112,7 +118,7 @@ fn load_value(into: u8, from: Source, size: BpfSize) -> BpfInsn {
 pub(crate) fn program(spec: &ProgSpec, dev: &DevOffsets, map_fd: i32) -> Vec<BpfInsn> {
     let mut p = vec![
         BpfInsn::mov64_reg(CTX, 1),
-        BpfInsn::ldx(BpfSize::Dw, ARG0, CTX, 0),
+        BpfInsn::ldx(BpfSize::Dw, ARG0, CTX, spec.object_arg * 8),
         load_value(LEN, spec.len, BpfSize::W),
     ];
     if matches!(spec.len, Source::Arg(_)) {
@@ -130,7 +136,8 @@ pub(crate) fn program(spec: &ProgSpec, dev: &DevOffsets, map_fd: i32) -> Vec<Bpf
         BpfInsn::stx(BpfSize::Dw, FP, slot(record::ADDR), ARG0),
         BpfInsn::stx(BpfSize::W, FP, slot(record::LEN), LEN),
         BpfInsn::st_imm(BpfSize::W, FP, slot(record::CODE), spec.code as i32),
-        BpfInsn::st_imm(BpfSize::W, FP, slot(record::PAD), 0),
+        BpfInsn::st_imm(BpfSize::W, FP, slot(record::REASON), 0),
+        BpfInsn::st_imm(BpfSize::Dw, FP, slot(record::LOCATION), 0),
         BpfInsn::call(FN_KTIME_GET_NS),
         BpfInsn::stx(BpfSize::Dw, FP, slot(record::TIME), 0),
         BpfInsn::call(FN_GET_SMP_PROCESSOR_ID),
@@ -140,6 +147,14 @@ pub(crate) fn program(spec: &ProgSpec, dev: &DevOffsets, map_fd: i32) -> Vec<Bpf
         BpfInsn::st_imm(BpfSize::Dw, FP, slot(record::NAME), 0),
         BpfInsn::st_imm(BpfSize::Dw, FP, slot(record::NAME) + 8, 0),
     ]);
+    if let Some((reason, location)) = spec.drop_args {
+        p.extend([
+            BpfInsn::ldx(BpfSize::Dw, 1, CTX, reason * 8),
+            BpfInsn::stx(BpfSize::W, FP, slot(record::REASON), 1),
+            BpfInsn::ldx(BpfSize::Dw, 1, CTX, location * 8),
+            BpfInsn::stx(BpfSize::Dw, FP, slot(record::LOCATION), 1),
+        ]);
+    }
     if let Some(from) = spec.dev {
         p.push(load_value(DEV, from, BpfSize::Dw));
         if let Some(off) = dev.ifindex {
@@ -483,6 +498,8 @@ mod tests {
             code: 3,
             len: Source::Arg0Member(112),
             dev: Some(Source::Arg0Member(16)),
+            object_arg: 0,
+            drop_args: None,
             lo: 100,
             hi: 217,
         };
@@ -511,6 +528,8 @@ mod tests {
             code: 14,
             len: Source::Arg(1),
             dev: None,
+            object_arg: 0,
+            drop_args: None,
             lo: 100,
             hi: 217,
         };
