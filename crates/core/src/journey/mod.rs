@@ -2,7 +2,8 @@
 //! Table 5 (a frame followed through a Linux bridge, step by step, with the
 //! time of each step) redone with today's tracepoints on any bed.
 //!
-//! linerate sends its own UDP probes from host a to host b; each probe's
+//! linerate sends its own probes (UDP, TCP or ICMP echo, [`Proto`]) from host
+//! a to host b; each probe's
 //! payload length is chosen so that no two probes in flight share a length
 //! at any layer ([`Config::probe_payload`]). The tracer (in `linerate_io`)
 //! records kernel tracepoints system-wide with their real skb addresses, and
@@ -14,8 +15,8 @@
 //! the probes), the gaps between steps named in words, drops with their
 //! kernel drop reasons, and rule-based hints.
 //!
-//! Clock: every time is CLOCK_MONOTONIC (perf `use_clockid` for tracepoint
-//! samples, `clock_gettime` for the user stamps), so steps in different
+//! Clock: every time is CLOCK_MONOTONIC (`bpf_ktime_get_ns` in the `tp_btf`
+//! programs' records, perf `use_clockid` for tracepoint samples, `clock_gettime` for the user stamps), so steps in different
 //! namespaces and on different CPUs compare directly.
 
 use serde::{Deserialize, Serialize};

@@ -1,14 +1,14 @@
-//! `linerate journey`: sends UDP probes from host a to host b of a bed and
+//! `linerate journey`: sends probes (UDP, TCP or ICMP echo) from host a to host b of a bed and
 //! follows each through the kernel with tracepoints (see
 //! `linerate_core::journey` for how the paths are assembled).
 //!
-//! The tracer is `perf_event_open` on tracepoints with raw samples (real skb
-//! addresses, lengths, device names; CLOCK_MONOTONIC; in-kernel filters on
-//! `len`, `dport` and the softirq vector), one ring per CPU. Why not BPF
-//! `tp_btf` programs: they could read the namespace and the probe's own
-//! sequence number, but need a program assembled instruction by instruction
-//! for every tracepoint; raw samples give every field the path needs, and
-//! no wake-up per sample keeps the cost low (measured: [`Cost`]).
+//! The tracer ([`Tracer`]) runs the length-filtered tracepoints as `tp_btf`
+//! programs assembled in linerate ([`btf`]: the filter runs in BPF before
+//! anything is written; time from `bpf_ktime_get_ns`, CLOCK_MONOTONIC) and
+//! the others with `perf_event_open` raw samples (real skb addresses,
+//! lengths, device names; CLOCK_MONOTONIC; in-kernel filters on `dport` and
+//! the softirq vector), every tracepoint on perf where BPF is refused. The
+//! cost of either is measured on the bed ([`Cost`]).
 
 use std::io;
 use std::io::{Read as _, Write as _};
