@@ -879,6 +879,28 @@ mod tests {
     }
 
     #[test]
+    fn a_tcp_stream_is_cut_back_into_probes() {
+        let probe = |seq: u64, len: u32| {
+            let mut p = vec![0u8; len as usize];
+            p[..4].copy_from_slice(MAGIC);
+            p[4..12].copy_from_slice(&seq.to_le_bytes());
+            p[12..16].copy_from_slice(&len.to_le_bytes());
+            p
+        };
+        let mut stream = probe(7, 100);
+        stream.extend(probe(8, 105));
+        assert_eq!(stream_probe(&stream), Some((7, 100)));
+        assert_eq!(stream_probe(&stream[100..]), Some((8, 105)));
+        // Not all of it has come yet.
+        assert_eq!(stream_probe(&stream[100..150]), None);
+        assert_eq!(stream_probe(&stream[..10]), None);
+        // A length shorter than the header is not a probe.
+        let mut bad = probe(1, 100);
+        bad[12..16].copy_from_slice(&4u32.to_le_bytes());
+        assert_eq!(stream_probe(&bad), None);
+    }
+
+    #[test]
     fn filters_read_as_the_kernel_wants_them() {
         let f = Filters {
             len: (100, 217),
