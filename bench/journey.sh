@@ -46,7 +46,7 @@ for tracer in $TRACERS; do
     printf '%-8s %-6s %14.0f %14.0f %10.1f\n' "$tracer" "$r" "$u" "$t" "$s"
     slower+=("$s")
   done
-  median=$(printf '%s\n' "${slower[@]}" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+  median=$(printf '%s\n' "${slower[@]}" | sort -g | awk '{ v[NR] = $1 } END { printf "%.1f", v[int((NR + 1) / 2)] }')
   summary+=("median ($tracer): tracing makes a CPU-bound UDP 1472 B sender ${median} % slower (target ≤ 10 %)")
 done
 printf '%s\n' "${summary[@]}"
