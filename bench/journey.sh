@@ -7,18 +7,22 @@
 # veth includes the receive path run inside its sendto()) is compared: it is
 # how much slower a CPU-bound sender gets, and swings far less with the
 # host's other load than datagrams/s do. EXTRA="--all-events" measures the
-# full tracepoint set.
+# full tracepoint set. TRACERS="tp_btf perf" (the default) measures both
+# tracers: tp_btf programs that filter on the length in BPF before writing,
+# and perf raw samples whose filter runs after the record is built.
 # `linerate journey --cost-time` does exactly this; this script repeats it
 # ROUNDS times and prints each ratio and their median (target: ≤ 10 % slower).
 #
 # Needs root and iproute2; builds linerate in release mode. Each run lasts
 # about 4 × DURATION s (two untraced and two traced rounds).
 #
-# usage: [ROUNDS=3] bench/journey.sh [DURATION_S]   (default 3 s per half-round)
+# usage: [ROUNDS=3] [TRACERS="tp_btf perf"] bench/journey.sh [DURATION_S]
+#        (default 3 s per half-round)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-3}
 ROUNDS=${ROUNDS:-3}
+TRACERS=${TRACERS:-tp_btf perf}
 BED="bj$$"
 LR=target/release/linerate
 
@@ -31,14 +35,18 @@ trap cleanup EXIT INT TERM
 "$LR" testbed up "$BED" --topo pair >/dev/null
 
 echo "UDP 1472 B a → b on a pair bed, ${DURATION}s per half-round; sender CPU ns per datagram"
-printf '%-6s %14s %14s %10s\n' round untraced traced slower%
-slower=()
-for r in $(seq 1 "$ROUNDS"); do
-  out=$("$LR" journey --bed "$BED" --count 10 --cost-time "${DURATION}s" ${EXTRA:-} --json 2>/dev/null || true)
-  u=$(jq -r '.cost.untraced_cpu_ns_per_datagram' <<<"$out"); t=$(jq -r '.cost.traced_cpu_ns_per_datagram' <<<"$out")
-  s=$(jq -r '.cost.slower_pct' <<<"$out")
-  printf '%-6s %14.0f %14.0f %10.1f\n' "$r" "$u" "$t" "$s"
-  slower+=("$s")
+summary=()
+for tracer in $TRACERS; do
+  printf '%-8s %-6s %14s %14s %10s\n' tracer round untraced traced slower%
+  slower=()
+  for r in $(seq 1 "$ROUNDS"); do
+    out=$("$LR" journey --bed "$BED" --count 10 --cost-time "${DURATION}s" --tracer "$tracer" ${EXTRA:-} --json 2>/dev/null || true)
+    u=$(jq -r '.cost.untraced_cpu_ns_per_datagram' <<<"$out"); t=$(jq -r '.cost.traced_cpu_ns_per_datagram' <<<"$out")
+    s=$(jq -r '.cost.slower_pct' <<<"$out")
+    printf '%-8s %-6s %14.0f %14.0f %10.1f\n' "$tracer" "$r" "$u" "$t" "$s"
+    slower+=("$s")
+  done
+  median=$(printf '%s\n' "${slower[@]}" | sort -g | awk '{ v[NR] = $1 } END { printf "%.1f", v[int((NR + 1) / 2)] }')
+  summary+=("median ($tracer): tracing makes a CPU-bound UDP 1472 B sender ${median} % slower (target ≤ 10 %)")
 done
-median=$(printf '%s\n' "${slower[@]}" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
-echo "median: tracing makes a CPU-bound UDP 1472 B sender ${median} % slower (target ≤ 10 %)"
+printf '%s\n' "${summary[@]}"

@@ -110,8 +110,8 @@ pub(crate) enum Command {
     /// OpenMetrics exporter: /probe?target=HOST&test=throughput|latency runs a short test
     /// against a `linerate server` and exposes its figures; /metrics the exporter's own.
     Exporter(crate::exporter::ExporterArgs),
-    /// The packet journey through the kernel: UDP probes from host a to host b of a bed,
-    /// followed tracepoint by tracepoint (perf raw samples, CLOCK_MONOTONIC), one row per
+    /// The packet journey through the kernel: UDP, TCP or ICMP probes from host a to host b of a bed,
+    /// followed tracepoint by tracepoint (tp_btf programs or perf raw samples, CLOCK_MONOTONIC), one row per
     /// step with the time from the send (IDT AN-367's Table 5), gaps named, drops with
     /// their kernel reasons, hints and the tracer's own cost. JSON: schema linerate.journey
     /// version 1.

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use clap::Args;
-use linerate_core::journey::{assess, Config, SCHEMA, VERSION};
+use linerate_core::journey::filter::IfaceFilter;
+use linerate_core::journey::{assess, Backend, Config, Proto, SCHEMA, VERSION};
 use linerate_core::result::{Envelope, Flag};
 use linerate_core::units::parse_duration;
 
@@ -19,10 +20,12 @@ pub(crate) struct JourneyArgs {
     /// go from host a to host b.
     #[arg(long, value_name = "NAME")]
     pub(crate) bed: Option<String>,
-    /// Probe protocol: udp (tcp and icmp are not built yet).
+    /// Probe protocol: udp (datagrams to a socket in b), tcp (data segments
+    /// of one connection to a listener in b), icmp (echo requests answered
+    /// by b's kernel, followed there and back).
     #[arg(long, value_name = "udp|tcp|icmp", default_value = "udp")]
     pub(crate) proto: String,
-    /// UDP payload of the first probe; probe i adds 5 × (i mod 16) bytes so
+    /// Payload (UDP, TCP or ICMP) of the first probe; probe i adds 5 × (i mod 16) bytes so
     /// probes in flight never share a length.
     #[arg(long, value_name = "BYTES", default_value_t = 100)]
     pub(crate) size: u32,
@@ -50,9 +53,19 @@ pub(crate) struct JourneyArgs {
     #[arg(long)]
     pub(crate) all_events: bool,
     /// Following matching packets of any application on an interface (not
-    /// built yet: probes on a bed only).
+    /// built yet: probes on a bed only; the --filter is checked).
     #[arg(long, value_name = "IFACE", conflicts_with = "bed")]
     pub(crate) iface: Option<String>,
+    /// Which packets --iface follows: terms `udp|tcp|icmp`, `host IPV4`,
+    /// `port N`, `len N` or `len N..M` (IP length), optionally joined by
+    /// `and`, e.g. "udp port 5201 len 100..200".
+    #[arg(long, value_name = "EXPR")]
+    pub(crate) filter: Option<String>,
+    /// What records the length-filtered tracepoints: auto (tp_btf programs
+    /// that filter in BPF before writing, perf raw samples where BPF is
+    /// refused, said in the result), tp_btf (or an error), perf.
+    #[arg(long, value_name = "auto|tp_btf|perf", default_value = "auto")]
+    pub(crate) tracer: String,
     /// One JSON document (schema linerate.journey, version 1).
     #[arg(long)]
     pub(crate) json: bool,
@@ -64,13 +77,6 @@ pub(crate) struct JourneyArgs {
 const WINDOW: Duration = Duration::from_secs(1);
 
 fn config(args: &JourneyArgs) -> Result<Config, Failure> {
-    if args.proto != "udp" {
-        return Err(anyhow!(
-            "--proto {}: not built yet; journeys send UDP probes (--proto udp)",
-            args.proto
-        )
-        .into());
-    }
     let cfg = Config {
         payload_bytes: args.size,
         count: args.count,
@@ -80,6 +86,16 @@ fn config(args: &JourneyArgs) -> Result<Config, Failure> {
         cost_ns: u64::try_from(args.cost_time.as_nanos()).unwrap_or(u64::MAX),
         all_events: args.all_events,
         window_ns: WINDOW.as_nanos() as u64,
+        proto: Proto::parse(&args.proto)?,
+        tcp_option_bytes: 0,
+        backend: match args.tracer.as_str() {
+            "auto" => Backend::Auto,
+            "tp_btf" => Backend::TpBtf,
+            "perf" => Backend::Perf,
+            other => {
+                return Err(anyhow!("--tracer {other}: give auto, tp_btf or perf").into());
+            }
+        },
     };
     cfg.validate()?;
     Ok(cfg)
@@ -87,9 +103,22 @@ fn config(args: &JourneyArgs) -> Result<Config, Failure> {
 
 /// Runs `linerate journey`.
 pub(crate) fn run(args: &JourneyArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
-    if args.iface.is_some() {
+    match (&args.iface, &args.filter) {
+        (Some(_), None) => {
+            return Err(anyhow!("--iface IF needs --filter EXPR (which packets to follow)").into())
+        }
+        (None, Some(_)) => return Err(anyhow!("--filter applies to --iface IF only").into()),
+        _ => {}
+    }
+    if let (Some(iface), Some(filter)) = (&args.iface, &args.filter) {
+        let f = IfaceFilter::parse(filter)?;
+        let what = if f.needs_headers() {
+            "protocol, host and port need the packet's headers, which the tracer does not read yet"
+        } else {
+            "the per-skb-chain table without probes is not built yet"
+        };
         return Err(anyhow!(
-            "--iface: following any application's packets on an interface is not built yet; use --bed NAME"
+            "--iface {iface}: following any application's packets is not built yet ({what}); use --bed NAME"
         )
         .into());
     }

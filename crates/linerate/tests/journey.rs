@@ -13,7 +13,9 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use linerate_bed::{Bed, BedSpec, Topology};
-use linerate_core::journey::{JourneyJson, JourneyResult, Point, SCHEMA, TRACEPOINTS};
+use linerate_core::journey::{Backend, JourneyJson, JourneyResult, Point, SCHEMA, TRACEPOINTS};
+use linerate_core::journey::{FilterKind, Tracepoint};
+use linerate_io::journey::btf::{runs_as_program, BtfPrograms};
 use linerate_io::journey::{Filters, Tracefs, Tracer};
 
 /// Tracing sees every namespace's packets: the tests that trace run one at
@@ -99,13 +101,26 @@ fn schema_is_published() {
 fn bad_input_is_one_line_and_exit_2() {
     for (args, needle) in [
         (&["journey", "--bed", "x", "--size", "5"][..], "--size"),
+        (&["journey", "--bed", "x", "--proto", "sctp"][..], "--proto"),
         (
-            &["journey", "--bed", "x", "--proto", "tcp"][..],
-            "not built yet",
+            &["journey", "--bed", "x", "--proto", "tcp", "--rcvbuf", "1"][..],
+            "--rcvbuf",
+        ),
+        (
+            &["journey", "--bed", "x", "--tracer", "ebpf"][..],
+            "--tracer",
         ),
         (&["journey", "--bed", "x", "--rate", "0"][..], "--rate"),
         (&["journey"][..], "--bed"),
-        (&["journey", "--iface", "lo"][..], "--iface"),
+        (&["journey", "--iface", "lo"][..], "--filter"),
+        (
+            &["journey", "--iface", "lo", "--filter", "udp port 0"][..],
+            "`port 0`",
+        ),
+        (
+            &["journey", "--iface", "lo", "--filter", "len 100..200"][..],
+            "not built yet",
+        ),
         (
             &["journey", "--bed", "lr-no-such-bed-here"][..],
             "no-such-bed",
@@ -127,13 +142,14 @@ fn a_missing_tracepoint_is_an_error_naming_it() {
         root: dir.clone(),
         mounted_by_us: false,
     };
-    let err = Tracer::open(
+    let err = Tracer::open_with(
         &fs,
         &TRACEPOINTS,
         Filters {
             len: (100, 217),
             dport: 9,
         },
+        Backend::Perf,
     )
     .unwrap_err();
     std::fs::remove_dir_all(&dir).unwrap();
@@ -145,12 +161,52 @@ fn a_missing_tracepoint_is_an_error_naming_it() {
     assert!(text.contains("events/net/net_dev_queue/format"), "{text}");
 }
 
+#[test]
+fn tp_btf_programs_pass_the_verifier_and_a_missing_one_is_named() {
+    let _one_tracer = one_tracer();
+    if !linerate_bed::privileges::require(
+        "tp_btf_programs_pass_the_verifier_and_a_missing_one_is_named",
+    ) {
+        return;
+    }
+    let filters = Filters {
+        len: (100, 217),
+        dport: 9,
+    };
+    // The kernel's verifier checks every program here (loaded, not attached).
+    let p = BtfPrograms::load(&TRACEPOINTS, filters).unwrap();
+    let want: Vec<&str> = TRACEPOINTS
+        .iter()
+        .filter(|t| runs_as_program(t.point))
+        .map(|t| t.path)
+        .collect();
+    assert_eq!(p.opened, want);
+    assert!(want.contains(&"net/netif_receive_skb"), "{want:?}");
+    assert_eq!(p.attached(), 0);
+    let missing = [Tracepoint {
+        point: Point::NetDevQueue,
+        path: "net/lr_no_such_tracepoint",
+        required: true,
+        filter: FilterKind::Len,
+    }];
+    let err = BtfPrograms::load(&missing, filters)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "the kernel's BTF has no btf_trace_lr_no_such_tracepoint"
+    );
+}
+
 /// Open perf event descriptors of this process.
 fn perf_fds() -> usize {
     std::fs::read_dir("/proc/self/fd")
         .unwrap()
         .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-        .filter(|l| l.to_string_lossy().contains("perf_event"))
+        .filter(|l| {
+            let l = l.to_string_lossy();
+            l.contains("perf_event") || l.contains("bpf_link")
+        })
         .count()
 }
 
@@ -165,21 +221,29 @@ fn the_tracer_detaches_on_drop_and_on_panic() {
         len: (100, 217),
         dport: 9,
     };
-    let before = perf_fds();
-    let t = Tracer::open(&fs, &TRACEPOINTS, filters).unwrap();
-    t.enable().unwrap();
-    assert_eq!(perf_fds(), before + t.descriptors());
-    assert!(t.descriptors() >= TRACEPOINTS.len());
-    drop(t);
-    assert_eq!(perf_fds(), before);
-    let fs2 = fs.clone();
-    let r = std::panic::catch_unwind(move || {
-        let t = Tracer::open(&fs2, &TRACEPOINTS, filters).unwrap();
+    for backend in [Backend::Perf, Backend::TpBtf] {
+        let before = perf_fds();
+        let mut t = Tracer::open_with(&fs, &TRACEPOINTS, filters, backend).unwrap();
         t.enable().unwrap();
-        panic!("a panic while tracing");
-    });
-    assert!(r.is_err());
-    assert_eq!(perf_fds(), before, "the panic left events open");
+        assert_eq!(perf_fds(), before + t.descriptors(), "{backend:?}");
+        assert!(t.descriptors() >= TRACEPOINTS.len(), "{backend:?}");
+        assert_eq!(t.programs_opened.is_empty(), backend == Backend::Perf);
+        t.disable().unwrap();
+        drop(t);
+        assert_eq!(perf_fds(), before, "{backend:?}");
+        let fs2 = fs.clone();
+        let r = std::panic::catch_unwind(move || {
+            let mut t = Tracer::open_with(&fs2, &TRACEPOINTS, filters, backend).unwrap();
+            t.enable().unwrap();
+            panic!("a panic while tracing");
+        });
+        assert!(r.is_err());
+        assert_eq!(
+            perf_fds(),
+            before,
+            "the panic left events open ({backend:?})"
+        );
+    }
 }
 
 #[test]
@@ -198,6 +262,10 @@ fn a_bridge_journey_finds_the_path_and_the_bridge() {
         &["--count", "40", "--rate", "200", "--plot", plot_dir],
     );
     let r = &doc.result;
+    // As root on a kernel with BTF, the length-filtered tracepoints run as
+    // tp_btf programs (the router test runs the perf tracer).
+    assert_eq!(r.tracer.backend, Backend::TpBtf, "{}", r.tracer.method);
+    assert_eq!(r.tracer.fallback, None);
     // The waterfall: a row per step, each starting where its median puts it.
     let w = linerate_core::plot::journey_waterfall(r).expect("a waterfall");
     assert_eq!(w.rows.len(), r.steps.len());
@@ -256,8 +324,14 @@ fn a_router_journey_finds_the_forwarding_step() {
     let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Router)).expect("bed up");
     // Neighbour resolution on the first probes is part of the path; warm up.
     let _ = journey(&name, &["--count", "3"]);
-    let doc = journey(&name, &["--count", "40", "--rate", "200"]);
+    // The perf tracer here (the bridge test runs tp_btf programs).
+    let doc = journey(
+        &name,
+        &["--count", "40", "--rate", "200", "--tracer", "perf"],
+    );
     let r = &doc.result;
+    assert_eq!(r.tracer.backend, Backend::Perf);
+    assert!(r.tracer.tp_btf_programs.is_empty());
     let dut = format!("lr-{name}-dut");
     assert!(r.probes.followed_end_to_end > 0, "{:#?}", r.probes);
     let rx = step(r, Point::NetifReceiveSkb, Some("lr-dut-a"), &dut);
@@ -277,6 +351,48 @@ fn a_router_journey_finds_the_forwarding_step() {
             ("net:netif_receive_skb", Some("lr-b")),
         ],
     );
+}
+
+#[test]
+fn tcp_and_icmp_probes_are_followed() {
+    let _one_tracer = one_tracer();
+    if !linerate_bed::privileges::require("tcp_and_icmp_probes_are_followed") {
+        return;
+    }
+    let name = format!("jt{}", std::process::id());
+    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).expect("bed up");
+    let (a, b) = (format!("lr-{name}-a"), format!("lr-{name}-b"));
+    // Neighbour resolution on the first probes is part of the path; warm up.
+    let _ = journey(&name, &["--count", "3", "--proto", "icmp"]);
+    let doc = journey(&name, &["--count", "30", "--rate", "200", "--proto", "tcp"]);
+    let r = &doc.result;
+    assert_eq!(r.proto, "tcp");
+    assert!(r.probes.followed_end_to_end > 0, "{:#?}", r.probes);
+    let tx = step(r, Point::NetDevQueue, Some("lr-a"), &a);
+    let rx = step(r, Point::NetifReceiveSkb, Some("lr-b"), &b);
+    let read = step(r, Point::SockRecvLength, None, &b);
+    assert!(tx < rx && rx < read, "{:#?}", r.steps);
+    let doc = journey(
+        &name,
+        &["--count", "30", "--rate", "200", "--proto", "icmp"],
+    );
+    let r = &doc.result;
+    assert_eq!(r.proto, "icmp");
+    assert!(r.probes.followed_end_to_end > 0, "{:#?}", r.probes);
+    // The request into b, the reply queued by b's kernel, back into a.
+    let req = step(r, Point::NetifReceiveSkb, Some("lr-b"), &b);
+    let reply = step(r, Point::NetDevQueue, Some("lr-b"), &b);
+    let back = step(r, Point::NetifReceiveSkb, Some("lr-a"), &a);
+    assert!(req < reply && reply < back, "{:#?}", r.steps);
+    assert!(
+        r.gaps
+            .iter()
+            .any(|g| g.what.starts_with("the echo answered")),
+        "{:#?}",
+        r.gaps
+    );
+    let recv = r.steps.iter().find(|s| s.point == Point::UserRecv).unwrap();
+    assert_eq!(recv.netns.as_deref(), Some(a.as_str()));
 }
 
 #[test]

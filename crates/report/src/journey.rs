@@ -62,13 +62,15 @@ pub fn render(doc: &Envelope<JourneyResult>, width: Width) -> String {
     let r = &doc.result;
     let p = &r.probes;
     let mut out = format!(
-        "journey on bed {} ({}): {} UDP probes of {}–{} B at {} probes/s, host a → host b\n",
+        "journey on bed {} ({}): {} {} probes of {}–{} B at {} probes/s, host a → host b{}\n",
         r.bed,
         r.topology,
         group_thousands(p.sent),
+        r.proto.to_uppercase(),
         r.payload_bytes.0,
         r.payload_bytes.1,
-        r.rate_pps
+        r.rate_pps,
+        if r.proto == "icmp" { " → host a" } else { "" }
     );
     out.push_str(&paragraph(
         "",
@@ -123,6 +125,15 @@ pub fn render(doc: &Envelope<JourneyResult>, width: Width) -> String {
             ));
         }
     }
+    let tracer = match (&r.tracer.fallback, r.tracer.tp_btf_programs.len()) {
+        (Some(why), _) => format!("tracer: perf raw samples (tp_btf programs not used: {why})"),
+        (None, 0) => "tracer: perf raw samples (--tracer perf)".to_string(),
+        (None, n) => format!(
+            "tracer: {n} tp_btf programs filtering on the length in BPF, perf raw samples for \
+             the other tracepoints"
+        ),
+    };
+    out.push_str(&paragraph("\n", "", &tracer, width));
     if let Some(c) = &r.cost {
         out.push_str(&paragraph(
             "\n",

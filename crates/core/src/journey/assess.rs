@@ -211,7 +211,9 @@ pub fn hints(r: &JourneyResult) -> Vec<Hint> {
 mod tests {
     use super::super::path::tests::{bridge_events, devices};
     use super::super::tests::config;
-    use super::super::{follow, summarise, Cost, JourneyResult, ProbeSent, Rates, TracerInfo};
+    use super::super::{
+        follow, summarise, Backend, Cost, JourneyResult, ProbeSent, Rates, TracerInfo,
+    };
     use super::*;
 
     fn result(drop: Option<&str>) -> JourneyResult {
@@ -246,6 +248,9 @@ mod tests {
             rate_pps: 100.0,
             tracer: TracerInfo {
                 method: String::new(),
+                backend: Backend::TpBtf,
+                tp_btf_programs: vec![],
+                fallback: None,
                 clock: String::new(),
                 opened: vec![],
                 missing: vec![],

@@ -282,8 +282,11 @@ pub struct Event {
     pub len: Option<u32>,
     /// The device's name (or, for qdisc events, none: see `ifindex`).
     pub dev: Option<String>,
-    /// The device's ifindex (qdisc events).
+    /// The device's ifindex (qdisc events; `tp_btf` records).
     pub ifindex: Option<i32>,
+    /// The inode number of the device's network namespace (`tp_btf`
+    /// records only: perf raw samples do not carry it).
+    pub netns: Option<u32>,
     /// The socket's address (sk_data_ready, sock_recv_length).
     pub sk: Option<u64>,
     /// kfree_skb's drop reason, by its `enum skb_drop_reason` name.
@@ -305,6 +308,7 @@ impl Event {
             len: Some(len),
             dev: None,
             ifindex: None,
+            netns: None,
             sk: None,
             reason: None,
             location: None,
@@ -355,6 +359,7 @@ impl Decoder {
             len: f.uint(raw, "len").and_then(|v| u32::try_from(v).ok()),
             dev: f.string(raw, "name").or_else(|| f.string(raw, "dev_name")),
             ifindex: f.int(raw, "ifindex").and_then(|v| i32::try_from(v).ok()),
+            netns: None,
             sk: f.uint(raw, "sk").or_else(|| f.uint(raw, "skaddr")),
             reason: None,
             location: None,

@@ -2,7 +2,8 @@
 //! Table 5 (a frame followed through a Linux bridge, step by step, with the
 //! time of each step) redone with today's tracepoints on any bed.
 //!
-//! linerate sends its own UDP probes from host a to host b; each probe's
+//! linerate sends its own probes (UDP, TCP or ICMP echo, [`Proto`]) from host
+//! a to host b; each probe's
 //! payload length is chosen so that no two probes in flight share a length
 //! at any layer ([`Config::probe_payload`]). The tracer (in `linerate_io`)
 //! records kernel tracepoints system-wide with their real skb addresses, and
@@ -14,16 +15,19 @@
 //! the probes), the gaps between steps named in words, drops with their
 //! kernel drop reasons, and rule-based hints.
 //!
-//! Clock: every time is CLOCK_MONOTONIC (perf `use_clockid` for tracepoint
-//! samples, `clock_gettime` for the user stamps), so steps in different
+//! Clock: every time is CLOCK_MONOTONIC (`bpf_ktime_get_ns` in the `tp_btf`
+//! programs' records, perf `use_clockid` for tracepoint samples, `clock_gettime` for the user stamps), so steps in different
 //! namespaces and on different CPUs compare directly.
 
 use serde::{Deserialize, Serialize};
 
 mod assess;
+pub mod btf;
 mod event;
+pub mod filter;
 pub mod format;
 mod path;
+pub mod record;
 mod responder;
 
 pub use assess::{assess, codes, hints};
@@ -59,6 +63,65 @@ pub const MAX_COUNT: u32 = 100_000;
 /// The highest probe rate (probes per second).
 pub const MAX_RATE: f64 = 100_000.0;
 
+/// Which mechanism records the length-filtered tracepoints.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    /// `tp_btf` programs where the kernel allows them, perf otherwise.
+    #[default]
+    Auto,
+    /// `tp_btf` programs, or an error.
+    TpBtf,
+    /// perf raw samples only (the in-kernel filter runs after the record
+    /// is built).
+    Perf,
+}
+
+/// What the probes are.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Proto {
+    /// UDP datagrams from a to a socket in b.
+    #[default]
+    Udp,
+    /// Data segments of one TCP connection from a to a listener in b (the
+    /// handshake carries no data, so no probe length matches it: excluded).
+    Tcp,
+    /// ICMP echo requests from a, answered by b's kernel; followed there
+    /// and back to a.
+    Icmp,
+}
+
+impl Proto {
+    /// `udp`, `tcp`, `icmp`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Udp => "udp",
+            Self::Tcp => "tcp",
+            Self::Icmp => "icmp",
+        }
+    }
+
+    /// Parses `--proto`.
+    pub fn parse(s: &str) -> Result<Self, ConfigError> {
+        match s {
+            "udp" => Ok(Self::Udp),
+            "tcp" => Ok(Self::Tcp),
+            "icmp" => Ok(Self::Icmp),
+            other => Err(ConfigError::Proto(other.to_string())),
+        }
+    }
+}
+
+/// TCP header bytes without options.
+pub const TCP_HEADER: u32 = 20;
+/// The TCP timestamp option as Linux sends it (NOP, NOP, TS: 12 bytes).
+pub const TCP_TIMESTAMPS: u32 = 12;
+
 /// What a journey does.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -82,6 +145,13 @@ pub struct Config {
     /// How long after a probe's send its events are still looked for (at
     /// most until the next probe of the same length is sent).
     pub window_ns: u64,
+    /// How the length-filtered tracepoints are recorded.
+    pub backend: Backend,
+    /// The probes' protocol.
+    pub proto: Proto,
+    /// TCP: the option bytes of a data segment (12 with timestamps, the
+    /// Linux default; 0 without), read from the bed before sending.
+    pub tcp_option_bytes: u32,
 }
 
 /// Why a configuration cannot run.
@@ -96,6 +166,12 @@ pub enum ConfigError {
     /// `--rate` out of range.
     #[error("--rate must be above 0 and at most {MAX_RATE} probes/s, got {0}")]
     Rate(f64),
+    /// `--proto` unknown.
+    #[error("--proto must be udp, tcp or icmp, got {0:?}")]
+    Proto(String),
+    /// A flag that only UDP probes take.
+    #[error("--rcvbuf applies to UDP probes only (--proto udp)")]
+    RcvbufNotUdp,
 }
 
 impl Config {
@@ -110,7 +186,24 @@ impl Config {
         if !(self.rate_pps > 0.0 && self.rate_pps <= MAX_RATE) {
             return Err(ConfigError::Rate(self.rate_pps));
         }
+        if self.rcvbuf_bytes.is_some() && self.proto != Proto::Udp {
+            return Err(ConfigError::RcvbufNotUdp);
+        }
         Ok(())
+    }
+
+    /// Bytes a probe's IP packet adds to its payload: IPv4 and the
+    /// transport header (UDP 8, ICMP echo 8, TCP 20 + options).
+    pub fn l3_overhead(&self) -> u32 {
+        match self.proto {
+            Proto::Udp | Proto::Icmp => L3_OVERHEAD,
+            Proto::Tcp => 20 + TCP_HEADER + self.tcp_option_bytes,
+        }
+    }
+
+    /// Bytes a probe's Ethernet frame adds to its payload.
+    pub fn l2_overhead(&self) -> u32 {
+        self.l3_overhead() + L2_OVERHEAD - L3_OVERHEAD
     }
 
     /// The UDP payload length of probe `seq`.
@@ -124,7 +217,7 @@ impl Config {
     pub fn len_range(&self) -> (u32, u32) {
         (
             self.payload_bytes,
-            self.payload_bytes + LEN_STEP * (LEN_SLOTS - 1) + L2_OVERHEAD,
+            self.payload_bytes + LEN_STEP * (LEN_SLOTS - 1) + self.l2_overhead(),
         )
     }
 
@@ -253,6 +346,14 @@ pub struct ProbeCounts {
 pub struct TracerInfo {
     /// How events were recorded.
     pub method: String,
+    /// What recorded the length-filtered tracepoints (`tp_btf` programs,
+    /// or perf raw samples).
+    pub backend: Backend,
+    /// Tracepoints run as `tp_btf` programs.
+    pub tp_btf_programs: Vec<String>,
+    /// Why `tp_btf` programs were not used where they were wanted (the
+    /// tracer fell back to perf).
+    pub fallback: Option<String>,
     /// The clock of every time in the result.
     pub clock: String,
     /// Tracepoints opened (`net/netif_receive_skb`…).
@@ -414,6 +515,9 @@ mod tests {
             cost_ns: 0,
             all_events: true,
             window_ns: 100_000_000,
+            backend: Backend::Auto,
+            proto: Proto::Udp,
+            tcp_option_bytes: 0,
         }
     }
 
@@ -450,6 +554,31 @@ mod tests {
         assert!(bad(|c| c.count = 0).contains("--count"));
         assert!(bad(|c| c.rate_pps = 0.0).contains("--rate"));
         assert!(bad(|c| c.rate_pps = f64::NAN).contains("--rate"));
+    }
+
+    #[test]
+    fn each_protocol_has_its_header_lengths() {
+        let mut c = config();
+        assert_eq!((c.l3_overhead(), c.l2_overhead()), (28, 42));
+        c.proto = Proto::Icmp;
+        assert_eq!((c.l3_overhead(), c.l2_overhead()), (28, 42));
+        c.proto = Proto::Tcp;
+        c.tcp_option_bytes = TCP_TIMESTAMPS;
+        assert_eq!((c.l3_overhead(), c.l2_overhead()), (52, 66));
+        assert_eq!(c.len_range(), (100, 100 + 75 + 66));
+        c.tcp_option_bytes = 0;
+        assert_eq!(c.l3_overhead(), 40);
+        for p in [Proto::Udp, Proto::Tcp, Proto::Icmp] {
+            assert_eq!(Proto::parse(p.name()), Ok(p));
+        }
+        assert!(Proto::parse("sctp")
+            .unwrap_err()
+            .to_string()
+            .contains("--proto"));
+        c.rcvbuf_bytes = Some(1);
+        assert_eq!(c.validate(), Err(ConfigError::RcvbufNotUdp));
+        c.proto = Proto::Udp;
+        assert!(c.validate().is_ok());
     }
 
     #[test]

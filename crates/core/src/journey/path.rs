@@ -4,10 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::event::{Event, Point};
-use super::{
-    Config, DropSite, ExampleEvent, Gap, ProbeCounts, Quantiles, Step, L2_OVERHEAD, L3_OVERHEAD,
-    LEN_SLOTS,
-};
+use super::{Config, DropSite, ExampleEvent, Gap, ProbeCounts, Quantiles, Step, LEN_SLOTS};
 
 /// A kfree_skb on a chain address counts as the probe's drop, and an
 /// sk_data_ready as its queueing to the socket, only this soon after the
@@ -118,7 +115,8 @@ pub fn follow(
             }
             let lo = events.partition_point(|e| e.time_ns < p.send_ns);
             let hi = events.partition_point(|e| e.time_ns < end);
-            let mut path = follow_one(p, devices, &events[lo..hi], &events[..hi]);
+            let layers = (cfg.l3_overhead(), cfg.l2_overhead());
+            let mut path = follow_one(p, layers, devices, &events[lo..hi], &events[..hi]);
             if let Some(r) = recv_by_seq.get(&p.seq) {
                 path.push((*r).clone());
             }
@@ -136,21 +134,26 @@ pub fn follow(
 /// `before` every event up to the end (for the softirq that preceded a
 /// receive).
 ///
+/// `(l3, l2)`: what the probe's IP packet and its frame add to its payload.
 /// The path starts at the first net_dev_queue on host a's interface with
 /// the probe's frame length. From there it takes every event with the
 /// probe's length at that layer on a bed device (a new skb address found so
 /// joins the chain: a copy or clone), the copy to user space on a chain
 /// address, qdisc events on a chain address while it is in use, and the
 /// first kfree_skb of a chain address just after its last use (a drop).
-fn follow_one(p: &ProbeSent, devices: &[Device], window: &[Event], before: &[Event]) -> Vec<Event> {
+fn follow_one(
+    p: &ProbeSent,
+    (l3, l2): (u32, u32),
+    devices: &[Device],
+    window: &[Event],
+    before: &[Event],
+) -> Vec<Event> {
     let len_ok = |e: &Event| {
         let Some(l) = e.len else { return false };
         match e.point {
-            Point::NetDevQueue | Point::NetDevStartXmit => l == p.payload + L2_OVERHEAD,
-            Point::NetifRx | Point::NetifReceiveSkb | Point::NapiGroReceive => {
-                l == p.payload + L3_OVERHEAD
-            }
-            Point::NetDevXmit => l == p.payload + L3_OVERHEAD || l == p.payload + L2_OVERHEAD,
+            Point::NetDevQueue | Point::NetDevStartXmit => l == p.payload + l2,
+            Point::NetifRx | Point::NetifReceiveSkb | Point::NapiGroReceive => l == p.payload + l3,
+            Point::NetDevXmit => l == p.payload + l3 || l == p.payload + l2,
             Point::SkbCopyDatagramIovec => l == p.payload,
             _ => false,
         }
@@ -339,7 +342,9 @@ pub fn summarise(paths: &[ProbePath], devices: &[Device], topology: &str) -> Sum
             let dev_ns = device(devices, e.dev.as_deref()).map(|d| d.netns.clone());
             let ns = match e.point {
                 Point::UserSend => device_of_role(devices, "a"),
-                Point::UserRecv => device_of_role(devices, "b"),
+                // Where the packet last was: b for UDP and TCP, back in a
+                // for an ICMP echo's reply.
+                Point::UserRecv => netns.clone().or_else(|| device_of_role(devices, "b")),
                 _ => dev_ns.or_else(|| netns.clone()),
             };
             netns.clone_from(&ns);
@@ -500,7 +505,14 @@ fn name_gap(a: &Step, b: &Step, topology: &str) -> String {
         s.role.as_deref().unwrap_or("")
     }
     let what = match (a.point, b.point) {
-        (P::UserSend, _) => "sendto(): socket, UDP and IP output in host a".to_string(),
+        (P::UserSend, _) => "sendto(): socket, transport and IP output in host a".to_string(),
+        (P::NetifReceiveSkb | P::FibTableLookup, P::NetDevQueue | P::FibTableLookup)
+            if role(a) == "b" && role(b) == "b" =>
+        {
+            "the echo answered by host b's kernel (IP and ICMP receive, the reply built and \
+             routed)"
+                .to_string()
+        }
         (P::NetifReceiveSkb, P::NetDevQueue) if role(a) == "dut" && role(b) == "dut" => {
             if topology == "router" {
                 "IP forwarding in the router (routing lookup, netfilter, neighbour)".to_string()
@@ -519,12 +531,23 @@ fn name_gap(a: &Step, b: &Step, topology: &str) -> String {
         }
         (P::SoftirqNetRx, P::NetifReceiveSkb) => "softirq to the stack's receive".to_string(),
         (P::NetifReceiveSkb, P::SkDataReady) => {
-            "IP and UDP receive up to the socket queue".to_string()
+            "IP and transport receive up to the socket queue".to_string()
         }
         (P::NetifReceiveSkb, P::SkbCopyDatagramIovec | P::SockRecvLength | P::UserRecv)
             if role(a) == "b" =>
         {
-            "IP and UDP receive, socket queue and the receiver's wake-up in host b".to_string()
+            "IP and transport receive, socket queue and the receiver's wake-up in host b"
+                .to_string()
+        }
+        (P::NetifReceiveSkb, P::UserRecv) if role(a) == "a" => {
+            "the reply's IP and ICMP receive, the raw socket's queue and the sender's wake-up in \
+             host a"
+                .to_string()
+        }
+        (P::KfreeSkb, P::UserRecv) => {
+            "the raw socket's copy waiting for its reader (the kernel freed the original after \
+             delivering the copy)"
+                .to_string()
         }
         (P::SkDataReady, _) => "the receiver's wake-up and recvmsg()".to_string(),
         (P::SockRecvLength, P::UserRecv) => "return to user space".to_string(),
@@ -566,6 +589,7 @@ pub(crate) mod tests {
             len,
             dev: dev.map(str::to_string),
             ifindex: None,
+            netns: None,
             sk: None,
             reason: None,
             location: None,

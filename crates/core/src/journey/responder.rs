@@ -93,6 +93,7 @@ mod tests {
             len: Some(len),
             dev: Some(dev.into()),
             ifindex: None,
+            netns: None,
             sk: None,
             reason: None,
             location: None,

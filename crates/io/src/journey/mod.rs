@@ -1,17 +1,19 @@
-//! `linerate journey`: sends UDP probes from host a to host b of a bed and
+//! `linerate journey`: sends probes (UDP, TCP or ICMP echo) from host a to host b of a bed and
 //! follows each through the kernel with tracepoints (see
 //! `linerate_core::journey` for how the paths are assembled).
 //!
-//! The tracer is `perf_event_open` on tracepoints with raw samples (real skb
-//! addresses, lengths, device names; CLOCK_MONOTONIC; in-kernel filters on
-//! `len`, `dport` and the softirq vector), one ring per CPU. Why not BPF
-//! `tp_btf` programs: they could read the namespace and the probe's own
-//! sequence number, but need a program assembled instruction by instruction
-//! for every tracepoint; raw samples give every field the path needs, and
-//! no wake-up per sample keeps the cost low (measured: [`Cost`]).
+//! The tracer ([`Tracer`]) runs the length-filtered tracepoints as `tp_btf`
+//! programs assembled in linerate ([`btf`]: the filter runs in BPF before
+//! anything is written; time from `bpf_ktime_get_ns`, CLOCK_MONOTONIC) and
+//! the others with `perf_event_open` raw samples (real skb addresses,
+//! lengths, device names; CLOCK_MONOTONIC; in-kernel filters on `dport` and
+//! the softirq vector), every tracepoint on perf where BPF is refused. The
+//! cost of either is measured on the bed ([`Cost`]).
 
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::io::{Read as _, Write as _};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
@@ -19,14 +21,16 @@ use std::time::Duration;
 
 use linerate_core::journey::format::FormatError;
 use linerate_core::journey::{
-    follow, hints, summarise, tracepoints, Config, Cost, Device, Event, JourneyResult, Point,
-    ProbeSent, Rates, Tracepoint, TracerInfo, L2_OVERHEAD, LEN_SLOTS, LEN_STEP, TRACEPOINTS,
+    follow, hints, summarise, tracepoints, Backend, Config, Cost, Device, Event, JourneyResult,
+    Point, ProbeSent, Proto, Rates, Tracepoint, TracerInfo, L2_OVERHEAD, LEN_SLOTS, LEN_STEP,
+    TRACEPOINTS,
 };
 use linerate_core::progress::Progress;
 
 use crate::netns::{self, NetnsError};
 use crate::sys;
 
+pub mod btf;
 pub mod responder;
 pub mod tracefs;
 pub mod tracer;
@@ -107,6 +111,12 @@ pub enum JourneyError {
         /// The error.
         source: io::Error,
     },
+    /// The `tp_btf` programs could not be used (with `--tracer tp_btf`).
+    #[error("cannot trace with tp_btf programs")]
+    Btf {
+        /// Why.
+        source: btf::BtfTracerError,
+    },
     /// A namespace could not be entered.
     #[error(transparent)]
     Netns(#[from] NetnsError),
@@ -173,16 +183,21 @@ pub fn run(
         progress.step(&format!("mounted tracefs at {}", fs.root.display()));
     }
     let kprobes = fs.has_kprobes();
+    let mut cfg = cfg.clone();
+    if cfg.proto == Proto::Tcp {
+        cfg.tcp_option_bytes = tcp_option_bytes(target)?;
+    }
+    let cfg = &cfg;
     let sent_all = Arc::new(AtomicBool::new(false));
-    let (port, receiver) = spawn_receiver(
-        target,
-        cfg.port,
-        Receive {
-            count: u64::from(cfg.count),
-            rcvbuf: cfg.rcvbuf_bytes,
-        },
-        Arc::clone(&sent_all),
-    )?;
+    let how = Receive {
+        count: u64::from(cfg.count),
+        rcvbuf: cfg.rcvbuf_bytes,
+    };
+    let (port, receiver) = match cfg.proto {
+        Proto::Udp => spawn_receiver(target, cfg.port, how, Arc::clone(&sent_all))?,
+        Proto::Tcp => spawn_tcp_receiver(target, cfg.port, how, Arc::clone(&sent_all))?,
+        Proto::Icmp => (0, spawn_icmp_receiver(target, how, Arc::clone(&sent_all))?),
+    };
     // On every way out (an error below included) the receiver learns that
     // nothing more comes, and ends after its drain time.
     let _release = SetOnDrop(Arc::clone(&sent_all));
@@ -191,7 +206,7 @@ pub fn run(
         dport: port,
     };
     let set = tracepoints(cfg.all_events);
-    let mut tracer = Tracer::open(&fs, &set, filters)?;
+    let mut tracer = Tracer::open_with(&fs, &set, filters, cfg.backend)?;
     progress.step(&format!(
         "tracing {} tracepoints on {} CPUs; sending {} probes from {} to {}:{port}",
         tracer.opened.len(),
@@ -200,17 +215,21 @@ pub fn run(
         target.client_netns,
         target.server_ip
     ));
-    tracer
-        .enable()
-        .map_err(|source| JourneyError::Control { source })?;
+    tracer.enable()?;
     let to = SocketAddr::from((target.server_ip, port));
     let probes = {
         let cfg = cfg.clone();
         let stop_ptr = Arc::new(AtomicBool::new(stop.load(Ordering::Relaxed)));
         let stop_thread = Arc::clone(&stop_ptr);
-        let sender = netns::spawn_in(Some(&target.client_netns), "lr-journey-tx", move || {
-            send_probes(&cfg, to, &stop_thread)
-        })?;
+        let sender = netns::spawn_in(
+            Some(&target.client_netns),
+            "lr-journey-tx",
+            move || match cfg.proto {
+                Proto::Udp => send_probes(&cfg, to, &stop_thread),
+                Proto::Tcp => send_tcp_probes(&cfg, to, &stop_thread),
+                Proto::Icmp => send_icmp_probes(&cfg, to, &stop_thread),
+            },
+        )?;
         while !sender.is_finished() {
             tracer.poll();
             stop_ptr.store(stop.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -232,13 +251,19 @@ pub fn run(
         .map_err(socket_err("receive"))?;
     // Let late events (frees after the receiver read) land, then stop.
     std::thread::sleep(Duration::from_millis(20));
-    tracer
-        .disable()
-        .map_err(|source| JourneyError::Control { source })?;
-    let (events, ring_lost) = tracer.events();
+    tracer.disable()?;
+    let (mut events, ring_lost) = tracer.events();
+    keep_bed_namespaces(&mut events, &target.devices);
     let info = TracerInfo {
-        method: "perf_event_open on tracepoints, raw samples, one ring per CPU, polled (no wake-up per sample)".into(),
-        clock: "CLOCK_MONOTONIC (perf use_clockid for kernel events, clock_gettime for sendto/recvfrom)".into(),
+        method: tracer.method(),
+        backend: if tracer.programs_opened.is_empty() {
+            Backend::Perf
+        } else {
+            Backend::TpBtf
+        },
+        tp_btf_programs: tracer.programs_opened.clone(),
+        fallback: tracer.fallback.clone(),
+        clock: "CLOCK_MONOTONIC (bpf_ktime_get_ns in tp_btf programs, perf use_clockid for perf samples, clock_gettime for sendto/recvfrom)".into(),
         opened: tracer.opened.clone(),
         missing: tracer.missing.clone(),
         left_out: TRACEPOINTS
@@ -263,7 +288,14 @@ pub fn run(
     let s = summarise(&paths, &target.devices, &target.topology);
     let cost = if cfg.cost_ns > 0 && !stop.load(Ordering::Relaxed) {
         progress.step("measuring the tracer's cost (UDP 1472 B, one datagram in 100 traced)");
-        Some(measure_cost(&fs, &set, target, cfg.cost_ns, stop)?)
+        Some(measure_cost(
+            &fs,
+            &set,
+            cfg.backend,
+            target,
+            cfg.cost_ns,
+            stop,
+        )?)
     } else {
         None
     };
@@ -276,7 +308,7 @@ pub fn run(
     let mut result = JourneyResult {
         bed: target.bed.clone(),
         topology: target.topology.clone(),
-        proto: "udp".into(),
+        proto: cfg.proto.name().into(),
         payload_bytes: (lo, hi.max(lo)),
         rate_pps: cfg.rate_pps,
         tracer: info,
@@ -290,6 +322,25 @@ pub fn run(
     };
     result.hints = hints(&result);
     Ok(result)
+}
+
+/// Drops the `tp_btf` events on a bed device's name whose namespace is
+/// none of the bed's (another bed with the same interface names): perf
+/// samples carry no namespace, so for them the name is all there is.
+fn keep_bed_namespaces(events: &mut Vec<Event>, devices: &[Device]) {
+    use std::os::unix::fs::MetadataExt as _;
+    let inodes: std::collections::BTreeSet<u64> = devices
+        .iter()
+        .filter_map(|d| std::fs::metadata(netns::netns_path(&d.netns)).ok())
+        .map(|m| m.ino())
+        .collect();
+    if inodes.is_empty() {
+        return;
+    }
+    events.retain(|e| {
+        let on_bed = devices.iter().any(|d| Some(&d.name) == e.dev.as_ref());
+        !on_bed || e.netns.is_none_or(|n| inodes.contains(&u64::from(n)))
+    });
 }
 
 fn function_level(kprobes: bool) -> String {
@@ -394,10 +445,15 @@ fn probe_seq(payload: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(payload.get(4..12)?.try_into().ok()?))
 }
 
-/// Sends the probes at the configured rate (bounded by count and rate).
-fn send_probes(cfg: &Config, to: SocketAddr, stop: &AtomicBool) -> io::Result<Vec<ProbeSent>> {
-    let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
-    sock.connect(to)?;
+/// Calls `send(seq, payload)` for every probe at the configured rate
+/// (bounded by count and rate), with `payload` holding the probe's bytes:
+/// [`MAGIC`], the sequence number (u64 LE), the probe's length (u32 LE),
+/// zero fill.
+fn send_paced(
+    cfg: &Config,
+    stop: &AtomicBool,
+    mut send: impl FnMut(u64, &[u8]) -> io::Result<()>,
+) -> io::Result<Vec<ProbeSent>> {
     let mut buf = vec![0u8; 1500];
     buf[..4].copy_from_slice(MAGIC);
     let interval = cfg.interval_ns();
@@ -415,15 +471,246 @@ fn send_probes(cfg: &Config, to: SocketAddr, stop: &AtomicBool) -> io::Result<Ve
             }
             std::thread::sleep(Duration::from_nanos((due - now).min(1_000_000)));
         }
-        let len = cfg.probe_payload(seq) as usize;
+        let len = cfg.probe_payload(seq);
         buf[4..12].copy_from_slice(&seq.to_le_bytes());
+        buf[12..16].copy_from_slice(&len.to_le_bytes());
         let send_ns = sys::clock::monotonic_ns();
-        sock.send(&buf[..len])?;
+        send(seq, &buf[..len as usize])?;
         out.push(ProbeSent {
             seq,
-            payload: len as u32,
+            payload: len,
             send_ns,
         });
+    }
+    Ok(out)
+}
+
+/// Sends the UDP probes.
+fn send_probes(cfg: &Config, to: SocketAddr, stop: &AtomicBool) -> io::Result<Vec<ProbeSent>> {
+    let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
+    sock.connect(to)?;
+    send_paced(cfg, stop, |_, p| sock.send(p).map(drop))
+}
+
+/// Sends the TCP probes: one connection (made before the first probe; its
+/// handshake carries no data and matches no probe length), `TCP_NODELAY`,
+/// one write — one data segment at these rates — per probe.
+fn send_tcp_probes(cfg: &Config, to: SocketAddr, stop: &AtomicBool) -> io::Result<Vec<ProbeSent>> {
+    let sock = TcpStream::connect_timeout(&to, Duration::from_secs(2))?;
+    sock.set_nodelay(true)?;
+    let mut w = &sock;
+    let sent = send_paced(cfg, stop, |_, p| w.write_all(p))?;
+    // Let the last segments be acknowledged before the socket closes.
+    std::thread::sleep(Duration::from_millis(50));
+    Ok(sent)
+}
+
+/// ICMP echo identifier of the probes.
+const ICMP_IDENT: u16 = 0x4c52;
+
+/// Sends the ICMP echo probes on a raw socket (the ICMP payload is the
+/// probe's bytes; the ICMP sequence number is the probe's, mod 2^16).
+fn send_icmp_probes(cfg: &Config, to: SocketAddr, stop: &AtomicBool) -> io::Result<Vec<ProbeSent>> {
+    use linerate_core::wire::icmp::{ECHO_REQUEST_V4, HEADER_LEN};
+    let sock = sys::sock::icmp_raw_socket(false)?;
+    let to = SocketAddr::new(to.ip(), 0);
+    let mut msg = vec![0u8; 1500 + HEADER_LEN];
+    send_paced(cfg, stop, |seq, p| {
+        let m = &mut msg[..HEADER_LEN + p.len()];
+        m[0] = ECHO_REQUEST_V4;
+        m[1] = 0;
+        m[2..4].fill(0);
+        m[4..6].copy_from_slice(&ICMP_IDENT.to_be_bytes());
+        // The low 16 bits: ICMP's sequence number is 16 bits wide.
+        m[6..8].copy_from_slice(&(seq as u16).to_be_bytes());
+        m[HEADER_LEN..].copy_from_slice(p);
+        let c = linerate_core::wire::testframe::internet_checksum(m);
+        m[2..4].copy_from_slice(&c.to_be_bytes());
+        sys::sock::send_to(sock.as_raw_fd(), m, to).map(drop)
+    })
+}
+
+/// TCP option bytes of a data segment between a and b: 12 when both hosts
+/// have `net.ipv4.tcp_timestamps` on (the Linux default), else 0.
+fn tcp_option_bytes(target: &Target) -> Result<u32, JourneyError> {
+    let mut on = true;
+    for ns in [&target.client_netns, &target.server_netns] {
+        let v = netns::spawn_in(Some(ns), "lr-journey-sysctl", || {
+            std::fs::read_to_string("/proc/sys/net/ipv4/tcp_timestamps")
+        })?
+        .join()
+        .map_err(|_| JourneyError::Thread("sysctl"))??
+        .map_err(socket_err("read net.ipv4.tcp_timestamps"))?;
+        on &= v.trim() != "0";
+    }
+    Ok(if on {
+        linerate_core::journey::TCP_TIMESTAMPS
+    } else {
+        0
+    })
+}
+
+/// The TCP listener in host b: binds `port` (0: any), returns the port and
+/// the thread, which accepts the sender's connection and reads the probes
+/// from the stream (each carries its length, so reads that join or split
+/// probes are cut back into them).
+fn spawn_tcp_receiver(
+    target: &Target,
+    port: u16,
+    how: Receive,
+    sent_all: Arc<AtomicBool>,
+) -> Result<(u16, ReceiverThread), JourneyError> {
+    let (tx, rx) = mpsc::channel();
+    let ip = target.server_ip;
+    let h = netns::spawn_in(Some(&target.server_netns), "lr-journey-rx", move || {
+        let listener = match TcpListener::bind((ip, port)) {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = tx.send(Err(e));
+                return Ok(Vec::new());
+            }
+        };
+        let _ = tx.send(listener.local_addr().map(|a| a.port()));
+        receive_tcp(&listener, how, &sent_all)
+    })?;
+    let port = rx
+        .recv()
+        .map_err(|_| JourneyError::Thread("receiver"))?
+        .map_err(socket_err("listen in host b"))?;
+    Ok((port, h))
+}
+
+fn receive_tcp(
+    listener: &TcpListener,
+    how: Receive,
+    sent_all: &AtomicBool,
+) -> io::Result<Vec<Event>> {
+    listener.set_nonblocking(true)?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let stream = loop {
+        match listener.accept() {
+            Ok((s, _)) => break s,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if sent_all.load(Ordering::Acquire) || std::time::Instant::now() > deadline {
+                    return Ok(Vec::new());
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(Duration::from_millis(20)))?;
+    let mut out = Vec::new();
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    let mut done_at = None;
+    let mut r = &stream;
+    while (out.len() as u64) < how.count {
+        match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                let t = sys::clock::monotonic_ns();
+                pending.extend_from_slice(&buf[..n]);
+                while let Some((seq, len)) = stream_probe(&pending) {
+                    out.push(Event::user(Point::UserRecv, t, seq, len as u32));
+                    pending.drain(..len);
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => return Err(e),
+        }
+        if sent_all.load(Ordering::Acquire) {
+            let since = *done_at.get_or_insert_with(std::time::Instant::now);
+            if since.elapsed() > DRAIN {
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The first whole probe at the start of a TCP stream's bytes: its
+/// sequence number and length (None: not all of it has come yet, or the
+/// stream is not probes).
+fn stream_probe(b: &[u8]) -> Option<(u64, usize)> {
+    let seq = probe_seq(b)?;
+    let len = u32::from_le_bytes(b.get(12..16)?.try_into().ok()?) as usize;
+    (len >= 16 && b.len() >= len).then_some((seq, len))
+}
+
+/// The ICMP receiver in host a: a raw socket reading the echo replies to
+/// the probes (matched by identifier and the probe's sequence number in
+/// the payload).
+fn spawn_icmp_receiver(
+    target: &Target,
+    how: Receive,
+    sent_all: Arc<AtomicBool>,
+) -> Result<ReceiverThread, JourneyError> {
+    let (tx, rx) = mpsc::channel();
+    let h = netns::spawn_in(Some(&target.client_netns), "lr-journey-rx", move || {
+        let sock = match sys::sock::icmp_raw_socket(false).and_then(|fd| {
+            // A raw socket reads like a datagram socket; std's UdpSocket
+            // only wraps recv(2) and SO_RCVTIMEO here.
+            let s = UdpSocket::from(fd);
+            s.set_read_timeout(Some(Duration::from_millis(20)))?;
+            Ok(s)
+        }) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = tx.send(Err(e));
+                return Ok(Vec::new());
+            }
+        };
+        let _ = tx.send(Ok(()));
+        receive_icmp(&sock, how, &sent_all)
+    })?;
+    rx.recv()
+        .map_err(|_| JourneyError::Thread("receiver"))?
+        .map_err(socket_err("open a raw ICMP socket in host a"))?;
+    Ok(h)
+}
+
+fn receive_icmp(sock: &UdpSocket, how: Receive, sent_all: &AtomicBool) -> io::Result<Vec<Event>> {
+    use linerate_core::wire::icmp::{icmp_message, Family, ECHO_REPLY_V4, HEADER_LEN};
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    let mut done_at = None;
+    while (out.len() as u64) < how.count {
+        match sock.recv(&mut buf) {
+            Ok(n) => {
+                let t = sys::clock::monotonic_ns();
+                if let Ok(m) = icmp_message(&buf[..n], Family::V4) {
+                    let ours = m.len() > HEADER_LEN
+                        && m[0] == ECHO_REPLY_V4
+                        && m[4..6] == ICMP_IDENT.to_be_bytes();
+                    if let Some(seq) = probe_seq(&m[HEADER_LEN.min(m.len())..]).filter(|_| ours) {
+                        out.push(Event::user(
+                            Point::UserRecv,
+                            t,
+                            seq,
+                            (m.len() - HEADER_LEN) as u32,
+                        ));
+                    }
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => return Err(e),
+        }
+        if sent_all.load(Ordering::Acquire) {
+            let since = *done_at.get_or_insert_with(std::time::Instant::now);
+            if since.elapsed() > DRAIN {
+                break;
+            }
+        }
     }
     Ok(out)
 }
@@ -444,6 +731,7 @@ const COST_ROUNDS: u32 = 2;
 fn measure_cost(
     fs: &Tracefs,
     set: &[Tracepoint],
+    backend: Backend,
     target: &Target,
     ns: u64,
     stop: &AtomicBool,
@@ -461,7 +749,7 @@ fn measure_cost(
     };
     for _ in 0..COST_ROUNDS {
         untraced = best(untraced, blast(target, ns, None, stop)?);
-        traced = best(traced, blast(target, ns, Some((fs, set)), stop)?);
+        traced = best(traced, blast(target, ns, Some((fs, set, backend)), stop)?);
     }
     Ok(Cost::new(
         COST_DATAGRAM as u32,
@@ -476,7 +764,7 @@ fn measure_cost(
 fn blast(
     target: &Target,
     ns: u64,
-    trace: Option<(&Tracefs, &[Tracepoint])>,
+    trace: Option<(&Tracefs, &[Tracepoint], Backend)>,
     stop: &AtomicBool,
 ) -> Result<Rates, JourneyError> {
     let sock = {
@@ -495,7 +783,7 @@ fn blast(
         .map_err(socket_err("cost receiver"))?
         .port();
     let mut tracer = match trace {
-        Some((fs, set)) => {
+        Some((fs, set, backend)) => {
             let filters = Filters {
                 len: (
                     COST_TRACED_PAYLOAD as u32,
@@ -503,9 +791,8 @@ fn blast(
                 ),
                 dport: port,
             };
-            let t = Tracer::open(fs, set, filters)?;
-            t.enable()
-                .map_err(|source| JourneyError::Control { source })?;
+            let mut t = Tracer::open_with(fs, set, filters, backend)?;
+            t.enable()?;
             Some(t)
         }
         None => None,
@@ -589,6 +876,28 @@ mod tests {
         assert_eq!(probe_seq(&p[..8]), None);
         p[0] = b'X';
         assert_eq!(probe_seq(&p), None);
+    }
+
+    #[test]
+    fn a_tcp_stream_is_cut_back_into_probes() {
+        let probe = |seq: u64, len: u32| {
+            let mut p = vec![0u8; len as usize];
+            p[..4].copy_from_slice(MAGIC);
+            p[4..12].copy_from_slice(&seq.to_le_bytes());
+            p[12..16].copy_from_slice(&len.to_le_bytes());
+            p
+        };
+        let mut stream = probe(7, 100);
+        stream.extend(probe(8, 105));
+        assert_eq!(stream_probe(&stream), Some((7, 100)));
+        assert_eq!(stream_probe(&stream[100..]), Some((8, 105)));
+        // Not all of it has come yet.
+        assert_eq!(stream_probe(&stream[100..150]), None);
+        assert_eq!(stream_probe(&stream[..10]), None);
+        // A length shorter than the header is not a probe.
+        let mut bad = probe(1, 100);
+        bad[12..16].copy_from_slice(&4u32.to_le_bytes());
+        assert_eq!(stream_probe(&bad), None);
     }
 
     #[test]

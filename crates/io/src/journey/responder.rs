@@ -53,9 +53,7 @@ pub fn trace_responder(ns: &str, ip: IpAddr, ip_len: u32) -> Result<ResponderTra
             dport: 0,
         },
     )?;
-    tracer
-        .enable()
-        .map_err(|source| JourneyError::Control { source })?;
+    tracer.enable()?;
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
     let poller = std::thread::spawn(move || {

@@ -1,13 +1,18 @@
-//! The tracer: every tracepoint of a journey opened on every CPU with its
-//! in-kernel filter, one ring per CPU, drained by polling.
+//! The tracer: the length-filtered tracepoints as `tp_btf` programs that
+//! filter before writing (see [`super::btf`]), the others opened with
+//! perf_event_open on every CPU with their in-kernel filter, one ring per
+//! CPU; everything drained by polling. Where BPF is refused (no BTF, no
+//! permission, an older kernel), every tracepoint goes to perf and the
+//! result says why.
 
 use std::ffi::CString;
 use std::io;
 use std::os::fd::OwnedFd;
 
 use linerate_core::journey::format::{parse_ring, Format, RingRecords};
-use linerate_core::journey::{Decoder, Event, FilterKind, Tracepoint};
+use linerate_core::journey::{Backend, Decoder, Event, FilterKind, Tracepoint};
 
+use super::btf::{runs_as_program, BtfPrograms, BtfTracerError};
 use super::tracefs::Tracefs;
 use super::JourneyError;
 use crate::sys::perf;
@@ -38,12 +43,21 @@ impl Filters {
     }
 }
 
-/// The open tracer. Dropping it closes every event (tracing stops).
+/// The open tracer. Dropping it closes every event and detaches every
+/// program (tracing stops).
 #[derive(Debug)]
 pub struct Tracer {
     events: Vec<OwnedFd>,
     rings: Vec<perf::Ring>,
     bytes: Vec<Vec<u8>>,
+    programs: Option<BtfPrograms>,
+    program_events: Vec<Event>,
+    /// Tracepoints run as `tp_btf` programs (empty: perf only).
+    pub programs_opened: Vec<String>,
+    /// True when the programs' records carry the namespace inode.
+    pub program_netns: bool,
+    /// Why `tp_btf` programs were not used ([`Backend::Auto`] fell back).
+    pub fallback: Option<String>,
     /// Decodes the samples.
     pub decoder: Decoder,
     /// Tracepoints opened.
@@ -65,11 +79,44 @@ impl Tracer {
         tracepoints: &[Tracepoint],
         filters: Filters,
     ) -> Result<Self, JourneyError> {
+        Self::open_with(fs, tracepoints, filters, Backend::Auto)
+    }
+
+    /// [`Tracer::open`] with a choice of backend for the length-filtered
+    /// tracepoints.
+    pub fn open_with(
+        fs: &Tracefs,
+        tracepoints: &[Tracepoint],
+        filters: Filters,
+        backend: Backend,
+    ) -> Result<Self, JourneyError> {
         let cpus = perf::cpu_count();
+        let (programs, fallback) = match backend {
+            Backend::Perf => (None, None),
+            Backend::TpBtf => (
+                Some(
+                    BtfPrograms::load(tracepoints, filters)
+                        .map_err(|source| JourneyError::Btf { source })?,
+                ),
+                None,
+            ),
+            Backend::Auto => match BtfPrograms::load(tracepoints, filters) {
+                Ok(p) => (Some(p), None),
+                Err(e) => (None, Some(fallback_reason(&e))),
+            },
+        };
         let mut t = Self {
             events: Vec::new(),
             rings: Vec::new(),
             bytes: vec![Vec::new(); cpus as usize],
+            programs_opened: programs
+                .as_ref()
+                .map(|p| p.opened.clone())
+                .unwrap_or_default(),
+            program_netns: programs.as_ref().is_some_and(|p| p.netns),
+            programs,
+            program_events: Vec::new(),
+            fallback,
             decoder: Decoder::new(),
             opened: Vec::new(),
             missing: Vec::new(),
@@ -78,6 +125,21 @@ impl Tracer {
         };
         let mut leaders: Vec<Option<usize>> = vec![None; cpus as usize];
         for tp in tracepoints {
+            if t.programs.is_some() && runs_as_program(tp.point) {
+                if tp.point == linerate_core::journey::Point::KfreeSkb {
+                    // Drop reasons are named from the tracepoint's format.
+                    let reasons = fs.format(tp.path).ok().and_then(|f| Format::parse(&f).ok());
+                    if let Some(p) = t.programs.as_mut() {
+                        p.reasons = reasons;
+                    }
+                }
+                t.opened.push(tp.path.to_string());
+                t.filters.push(format!(
+                    "{}: len >= {} && len <= {} (in BPF)",
+                    tp.path, filters.len.0, filters.len.1
+                ));
+                continue;
+            }
             let text = match fs.format(tp.path) {
                 Ok(text) => text,
                 Err(e) if e.kind() == io::ErrorKind::NotFound && !tp.required => {
@@ -138,26 +200,62 @@ impl Tracer {
         Ok(t)
     }
 
-    /// Starts every event.
-    pub fn enable(&self) -> io::Result<()> {
-        self.events.iter().try_for_each(|fd| perf::enable(fd, true))
+    /// Starts every event and attaches every program.
+    pub fn enable(&mut self) -> Result<(), JourneyError> {
+        if let Some(p) = self.programs.as_mut() {
+            p.attach().map_err(|source| JourneyError::Btf { source })?;
+        }
+        self.events
+            .iter()
+            .try_for_each(|fd| perf::enable(fd, true))
+            .map_err(|source| JourneyError::Control { source })
     }
 
-    /// Stops every event (the rings keep what they hold).
-    pub fn disable(&self) -> io::Result<()> {
+    /// Stops every event and detaches every program (the rings keep what
+    /// they hold).
+    pub fn disable(&mut self) -> Result<(), JourneyError> {
+        if let Some(p) = self.programs.as_mut() {
+            p.detach();
+        }
         self.events
             .iter()
             .try_for_each(|fd| perf::enable(fd, false))
+            .map_err(|source| JourneyError::Control { source })
+    }
+
+    /// How the events were recorded, in words (for the result).
+    pub fn method(&self) -> String {
+        let perf = "perf_event_open on tracepoints, raw samples, one ring per CPU, polled (no \
+                    wake-up per sample)";
+        if self.programs_opened.is_empty() {
+            match &self.fallback {
+                Some(why) => format!("{perf}; tp_btf programs not used: {why}"),
+                None => perf.to_string(),
+            }
+        } else {
+            format!(
+                "tp_btf programs assembled in linerate (filter on the length in BPF, then \
+                 bpf_ringbuf_output without wake-up; time bpf_ktime_get_ns) for {}; {perf} for \
+                 the others",
+                self.programs_opened.join(", ")
+            )
+        }
     }
 
     /// Moves what the rings hold into this process (call often enough that
     /// a ring never fills: 1 MiB each).
     pub fn poll(&mut self) -> usize {
-        self.rings
-            .iter()
-            .zip(self.bytes.iter_mut())
-            .map(|(r, b)| r.drain(b))
-            .sum()
+        let programs = self
+            .programs
+            .as_ref()
+            .map_or(0, |p| p.drain(&mut self.program_events));
+        programs
+            + self
+                .rings
+                .iter()
+                .zip(self.bytes.iter_mut())
+                .map(|(r, b)| r.drain(b))
+                .sum::<usize>()
     }
 
     /// Every event recorded (sorted by time) and the samples the kernel lost.
@@ -172,14 +270,21 @@ impl Tracer {
             lost += l;
             events.extend(samples.iter().filter_map(|s| self.decoder.decode(s)));
         }
+        events.append(&mut self.program_events);
         events.sort_by_key(|e| e.time_ns);
         (events, lost)
     }
 
-    /// Open perf event descriptors (for tests: zero after drop).
+    /// Open perf event descriptors and attached programs (for tests: zero
+    /// after drop).
     pub fn descriptors(&self) -> usize {
-        self.events.len()
+        self.events.len() + self.programs.as_ref().map_or(0, BtfPrograms::attached)
     }
+}
+
+/// Why [`Backend::Auto`] fell back to perf, in one line.
+fn fallback_reason(e: &BtfTracerError) -> String {
+    linerate_core::error::chain(e)
 }
 
 fn open_error(tp: &Tracepoint, cpu: u32, source: io::Error) -> JourneyError {

@@ -36,6 +36,41 @@ const BPF_MOV: u8 = 0xb0;
 const BPF_CALL: u8 = 0x80;
 const BPF_EXIT: u8 = 0x90;
 
+// More opcode parts, for the tracer programs (linux/bpf_common.h, linux/bpf.h).
+const BPF_LD: u8 = 0x00;
+const BPF_LDX: u8 = 0x01;
+const BPF_ST: u8 = 0x02;
+const BPF_STX: u8 = 0x03;
+const BPF_ALU: u8 = 0x04;
+const BPF_X: u8 = 0x08;
+const BPF_ADD: u8 = 0x00;
+const BPF_IMM: u8 = 0x00;
+const BPF_MEM: u8 = 0x60;
+/// `BPF_DW` as the size of `BPF_LD | BPF_IMM` (a 64-bit immediate).
+const BPF_DW_SIZE: u8 = 0x18;
+/// `BPF_PSEUDO_MAP_FD`: the immediate of a 64-bit load is a map's fd.
+const BPF_PSEUDO_MAP_FD: u8 = 1;
+
+/// The size of a load or store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum BpfSize {
+    /// 4 bytes (`BPF_W`).
+    W = 0x00,
+    /// 8 bytes (`BPF_DW`).
+    Dw = 0x18,
+}
+
+/// A conditional jump's comparison (against an immediate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum BpfJump {
+    /// unsigned `>` (`BPF_JGT`).
+    Gt = 0x20,
+    /// unsigned `<` (`BPF_JLT`).
+    Lt = 0xa0,
+}
+
 /// One eBPF instruction, `struct bpf_insn`: opcode, destination register in
 /// the low nibble and source register in the high nibble of the second
 /// byte (little-endian bitfields), a 16-bit offset and a 32-bit immediate.
@@ -93,6 +128,101 @@ impl BpfInsn {
             off: 0,
             imm: 0,
         }
+    }
+
+    /// `dst = src` (64-bit register move).
+    pub(crate) fn mov64_reg(dst: u8, src: u8) -> Self {
+        Self {
+            code: BPF_ALU64 | BPF_MOV | BPF_X,
+            regs: (dst & 0x0f) | (src << 4),
+            off: 0,
+            imm: 0,
+        }
+    }
+
+    /// `dst = (u32) src` (32-bit move: zero-extends into the upper half).
+    pub(crate) fn mov32_reg(dst: u8, src: u8) -> Self {
+        Self {
+            code: BPF_ALU | BPF_MOV | BPF_X,
+            regs: (dst & 0x0f) | (src << 4),
+            off: 0,
+            imm: 0,
+        }
+    }
+
+    /// `dst += imm` (64-bit).
+    pub(crate) fn add64_imm(dst: u8, imm: i32) -> Self {
+        Self {
+            code: BPF_ALU64 | BPF_ADD | BPF_K,
+            regs: dst & 0x0f,
+            off: 0,
+            imm,
+        }
+    }
+
+    /// `dst = *(size *)(src + off)`; `size` is [`BpfSize`].
+    pub(crate) fn ldx(size: BpfSize, dst: u8, src: u8, off: i16) -> Self {
+        Self {
+            code: BPF_LDX | BPF_MEM | size as u8,
+            regs: (dst & 0x0f) | (src << 4),
+            off,
+            imm: 0,
+        }
+    }
+
+    /// `*(size *)(dst + off) = src`.
+    pub(crate) fn stx(size: BpfSize, dst: u8, off: i16, src: u8) -> Self {
+        Self {
+            code: BPF_STX | BPF_MEM | size as u8,
+            regs: (dst & 0x0f) | (src << 4),
+            off,
+            imm: 0,
+        }
+    }
+
+    /// `*(size *)(dst + off) = imm`.
+    pub(crate) fn st_imm(size: BpfSize, dst: u8, off: i16, imm: i32) -> Self {
+        Self {
+            code: BPF_ST | BPF_MEM | size as u8,
+            regs: dst & 0x0f,
+            off,
+            imm,
+        }
+    }
+
+    /// `if dst <op> imm goto pc + 1 + off` (unsigned compare for
+    /// [`BpfJump::Lt`] and [`BpfJump::Gt`]).
+    pub(crate) fn jmp_imm(op: BpfJump, dst: u8, imm: i32, off: i16) -> Self {
+        Self {
+            code: BPF_JMP | op as u8 | BPF_K,
+            regs: dst & 0x0f,
+            off,
+            imm,
+        }
+    }
+
+    /// `dst = map` (two instructions: `BPF_LD | BPF_IMM | BPF_DW` with
+    /// `BPF_PSEUDO_MAP_FD`, which the kernel replaces by the map's address).
+    pub(crate) fn ld_map_fd(dst: u8, fd: i32) -> [Self; 2] {
+        [
+            Self {
+                code: BPF_LD | BPF_IMM | BPF_DW_SIZE,
+                regs: (dst & 0x0f) | (BPF_PSEUDO_MAP_FD << 4),
+                off: 0,
+                imm: fd,
+            },
+            Self {
+                code: 0,
+                regs: 0,
+                off: 0,
+                imm: 0,
+            },
+        ]
+    }
+
+    /// The same instruction with jump offset `off`.
+    pub(crate) fn with_off(self, off: i16) -> Self {
+        Self { off, ..self }
     }
 
     /// The 8 bytes the kernel reads (little-endian host).

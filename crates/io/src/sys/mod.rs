@@ -17,6 +17,7 @@ pub(crate) mod perf;
 pub(crate) mod signal;
 pub(crate) mod sock;
 pub(crate) mod timestamping;
+pub(crate) mod tpbtf;
 pub(crate) mod xdp;
 pub(crate) mod xdp_count;
 

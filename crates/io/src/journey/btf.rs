@@ -1,0 +1,268 @@
+//! The `tp_btf` half of the tracer: one BPF program per length-filtered
+//! tracepoint (see `crate::sys::tpbtf`), the filter run before anything is
+//! written, all programs writing into one BPF ring buffer.
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::OnceLock;
+
+use linerate_core::journey::btf::Btf;
+use linerate_core::journey::format::Format;
+use linerate_core::journey::{record, Event, Point, Tracepoint};
+
+use super::tracer::Filters;
+use crate::sys::bpf::BpfError;
+use crate::sys::tpbtf::{self, DevOffsets, ProgSpec, Ringbuf, Source};
+
+/// Where the running kernel publishes its BTF.
+pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
+/// Bytes of the ring buffer shared by every program.
+pub const RINGBUF_BYTES: u32 = 4 << 20;
+
+/// Why the `tp_btf` programs could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum BtfTracerError {
+    /// No kernel BTF.
+    #[error("cannot read the kernel's BTF at {VMLINUX_BTF}")]
+    Read {
+        /// The error.
+        source: io::Error,
+    },
+    /// The BTF did not parse.
+    #[error("cannot parse the kernel's BTF")]
+    Parse {
+        /// What is wrong.
+        source: linerate_core::journey::btf::BtfError,
+    },
+    /// The BTF lacks a type or member the programs need.
+    #[error("the kernel's BTF has no {0}")]
+    Missing(String),
+    /// The kernel refused a program, the map or the attachment.
+    #[error("tracepoint {name}")]
+    Bpf {
+        /// `SYSTEM/NAME`.
+        name: String,
+        /// The bpf(2) error.
+        source: BpfError,
+    },
+}
+
+/// The kernel's BTF, read and parsed once per process.
+fn vmlinux() -> Result<&'static Btf, BtfTracerError> {
+    static BTF: OnceLock<Result<Btf, String>> = OnceLock::new();
+    let parsed = BTF.get_or_init(|| {
+        let bytes = std::fs::read(VMLINUX_BTF).map_err(|e| format!("read: {e}"))?;
+        Btf::parse(&bytes).map_err(|e| format!("parse: {e}"))
+    });
+    match parsed {
+        Ok(b) => Ok(b),
+        // The first failure is kept as text; report it again as an error.
+        Err(e) if e.starts_with("read: ") => Err(BtfTracerError::Read {
+            source: io::Error::other(e["read: ".len()..].to_string()),
+        }),
+        Err(e) => Err(BtfTracerError::Missing(format!("usable BTF ({e})"))),
+    }
+}
+
+/// Where a tracepoint's program finds the length and the device, for the
+/// tracepoints run as `tp_btf` programs (None: left to perf).
+fn sources(point: Point, skb_len: i16, skb_dev: i16) -> Option<Spec> {
+    let plain = |(len, dev)| Spec {
+        len,
+        dev,
+        object_arg: 0,
+        drop_args: None,
+    };
+    Some(plain(match point {
+        // TP_PROTO(struct sk_buff *skb)
+        Point::NetDevQueue | Point::NetifRx | Point::NetifReceiveSkb | Point::NapiGroReceive => (
+            Source::Arg0Member(skb_len),
+            Some(Source::Arg0Member(skb_dev)),
+        ),
+        // TP_PROTO(const struct sk_buff *skb, const struct net_device *dev)
+        Point::NetDevStartXmit => (Source::Arg0Member(skb_len), Some(Source::Arg(1))),
+        // TP_PROTO(skb, int rc, struct net_device *dev, unsigned int skb_len):
+        // the skb may be freed by then; its length is an argument.
+        Point::NetDevXmit => (Source::Arg(3), Some(Source::Arg(2))),
+        // TP_PROTO(const struct sk_buff *skb, int len)
+        Point::SkbCopyDatagramIovec => (Source::Arg(1), None),
+        // TP_PROTO(struct sock *sk, int ret, int flags)
+        Point::SockRecvLength => (Source::Arg(1), None),
+        // TP_PROTO(struct sk_buff *skb, void *location, enum skb_drop_reason
+        // reason, struct sock *rx_sk): filtered on the length the buffer has
+        // where it is dropped (every layer's length of a probe is in range).
+        Point::KfreeSkb => {
+            return Some(Spec {
+                len: Source::Arg0Member(skb_len),
+                dev: None,
+                object_arg: 0,
+                drop_args: Some((2, 1)),
+            })
+        }
+        // TP_PROTO(struct sock *sk, const struct sk_buff *skb)
+        Point::SockRcvqueueFull => {
+            return Some(Spec {
+                len: Source::Arg0Member(skb_len),
+                dev: None,
+                object_arg: 1,
+                drop_args: None,
+            })
+        }
+        _ => return None,
+    }))
+}
+
+/// Where a program finds what it reads.
+struct Spec {
+    len: Source,
+    dev: Option<Source>,
+    object_arg: i16,
+    drop_args: Option<(i16, i16)>,
+}
+
+/// True for the tracepoints the `tp_btf` tracer runs as programs (the
+/// others go to perf).
+pub fn runs_as_program(point: Point) -> bool {
+    sources(point, 0, 0).is_some()
+}
+
+fn offset(btf: &Btf, strukt: &str, path: &[&str]) -> Result<i16, BtfTracerError> {
+    btf.member_path(strukt, path)
+        .and_then(|m| i16::try_from(m.offset).ok())
+        .ok_or_else(|| BtfTracerError::Missing(format!("{strukt}.{}", path.join("."))))
+}
+
+/// The loaded programs and their ring.
+#[derive(Debug)]
+pub struct BtfPrograms {
+    ring: Ringbuf,
+    progs: Vec<(String, OwnedFd)>,
+    links: Vec<OwnedFd>,
+    /// The tracepoints run as programs (`net/net_dev_queue`…).
+    pub opened: Vec<String>,
+    /// True when the records carry the device's namespace inode.
+    pub netns: bool,
+    /// `skb:kfree_skb`'s format, for naming drop reasons.
+    pub reasons: Option<Format>,
+}
+
+impl BtfPrograms {
+    /// Loads (verifies) a program for every tracepoint of `tps` that
+    /// [`runs_as_program`], filtering on `filters.len`; nothing is attached
+    /// until [`BtfPrograms::attach`].
+    pub fn load(tps: &[Tracepoint], filters: Filters) -> Result<Self, BtfTracerError> {
+        let btf = vmlinux()?;
+        let skb_len = offset(btf, "sk_buff", &["len"])?;
+        let skb_dev = offset(btf, "sk_buff", &["dev"])?;
+        let mut dev = DevOffsets {
+            ifindex: Some(offset(btf, "net_device", &["ifindex"])?),
+            name: Some(offset(btf, "net_device", &["name"])?),
+            netns: None,
+        };
+        if let (Ok(net), Ok(inum)) = (
+            offset(btf, "net_device", &["nd_net", "net"]),
+            offset(btf, "net", &["ns", "inum"]),
+        ) {
+            dev.netns = Some((net, inum));
+        }
+        let ring = Ringbuf::new(RINGBUF_BYTES).map_err(|source| BtfTracerError::Bpf {
+            name: "ring buffer".into(),
+            source,
+        })?;
+        let mut out = Self {
+            ring,
+            progs: Vec::new(),
+            links: Vec::new(),
+            opened: Vec::new(),
+            netns: false,
+            reasons: None,
+        };
+        let (lo, hi) = filters.len;
+        for tp in tps {
+            let Some(src) = sources(tp.point, skb_len, skb_dev) else {
+                continue;
+            };
+            let Some(code) = record::code_of(tp.point) else {
+                continue;
+            };
+            let name = tp.path.rsplit('/').next().unwrap_or(tp.path);
+            let id = btf
+                .trace_typedef(name)
+                .ok_or_else(|| BtfTracerError::Missing(format!("btf_trace_{name}")))?;
+            let spec = ProgSpec {
+                code,
+                len: src.len,
+                dev: src.dev,
+                object_arg: src.object_arg,
+                drop_args: src.drop_args,
+                lo,
+                hi,
+            };
+            let fd = load_spec(&spec, &dev, out.ring.fd(), id, name).or_else(|e| {
+                // A kernel whose verifier will not walk to the namespace:
+                // the same program without it.
+                if dev.netns.is_some() {
+                    let without = DevOffsets { netns: None, ..dev };
+                    let fd = load_spec(&spec, &without, out.ring.fd(), id, name)?;
+                    dev = without;
+                    Ok(fd)
+                } else {
+                    Err(e)
+                }
+            });
+            let fd = fd.map_err(|source| BtfTracerError::Bpf {
+                name: tp.path.to_string(),
+                source,
+            })?;
+            out.progs.push((tp.path.to_string(), fd));
+            out.opened.push(tp.path.to_string());
+        }
+        out.netns = dev.netns.is_some();
+        Ok(out)
+    }
+
+    /// Attaches every program (tracing starts).
+    pub fn attach(&mut self) -> Result<(), BtfTracerError> {
+        for (name, prog) in &self.progs {
+            let link = tpbtf::attach(prog).map_err(|source| BtfTracerError::Bpf {
+                name: name.clone(),
+                source,
+            })?;
+            self.links.push(link);
+        }
+        Ok(())
+    }
+
+    /// Detaches every program (the ring keeps what it holds).
+    pub fn detach(&mut self) {
+        self.links.clear();
+    }
+
+    /// Decodes every record written since the last call into `out`.
+    pub fn drain(&self, out: &mut Vec<Event>) -> usize {
+        let name = |r: u64| {
+            self.reasons
+                .as_ref()
+                .and_then(|f| f.symbol("reason", r))
+                .map(str::to_string)
+        };
+        self.ring.drain(|b| out.extend(record::decode(b, name)))
+    }
+
+    /// Programs attached now (for tests: zero after detach or drop).
+    pub fn attached(&self) -> usize {
+        self.links.len()
+    }
+}
+
+fn load_spec(
+    spec: &ProgSpec,
+    dev: &DevOffsets,
+    ring: i32,
+    id: u32,
+    name: &str,
+) -> Result<OwnedFd, BpfError> {
+    let insns = tpbtf::program(spec, dev, ring);
+    let short: String = name.chars().take(12).collect();
+    tpbtf::load(&insns, id, &format!("lr_{short}"))
+}
