@@ -388,6 +388,9 @@ impl Server {
     /// as it is ready.
     pub fn run(self) -> Result<(), NetError> {
         let log = Arc::clone(&self.cfg.log);
+        // Large buffers are unmapped when their session frees them (see
+        // sys::alloc); what the arenas keep is released at each session's end.
+        crate::sys::alloc::fix_mmap_threshold();
         if let Ok(a) = self.local_addr() {
             let access = match &self.cfg.access {
                 Access::Key(_) => "pre-shared key required",
@@ -567,6 +570,7 @@ impl ConnCtx {
                 // The iperf3 hub bounds its own connections awaiting a cookie.
                 drop(pending);
                 crate::iperf3::serve(self.cfg.iperf3.as_ref(), stream, peer, &*self.cfg.log);
+                crate::sys::alloc::release_free_memory();
             }
             Dialect::Unknown => self.log(&format!(
                 "{peer}: not the linerate control protocol (first byte {:#04x}), closed",
@@ -622,6 +626,10 @@ impl ConnCtx {
                     }
                 }
                 drop(slot);
+                // The session's buffers are freed (its flow threads have
+                // been joined): give the pages back, so an idle server
+                // returns to its idle size.
+                crate::sys::alloc::release_free_memory();
                 if self.cfg.once {
                     self.stop.stop();
                 }
