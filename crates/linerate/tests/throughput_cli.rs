@@ -631,6 +631,9 @@ fn the_grid_configurations_run_and_verify_their_payloads() {
             cases.push(c);
         }
     }
+    // 16 data connections at once from one address: beyond the server's
+    // per-source limit of pending connections, yet all expected.
+    cases.push(vec!["--streams", "8", "--bidir"]);
     cases.push(vec!["--udp", "--streams", "4", "--size", "1472"]);
     cases.push(vec!["--udp", "--streams", "4", "--size", "18"]);
     for case in &cases {
