@@ -71,8 +71,10 @@ veth_pair gr $IP_A $IP_B
 
 bg_B "$BIN" server --bind $IP_B --port $P_LR --no-iperf3
 bg_B iperf3 -s -B $IP_B -p $P_I3
-inB iperf -s -B $IP_B -p $P_I2 -y C >"$TMPD/i2tcp.csv" 2>/dev/null & PIDS+=($!)
-inB iperf -s -u -B $IP_B -p $P_I2U -y C >"$TMPD/i2udp.csv" 2>/dev/null & PIDS+=($!)
+# Not through inB: a backgrounded function is a subshell, and $! would be it,
+# not the server (which would then outlive the cleanup).
+ip netns exec "$B" iperf -s -B $IP_B -p $P_I2 -y C >"$TMPD/i2tcp.csv" 2>/dev/null & PIDS+=($!)
+ip netns exec "$B" iperf -s -u -B $IP_B -p $P_I2U -y C >"$TMPD/i2udp.csv" 2>/dev/null & PIDS+=($!)
 sleep 0.5
 
 run() { inA timeout $((T + 20)) "$@"; }
