@@ -44,47 +44,16 @@ set -euo pipefail
 
 T=${T:-3}
 ROUNDS=${ROUNDS:-3}
-HERE=$(cd "$(dirname "$0")/.." && pwd)
-BIN=${LINERATE:-$HERE/target/release/linerate}
-A=lr-pb$$a
-B=lr-pb$$b
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 IP_A=198.18.77.1
 IP_B=198.18.77.2
-PIDS=()
-
-for tool in ip ethtool iperf3 sockperf python3; do
-    command -v "$tool" >/dev/null || { echo "peers.sh: $tool is missing (apt-get install iperf3 sockperf)" >&2; exit 2; }
-done
-[ "$(id -u)" = 0 ] || { echo "peers.sh: needs root (network namespaces)" >&2; exit 2; }
-if [ ! -x "$BIN" ]; then
-    (cd "$HERE" && cargo build --release -p linerate >&2)
-fi
-
-cleanup() {
-    for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    ip netns del "$A" 2>/dev/null || true
-    ip netns del "$B" 2>/dev/null || true
-}
-trap cleanup EXIT INT TERM
-
-ip netns add "$A"
-ip netns add "$B"
-ip link add lr-pbA netns "$A" type veth peer name lr-pbB netns "$B"
-ip -n "$A" addr add $IP_A/24 dev lr-pbA
-ip -n "$B" addr add $IP_B/24 dev lr-pbB
-for ns in "$A" "$B"; do ip -n "$ns" link set lo up; done
-ip -n "$A" link set lr-pbA up
-ip -n "$B" link set lr-pbB up
+need ip ethtool iperf3 sockperf python3
+need_root
+linerate_bin
+veth_pair pb $IP_A $IP_B
 # One frame per datagram for UDP_SEGMENT senders (see above).
 ip netns exec "$A" ethtool -K lr-pbA tx-udp-segmentation off
-
-inA() { ip netns exec "$A" "$@"; }
-inB() { ip netns exec "$B" "$@"; }
-bg_B() { ip netns exec "$B" "$@" >/dev/null 2>&1 & PIDS+=($!); sleep 0.5; }
-stop_bg() { kill "${PIDS[-1]}" 2>/dev/null || true; wait "${PIDS[-1]}" 2>/dev/null || true; unset 'PIDS[-1]'; }
-
-json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 echo "linerate vs peers over veth ($A ↔ $B), ${T} s per run, $ROUNDS rounds, $(date -u +%FT%TZ)"
 echo "kernel $(uname -r), $(nproc) CPUs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -92,7 +61,7 @@ echo "kernel $(uname -r), $(nproc) CPUs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 lr_tcp=(); lr_tcp1=(); ip_tcp=(); lr_rx=(); lr_tx=(); lr_srx=(); lr_stx=(); lr_nrx=(); lr_ntx=(); lr_gso=(); ip_udp=(); sp_udp=()
 # Both servers stay up for the whole run (an idle server sleeps), so the
 # runs of one round follow each other within seconds.
-bg_B "$BIN" server --bind $IP_B --port 5300
+bg_B "$BIN" server --bind $IP_B --port 5300 --no-iperf3
 bg_B iperf3 -s -B $IP_B -p 5201
 for round in $(seq 1 "$ROUNDS"); do
     echo "round $round/$ROUNDS …" >&2

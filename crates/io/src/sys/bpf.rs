@@ -220,11 +220,6 @@ impl BpfInsn {
         ]
     }
 
-    /// The same instruction with jump offset `off`.
-    pub(crate) fn with_off(self, off: i16) -> Self {
-        Self { off, ..self }
-    }
-
     /// The 8 bytes the kernel reads (little-endian host).
     #[cfg(test)]
     pub(crate) fn to_le_bytes(self) -> [u8; 8] {

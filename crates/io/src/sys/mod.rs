@@ -4,6 +4,7 @@
 //! `errno`) into `io::Result`. Each `unsafe` block says why it is sound.
 #![allow(unsafe_code)]
 
+pub(crate) mod alloc;
 pub(crate) mod bpf;
 pub(crate) mod clock;
 pub(crate) mod cmsg;

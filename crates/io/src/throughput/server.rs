@@ -203,8 +203,17 @@ impl PendingSet {
     /// Adds a connection, evicting (shutting down) the oldest of its source
     /// and then the oldest overall as needed — the oldest silent one first,
     /// so a flood of silent connections from a client's own address cannot
-    /// evict it while it authenticates; returns its id.
-    fn admit(&self, stream: &TcpStream, src: IpAddr, limits: &Limits) -> Option<u64> {
+    /// evict it while it authenticates; returns its id. `expected`: data
+    /// connections the source's accepted sessions still wait for, allowed
+    /// beyond the per-source limit (a session of 8 streams each way opens
+    /// 16 at once, and they wait here until a thread reads their hello).
+    fn admit(
+        &self,
+        stream: &TcpStream,
+        src: IpAddr,
+        limits: &Limits,
+        expected: usize,
+    ) -> Option<u64> {
         // Out of descriptors for the handle: the oldest pending connection
         // makes room.
         let handle = match stream.try_clone() {
@@ -214,7 +223,7 @@ impl PendingSet {
         };
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
-        let per_source = limits.pending_per_source.max(1);
+        let per_source = limits.pending_per_source.max(1) + expected;
         while list.iter().filter(|p| p.src == src).count() >= per_source {
             let of_src = |p: &PendingConn| p.src == src;
             let Some(i) = (list.iter().position(|p| of_src(p) && !p.spoke))
@@ -388,6 +397,9 @@ impl Server {
     /// as it is ready.
     pub fn run(self) -> Result<(), NetError> {
         let log = Arc::clone(&self.cfg.log);
+        // Large buffers are unmapped when their session frees them (see
+        // sys::alloc); what the arenas keep is released at each session's end.
+        crate::sys::alloc::fix_mmap_threshold();
         if let Ok(a) = self.local_addr() {
             let access = match &self.cfg.access {
                 Access::Key(_) => "pre-shared key required",
@@ -462,7 +474,18 @@ impl Server {
                 return;
             }
         }
-        let Some(id) = self.pending.admit(&stream, peer.ip(), &self.cfg.limits) else {
+        let expected = self
+            .registry
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .filter(|e| e.peer == peer.ip())
+            .map(|e| e.wanted.saturating_sub(e.attached))
+            .sum();
+        let Some(id) = self
+            .pending
+            .admit(&stream, peer.ip(), &self.cfg.limits, expected)
+        else {
             return;
         };
         let guard = PendingGuard(Arc::clone(&self.pending), id);
@@ -597,6 +620,7 @@ impl ConnCtx {
                     order,
                     &*self.cfg.log,
                 );
+                crate::sys::alloc::release_free_memory();
             }
             Dialect::Unknown => self.log(&format!(
                 "{peer}: not the linerate control protocol (first byte {:#04x}), closed",
@@ -652,6 +676,10 @@ impl ConnCtx {
                     }
                 }
                 drop(slot);
+                // The session's buffers are freed (its flow threads have
+                // been joined): give the pages back, so an idle server
+                // returns to its idle size.
+                crate::sys::alloc::release_free_memory();
                 if self.cfg.once {
                     self.stop.stop();
                 }
@@ -1175,7 +1203,7 @@ mod tests {
         for src in [a, a, a, b, b] {
             let c = TcpStream::connect(addr).unwrap();
             let (s, _) = l.accept().unwrap();
-            set.admit(&s, src, &limits).unwrap();
+            set.admit(&s, src, &limits, 0).unwrap();
             held.push((c, s));
         }
         // a, a, a → the first a evicted (per source); b → 3 in all; b →
@@ -1191,5 +1219,33 @@ mod tests {
             c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
             assert_eq!((&*c).read(&mut buf).unwrap(), 0);
         }
+    }
+
+    #[test]
+    fn data_connections_a_session_expects_are_allowed_beyond_the_per_source_limit() {
+        let limits = Limits {
+            pending_per_source: 2,
+            ..Limits::default()
+        };
+        let (l, set) = (
+            TcpListener::bind("127.0.0.1:0").unwrap(),
+            PendingSet::default(),
+        );
+        let src: IpAddr = "198.18.0.1".parse().unwrap();
+        let mut held = Vec::new();
+        // A session of 3 streams each way opens 6 data connections at once
+        // (4 still expected beyond the limit of 2), then nothing is expected.
+        for expected in [4, 4, 4, 4, 4, 4, 0] {
+            held.push(TcpStream::connect(l.local_addr().unwrap()).unwrap());
+            let (s, _) = l.accept().unwrap();
+            set.admit(&s, src, &limits, expected).unwrap();
+            held.push(s);
+            if expected > 0 {
+                assert_eq!(set.evicted.load(Ordering::Relaxed), 0);
+            }
+        }
+        // Once nothing is expected, the per-source limit holds again.
+        assert_eq!(set.len(), 2);
+        assert_eq!(set.evicted.load(Ordering::Relaxed), 5);
     }
 }
