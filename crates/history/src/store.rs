@@ -182,7 +182,19 @@ impl Store {
                 source,
             })?;
         }
-        Self::open_conn(path).map_err(|e| e.at(path))
+        // Switching a new file to WAL and migrating it take locks that
+        // SQLite may refuse at once, without its busy handler, while another
+        // process does the same (seen with four writers opening one new
+        // file): retried here up to the busy timeout.
+        let start = std::time::Instant::now();
+        loop {
+            match Self::open_conn(path).map_err(|e| e.at(path)) {
+                Err(HistoryError::Locked { .. }) if start.elapsed() < BUSY_TIMEOUT => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                r => return r,
+            }
+        }
     }
 
     fn open_conn(path: &Path) -> Result<Self, HistoryError> {
