@@ -244,6 +244,21 @@ pub(crate) fn redirect_program(ifindex: u32) -> [BpfInsn; 4] {
     ]
 }
 
+/// The `BPF_MAP_CREATE` part of `union bpf_attr`, up to `map_name` (the
+/// kernel zero-fills the rest).
+#[repr(C)]
+#[derive(Debug, Default)]
+pub(crate) struct MapCreateAttr {
+    pub(crate) map_type: u32,
+    pub(crate) key_size: u32,
+    pub(crate) value_size: u32,
+    pub(crate) max_entries: u32,
+    pub(crate) map_flags: u32,
+    pub(crate) inner_map_fd: u32,
+    pub(crate) numa_node: u32,
+    pub(crate) map_name: [u8; 16],
+}
+
 /// The `BPF_PROG_LOAD` part of `union bpf_attr`, up to
 /// `expected_attach_type` (the kernel zero-fills the rest).
 #[repr(C)]

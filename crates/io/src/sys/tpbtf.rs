@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use linerate_core::journey::record;
 
-use super::bpf::{bpf, BpfError, BpfInsn, BpfJump, BpfSize};
+use super::bpf::{bpf, BpfError, BpfInsn, BpfJump, BpfSize, MapCreateAttr};
 use super::syscall;
 
 /// `BPF_MAP_CREATE`.
@@ -220,20 +220,6 @@ struct TracingLoadAttr {
     attach_btf_id: u32,
     attach_btf_obj_fd: u32,
     _pad: u32,
-}
-
-/// The `BPF_MAP_CREATE` part of `union bpf_attr` up to `map_name`.
-#[repr(C)]
-#[derive(Debug, Default)]
-struct MapCreateAttr {
-    map_type: u32,
-    key_size: u32,
-    value_size: u32,
-    max_entries: u32,
-    map_flags: u32,
-    inner_map_fd: u32,
-    numa_node: u32,
-    map_name: [u8; 16],
 }
 
 /// The `raw_tracepoint` part of `union bpf_attr`.

@@ -15,7 +15,7 @@
 use std::io;
 use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
 
-use super::bpf::{bpf, load_xdp, test_run, BpfError, BpfInsn};
+use super::bpf::{bpf, load_xdp, test_run, BpfError, BpfInsn, MapCreateAttr};
 
 /// `BPF_MAP_CREATE` (enum bpf_cmd).
 const BPF_MAP_CREATE: libc::c_long = 0;
@@ -177,20 +177,6 @@ pub(crate) fn count_program(map_fd: i32) -> Vec<BpfInsn> {
     a.op(MOV_K, 0, 0, 0, XDP_PASS);
     a.op(EXIT, 0, 0, 0, 0);
     a.finish()
-}
-
-/// `BPF_MAP_CREATE`'s part of `union bpf_attr`.
-#[repr(C)]
-#[derive(Debug, Default)]
-struct MapCreateAttr {
-    map_type: u32,
-    key_size: u32,
-    value_size: u32,
-    max_entries: u32,
-    map_flags: u32,
-    inner_map_fd: u32,
-    numa_node: u32,
-    map_name: [u8; 16],
 }
 
 /// `BPF_MAP_*_ELEM`'s part of `union bpf_attr`.
