@@ -384,11 +384,7 @@ fn output(
         .write(&linerate_core::plot::of_latency(&doc.result))?;
     crate::testbed::attach_link(link, None, &mut doc.result.link_emulation, &mut doc.flags);
     ctx.output(&doc, args.json, || {
-        let mut text = linerate_report::latency::render(&doc, ctx.width);
-        if let Some(a) = &doc.result.link_emulation {
-            text.push_str(&linerate_report::testbed::link_line(a));
-        }
-        text
+        linerate_report::latency::render(&doc, ctx.width)
     })?;
     Ok(doc.flags)
 }

@@ -350,11 +350,7 @@ pub(crate) fn run(args: &Rfc2544Args, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
             .for_each(|n| crate::output::elog!("note: {n}"));
     }
     ctx.output(&doc, args.json, || {
-        let mut text = linerate_report::rfc2544::render(&doc, ctx.width);
-        if let Some(a) = &doc.result.link_emulation {
-            text.push_str(&linerate_report::testbed::link_line(a));
-        }
-        text
+        linerate_report::rfc2544::render(&doc, ctx.width)
     })?;
     if let Some(sig) = linerate_io::signal::interrupt_signal() {
         return Err(Failure::Interrupted(sig));

@@ -423,13 +423,7 @@ pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, 
     if runs.len() == 1 && !matrix {
         let mut doc = runs.pop().ok_or(RunError::NoResult)?;
         doc.flags.push(flag_for(&energy, &doc.result));
-        ctx.output(&doc, args.json, || {
-            let mut text = render(&doc);
-            if let Some(a) = &doc.result.link_emulation {
-                text.push_str(&linerate_report::testbed::link_line(a));
-            }
-            text
-        })?;
+        ctx.output(&doc, args.json, || render(&doc))?;
         return Ok(doc.flags);
     }
     let mut doc = Scenarios::document(runs, linerate_io::host::facts());

@@ -157,6 +157,7 @@ pub fn blocks(doc: &Envelope<LatencyReport>) -> Doc {
             s.definition(),
         );
     }
+    crate::testbed::add_link(&mut out, report.link_emulation.as_ref());
     out
 }
 

@@ -287,5 +287,6 @@ pub fn blocks(doc: &Rfc2544Json) -> Doc {
         out.blank();
         crate::flags::add(&mut out, &flags);
     }
+    crate::testbed::add_link(&mut out, r.link_emulation.as_ref());
     out
 }

@@ -242,6 +242,14 @@ mod tests {
     }
 }
 
+/// Adds [`link_line`] to a result's report when it was measured on a bed
+/// with a link (nothing otherwise).
+pub fn add_link(doc: &mut crate::table::Doc, a: Option<&linerate_core::emu::LinkAccount>) {
+    if let Some(a) = a {
+        doc.para("", "  ", link_line(a).trim_end().to_string());
+    }
+}
+
 /// One line for a result measured on a bed: which shaper made its link and,
 /// for the emulator, what it counted during the test.
 pub fn link_line(a: &linerate_core::emu::LinkAccount) -> String {
@@ -308,6 +316,16 @@ mod link_tests {
             shaper_note: None,
             mean_lag_ns: Some(1_250.0),
         };
+        // In a result's report, as text and as HTML (`report --html`).
+        let mut doc = crate::table::Doc::new();
+        add_link(&mut doc, Some(&a));
+        assert!(doc
+            .text(Width::Unlimited)
+            .contains("shaper emu at 100 Mbit/s"));
+        assert!(doc.html().contains("shaper emu at 100 Mbit/s"));
+        let mut none = crate::table::Doc::new();
+        add_link(&mut none, None);
+        assert_eq!(none.text(Width::Unlimited), "");
         let l = link_line(&a);
         assert!(l.contains("its own delay 1.25 µs a frame"), "{l}");
         assert!(

@@ -411,6 +411,7 @@ pub fn blocks(doc: &Envelope<ThroughputResult>) -> Doc {
     };
     s.blank();
     s.line(format!("Result: {verdict}"));
+    crate::testbed::add_link(&mut s, r.link_emulation.as_ref());
     s
 }
 
