@@ -402,8 +402,6 @@ fn bind_receiver(ip: Ipv4Addr, port: u16, rcvbuf: Option<u32>) -> io::Result<Udp
 const DRAIN: Duration = Duration::from_millis(300);
 
 fn receive_probes(sock: &UdpSocket, how: Receive, sent_all: &AtomicBool) -> io::Result<Vec<Event>> {
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 65536];
     if how.rcvbuf.is_some() {
         // Read only once everything was sent: the queue fills as it would
         // behind a slow application.
@@ -411,15 +409,34 @@ fn receive_probes(sock: &UdpSocket, how: Receive, sent_all: &AtomicBool) -> io::
             std::thread::sleep(Duration::from_millis(1));
         }
     }
-    let mut done_at = None;
-    while (out.len() as u64) < how.count {
-        match sock.recv(&mut buf) {
-            Ok(n) => {
-                let t = sys::clock::monotonic_ns();
-                if let Some(seq) = probe_seq(&buf[..n]) {
-                    out.push(Event::user(Point::UserRecv, t, seq, n as u32));
-                }
+    receive_until(
+        how.count,
+        sent_all,
+        |b| sock.recv(b).map(Some),
+        |data, t, out| {
+            if let Some(seq) = probe_seq(data) {
+                out.push(Event::user(Point::UserRecv, t, seq, data.len() as u32));
             }
+        },
+    )
+}
+
+/// Reads with `read` (a 20 ms read timeout; `None`: the stream ended) and
+/// hands each read with its CLOCK_MONOTONIC arrival to `take`, until
+/// `count` probes are in or [`DRAIN`] has passed since the sender finished.
+fn receive_until(
+    count: u64,
+    sent_all: &AtomicBool,
+    mut read: impl FnMut(&mut [u8]) -> io::Result<Option<usize>>,
+    mut take: impl FnMut(&[u8], u64, &mut Vec<Event>),
+) -> io::Result<Vec<Event>> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    let mut done_at = None;
+    while (out.len() as u64) < count {
+        match read(&mut buf) {
+            Ok(None) => break,
+            Ok(Some(n)) => take(&buf[..n], sys::clock::monotonic_ns(), &mut out),
             Err(e)
                 if matches!(
                     e.kind(),
@@ -601,37 +618,20 @@ fn receive_tcp(
     };
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(Duration::from_millis(20)))?;
-    let mut out = Vec::new();
     let mut pending: Vec<u8> = Vec::new();
-    let mut buf = vec![0u8; 65536];
-    let mut done_at = None;
     let mut r = &stream;
-    while (out.len() as u64) < how.count {
-        match r.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                let t = sys::clock::monotonic_ns();
-                pending.extend_from_slice(&buf[..n]);
-                while let Some((seq, len)) = stream_probe(&pending) {
-                    out.push(Event::user(Point::UserRecv, t, seq, len as u32));
-                    pending.drain(..len);
-                }
+    receive_until(
+        how.count,
+        sent_all,
+        |b| r.read(b).map(|n| (n > 0).then_some(n)),
+        |data, t, out| {
+            pending.extend_from_slice(data);
+            while let Some((seq, len)) = stream_probe(&pending) {
+                out.push(Event::user(Point::UserRecv, t, seq, len as u32));
+                pending.drain(..len);
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) => {}
-            Err(e) => return Err(e),
-        }
-        if sent_all.load(Ordering::Acquire) {
-            let since = *done_at.get_or_insert_with(std::time::Instant::now);
-            if since.elapsed() > DRAIN {
-                break;
-            }
-        }
-    }
-    Ok(out)
+        },
+    )
 }
 
 /// The first whole probe at the start of a TCP stream's bytes: its
