@@ -102,62 +102,32 @@ impl BpfInsn {
 
     /// `dst = imm` (64-bit move of a sign-extended 32-bit immediate).
     pub(crate) fn mov64_imm(dst: u8, imm: i32) -> Self {
-        Self {
-            code: BPF_ALU64 | BPF_MOV | BPF_K,
-            regs: dst & 0x0f,
-            off: 0,
-            imm,
-        }
+        Self::new(BPF_ALU64 | BPF_MOV | BPF_K, dst, 0, 0, imm)
     }
 
     /// `call helper` (arguments in r1–r5, result in r0).
     pub(crate) fn call(helper: i32) -> Self {
-        Self {
-            code: BPF_JMP | BPF_CALL,
-            regs: 0,
-            off: 0,
-            imm: helper,
-        }
+        Self::new(BPF_JMP | BPF_CALL, 0, 0, 0, helper)
     }
 
     /// `exit` (returns r0).
     pub(crate) fn exit() -> Self {
-        Self {
-            code: BPF_JMP | BPF_EXIT,
-            regs: 0,
-            off: 0,
-            imm: 0,
-        }
+        Self::new(BPF_JMP | BPF_EXIT, 0, 0, 0, 0)
     }
 
     /// `dst = src` (64-bit register move).
     pub(crate) fn mov64_reg(dst: u8, src: u8) -> Self {
-        Self {
-            code: BPF_ALU64 | BPF_MOV | BPF_X,
-            regs: (dst & 0x0f) | (src << 4),
-            off: 0,
-            imm: 0,
-        }
+        Self::new(BPF_ALU64 | BPF_MOV | BPF_X, dst, src, 0, 0)
     }
 
     /// `dst = (u32) src` (32-bit move: zero-extends into the upper half).
     pub(crate) fn mov32_reg(dst: u8, src: u8) -> Self {
-        Self {
-            code: BPF_ALU | BPF_MOV | BPF_X,
-            regs: (dst & 0x0f) | (src << 4),
-            off: 0,
-            imm: 0,
-        }
+        Self::new(BPF_ALU | BPF_MOV | BPF_X, dst, src, 0, 0)
     }
 
     /// `dst += imm` (64-bit).
     pub(crate) fn add64_imm(dst: u8, imm: i32) -> Self {
-        Self {
-            code: BPF_ALU64 | BPF_ADD | BPF_K,
-            regs: dst & 0x0f,
-            off: 0,
-            imm,
-        }
+        Self::new(BPF_ALU64 | BPF_ADD | BPF_K, dst, 0, 0, imm)
     }
 
     /// `dst = *(size *)(src + off)`; `size` is [`BpfSize`].
