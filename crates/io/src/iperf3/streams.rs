@@ -304,8 +304,10 @@ impl Meter {
     }
 
     fn add(&mut self, bytes: u64, packets: u64) {
+        // One clock read per block or datagram (this is the per-packet path).
+        let now = sock::monotonic_ns();
         if self.interval_ns > 0 {
-            let at = sock::monotonic_ns().saturating_sub(self.t0);
+            let at = now.saturating_sub(self.t0);
             if at >= self.iv.0 + self.interval_ns {
                 // Whole intervals: the boundary, not the arrival time.
                 let end = at - at % self.interval_ns;
@@ -314,7 +316,7 @@ impl Meter {
         }
         self.bytes += bytes;
         self.packets += packets;
-        if !self.omitted && sock::monotonic_ns() >= self.omit_end {
+        if !self.omitted && now >= self.omit_end {
             self.omitted = true;
             self.bytes_at_omit = self.bytes;
             self.packets_at_omit = self.packets;
