@@ -40,6 +40,9 @@ pub struct EmulatorState {
     pub capacity: Option<Capacity>,
     /// Where it writes its counters.
     pub stats_file: PathBuf,
+    /// How it keeps time on this host (absent in beds from before it said).
+    #[serde(default)]
+    pub timing: Option<linerate_core::emu::Timing>,
 }
 
 /// The emulator's counters file for bed `name`.
@@ -150,6 +153,7 @@ pub(crate) fn start(record: &BedRecord, state_dir: &Path) -> Result<EmulatorStat
         pid,
         capacity: s.capacity,
         stats_file: stats,
+        timing: s.timing,
     })
 }
 

@@ -520,7 +520,9 @@ fn emulator_notes(spec: &BedSpec, link: &crate::layout::LinkNs) -> Vec<String> {
         "link emulator (linerate testbed emulate) in {}: forwards every frame of cable{} {} \
          with AF_PACKET; each frame leaves after its serialization time at the link rate \
          (preamble, SFD, FCS and IFG counted, padded to 64 bytes), queued behind the \
-         frames before it, per direction (docs/METHODOLOGY.md, \"The link emulator\")",
+         frames before it, per direction; its thread is real-time and keeps idle CPUs polling \
+         (CPU latency request 0) while the bed is up (docs/METHODOLOGY.md, \"The link \
+         emulator\")",
         link.netns,
         if cables.len() > 1 { "s" } else { "" },
         cables.join(", ")

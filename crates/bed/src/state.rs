@@ -91,6 +91,25 @@ impl BedRecord {
                     c.seconds
                 ));
             }
+            if let Some(t) = e.timing {
+                v.push(format!(
+                    "emulator timing: {}, {}, timer overshoot p50 {:.1} µs p99 {:.1} µs, \
+                     wakes {:.1} µs before each departure",
+                    if t.realtime {
+                        "real-time thread"
+                    } else {
+                        "normal thread (no real-time priority here)"
+                    },
+                    if t.cpu_latency_held {
+                        "idle CPUs polling"
+                    } else {
+                        "idle CPUs may halt (no CPU latency request here)"
+                    },
+                    t.timer_overshoot_p50_ns as f64 / 1e3,
+                    t.timer_overshoot_p99_ns as f64 / 1e3,
+                    t.wake_margin_ns as f64 / 1e3
+                ));
+            }
         }
         v
     }

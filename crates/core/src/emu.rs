@@ -465,6 +465,47 @@ impl<T: Clone> Direction<T> {
     }
 }
 
+/// How the emulator keeps its departures on time on this host: set up and
+/// measured when it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Timing {
+    /// Its thread runs real-time (`SCHED_FIFO`): it runs as soon as it
+    /// wakes, ahead of the test's own threads, which otherwise hold the CPU
+    /// it needs for a departure.
+    pub realtime: bool,
+    /// It holds the kernel's CPU latency request at 0
+    /// (`/dev/cpu_dma_latency`) while it runs: idle CPUs poll instead of
+    /// halting, so a wake-up takes microseconds, not the hundreds a halted
+    /// virtual CPU can take. The request ends with the emulator's process.
+    pub cpu_latency_held: bool,
+    /// How late a timed sleep of its thread ends, median, ns (measured at
+    /// start, CLOCK_MONOTONIC).
+    pub timer_overshoot_p50_ns: u64,
+    /// The same, 99th percentile, ns.
+    pub timer_overshoot_p99_ns: u64,
+    /// It wakes this long before a departure and busy-waits the rest, ns
+    /// ([`Timing::margin_for`] of the overshoot).
+    pub wake_margin_ns: u64,
+}
+
+/// The shortest wake margin, ns: a departure is busy-waited for at least
+/// this long (the wake-up itself and the loop's own turn).
+pub const MIN_WAKE_MARGIN_NS: u64 = 3_000;
+/// The longest wake margin, ns: a timer later than this is not compensated
+/// by busy-waiting (its departures count as late instead).
+pub const MAX_WAKE_MARGIN_NS: u64 = 200_000;
+
+impl Timing {
+    /// The wake margin for a timer whose sleeps end up to `overshoot_p99_ns`
+    /// late: that, plus 2 µs for the loop's own turn, within
+    /// [`MIN_WAKE_MARGIN_NS`]..=[`MAX_WAKE_MARGIN_NS`].
+    pub fn margin_for(overshoot_p99_ns: u64) -> u64 {
+        overshoot_p99_ns
+            .saturating_add(2_000)
+            .clamp(MIN_WAKE_MARGIN_NS, MAX_WAKE_MARGIN_NS)
+    }
+}
+
 /// The emulator's own limit, measured at bed start on this host.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Capacity {
@@ -924,5 +965,17 @@ mod tests {
         assert_eq!(assess(&a)[0].code, "emulator_unaccounted");
         a.shaper = Shaper::Tbf;
         assert!(assess(&a).is_empty());
+    }
+
+    #[test]
+    fn the_wake_margin_covers_the_timers_overshoot_within_bounds() {
+        // A VM timer measured at 53 µs p99: wake 55 µs early.
+        assert_eq!(Timing::margin_for(53_253), 55_253);
+        // A precise timer still gets the floor (the wake-up and a turn).
+        assert_eq!(Timing::margin_for(0), MIN_WAKE_MARGIN_NS);
+        // A timer too late to busy-wait over is capped (its departures
+        // count as late instead of the CPU being held for it).
+        assert_eq!(Timing::margin_for(5_000_000), MAX_WAKE_MARGIN_NS);
+        assert_eq!(Timing::margin_for(u64::MAX), MAX_WAKE_MARGIN_NS);
     }
 }

@@ -9,13 +9,18 @@
 //! is a read of shared memory, no system call; `recvmmsg` where the kernel
 //! refuses a ring), the kernel's receive stamp as each frame's arrival (so
 //! the time the emulator takes to notice a frame is part of its wire time,
-//! not added to it), departures on CLOCK_MONOTONIC. A departure due within
-//! [`DEPART_SPIN_NS`] is waited for in a pure spin (yielding at least every
-//! [`YIELD_EVERY_NS`]); while frames are due within [`SPIN_NS`] or traffic
-//! was seen within [`ACTIVE_NS`], it spins, yielding each turn (a sleep
-//! costs 50–350 µs of wake-up in a VM whose idle CPUs halt); otherwise it
-//! sleeps in `ppoll` until a frame arrives or one is nearly due. How late
-//! each frame left behind its due time is counted: the emulator's own
+//! not added to it), departures on CLOCK_MONOTONIC.
+//!
+//! Keeping time on a host that also runs the test: the thread is real-time
+//! (`SCHED_FIFO` at [`FIFO_PRIORITY`]), so the test's own threads (a
+//! spinning client or reflector included) never hold the CPU a departure
+//! needs; it holds the kernel's CPU latency request at 0, so idle CPUs
+//! poll instead of halting and a wake-up takes microseconds; its timer
+//! slack is 1 ns. It sleeps in `ppoll` until a frame arrives or the next
+//! departure is a wake margin away (its timer's p99 overshoot measured at
+//! start, plus 2 µs: [`Timing`]), then busy-waits to the due time. It never
+//! spins while idle, so it takes no CPU from the test between frames. How
+//! late each frame left behind its due time is counted: the emulator's own
 //! added delay, reported with every result.
 //!
 //! What it counted is written every [`STATS_EVERY_NS`] to a stats file
@@ -27,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use linerate_core::emu::{Capacity, Counters, Direction, Impairments};
+use linerate_core::emu::{Capacity, Counters, Direction, Impairments, Timing};
 use serde::{Deserialize, Serialize};
 
 use crate::packet::PacketError;
@@ -35,18 +40,21 @@ use crate::sys::clock::{monotonic_ns, realtime_ns};
 use crate::sys::emu::RxRing;
 use crate::sys::packet::{self as raw, PacketSocket, ETH_P_ALL, MAX_BATCH, PACKET_OUTGOING};
 
-/// Spin (busy-wait) when the next departure is this close, ns.
-pub const SPIN_NS: u64 = 2_000_000;
-/// A departure this close (ns) is waited for in a pure spin, without
-/// yielding the CPU.
-pub const DEPART_SPIN_NS: u64 = 10_000;
-/// A pure spin yields the CPU at least this often, ns, so a test's own
-/// threads on the emulator's CPU are not held off until the scheduler tick.
-pub const YIELD_EVERY_NS: u64 = 50_000;
-/// Keep spinning this long after the last frame arrived, ns: a test that
-/// sends a frame every few milliseconds keeps the emulator awake, so no
-/// frame waits for a wake-up.
-pub const ACTIVE_NS: u64 = 250_000_000;
+/// Longest busy-wait without a break, ns: a flood whose departures are
+/// closer together than the wake margin keeps the emulator busy; it then
+/// rests [`SPIN_REST_NS`] so that a real-time thread does not hold its CPU
+/// from the test's threads (the frames due meanwhile leave late, counted).
+pub const MAX_SPIN_RUN_NS: u64 = 200_000;
+/// The rest after [`MAX_SPIN_RUN_NS`] of busy-waiting, ns.
+pub const SPIN_REST_NS: u64 = 50_000;
+/// The emulator thread's real-time priority (`SCHED_FIFO`; 1 is the
+/// lowest): above every normal thread, below the kernel's own real-time
+/// threads.
+pub const FIFO_PRIORITY: i32 = 10;
+/// Timed sleeps measured at start to find the timer's overshoot.
+const OVERSHOOT_SAMPLES: usize = 200;
+/// Each of those sleeps, ns.
+const OVERSHOOT_SLEEP_NS: u64 = 30_000;
 /// A receive stamp older than this is not trusted as the arrival, ns (a
 /// wake-up from idle takes up to ~350 µs in a VM; more means a stale stamp).
 const STAMP_MAX_AGE_NS: u64 = 2_000_000;
@@ -125,6 +133,10 @@ pub struct Stats {
     pub cables: Vec<CableStats>,
     /// Why it stopped, if it did.
     pub stopped: Option<String>,
+    /// How it keeps time on this host (absent in files of emulators that
+    /// did not say).
+    #[serde(default)]
+    pub timing: Option<Timing>,
 }
 
 impl Stats {
@@ -277,17 +289,22 @@ struct Engine {
     names: Vec<String>,
     ports: Vec<Port>,
     dirs: Vec<Direction<Vec<u8>>>,
-    last_arrival_ns: u64,
-    /// When the thread last yielded its CPU while spinning.
-    last_yield_ns: u64,
     /// Spare frame buffers (no allocation per frame).
     pool: Vec<Vec<u8>>,
     /// The frames of one departure batch, reused.
     batch: Vec<(Vec<u8>, u64)>,
+    /// How it keeps time (set up in [`Engine::new`]).
+    timing: Timing,
+    /// Keeps idle CPUs polling while the engine lives (the kernel drops
+    /// the request when this file closes).
+    _cpu_latency: Option<std::fs::File>,
+    /// When the current busy-wait began (the end of the last sleep).
+    busy_since_ns: u64,
 }
 
 impl Engine {
     fn new(cables: &[Cable], seed: u64) -> Result<Self, EmuError> {
+        let (timing, cpu_latency) = keep_time();
         let mut ports = Vec::new();
         let mut dirs = Vec::new();
         for (k, c) in cables.iter().enumerate() {
@@ -301,10 +318,11 @@ impl Engine {
             names: cables.iter().map(|c| c.name.clone()).collect(),
             ports,
             dirs,
-            last_arrival_ns: 0,
-            last_yield_ns: 0,
             pool: Vec::new(),
             batch: Vec::with_capacity(MAX_BATCH),
+            timing,
+            _cpu_latency: cpu_latency,
+            busy_since_ns: monotonic_ns(),
         })
     }
 
@@ -313,7 +331,6 @@ impl Engine {
         for (i, p) in self.ports.iter_mut().enumerate() {
             if let Some(ring) = &mut p.ring {
                 let (dir, pool) = (&mut self.dirs[i], &mut self.pool);
-                let mut seen = false;
                 // At most a batch per port and step, so departures stay
                 // on time under a flood.
                 for _ in 0..MAX_BATCH {
@@ -330,10 +347,6 @@ impl Engine {
                     if !took {
                         break;
                     }
-                    seen = true;
-                }
-                if seen {
-                    self.last_arrival_ns = monotonic_ns();
                 }
                 continue;
             }
@@ -355,7 +368,6 @@ impl Engine {
             if n == 0 {
                 continue;
             }
-            self.last_arrival_ns = monotonic_ns();
             for j in 0..n {
                 if p.kinds[j] == PACKET_OUTGOING {
                     continue;
@@ -421,37 +433,36 @@ impl Engine {
         self.dirs.iter().filter_map(Direction::next_due).min()
     }
 
-    /// Waits for the next event: spins when one is near or traffic is
-    /// recent, else sleeps in ppoll.
+    /// Waits for the next event: busy-waits for a departure due within the
+    /// wake margin (resting [`SPIN_REST_NS`] after [`MAX_SPIN_RUN_NS`] of
+    /// busy-waiting without a break, so that a flood leaves the CPU to the
+    /// test's threads now and then); otherwise sleeps in `ppoll` until a
+    /// frame arrives or the next departure is a margin away.
     fn wait(&mut self) -> Result<(), EmuError> {
         let now = monotonic_ns();
+        let margin = self.timing.wake_margin_ns;
         let next = self.next_due();
-        // A departure within DEPART_SPIN_NS: spin without yielding (a
-        // yield may give the CPU away for longer than the wait), but not
-        // for longer than YIELD_EVERY_NS in a row.
-        let imminent = next.is_some_and(|d| d <= now + DEPART_SPIN_NS);
-        if imminent && now < self.last_yield_ns + YIELD_EVERY_NS {
-            std::hint::spin_loop();
+        if next.is_some_and(|d| d <= now + margin) {
+            if now.saturating_sub(self.busy_since_ns) < MAX_SPIN_RUN_NS {
+                std::hint::spin_loop();
+                return Ok(());
+            }
+            self.sleep(&[], SPIN_REST_NS)?;
             return Ok(());
         }
-        let near = next.is_some_and(|d| d <= now + SPIN_NS);
-        if near || now.saturating_sub(self.last_arrival_ns) < ACTIVE_NS {
-            self.last_yield_ns = now;
-            // Spin, but let a runnable thread on this CPU (a test's
-            // receiver, ksoftirqd) go first: a pure spin would hold the
-            // CPU until the scheduler tick (4 ms at HZ=250).
-            std::thread::yield_now();
-            return Ok(());
-        }
-        let sleep = next.map_or(IDLE_SLEEP_NS, |d| {
-            (d - now - SPIN_NS / 2).min(IDLE_SLEEP_NS)
-        });
+        let sleep = next.map_or(IDLE_SLEEP_NS, |d| (d - now - margin).min(IDLE_SLEEP_NS));
         let fds: Vec<_> = self.ports.iter().map(|p| p.sock.raw_fd()).collect();
-        crate::sys::emu::ppoll_readable(&fds, sleep).map_err(|source| PacketError::Socket {
+        self.sleep(&fds, sleep)
+    }
+
+    /// Sleeps until one of `fds` is readable or `ns` pass.
+    fn sleep(&mut self, fds: &[std::os::fd::RawFd], ns: u64) -> Result<(), EmuError> {
+        crate::sys::emu::ppoll_readable(fds, ns).map_err(|source| PacketError::Socket {
             what: "ppoll",
             iface: self.ports[0].iface.clone(),
             source,
         })?;
+        self.busy_since_ns = monotonic_ns();
         Ok(())
     }
 
@@ -492,6 +503,36 @@ impl Engine {
     }
 }
 
+/// Sets the calling thread up to keep the emulator's time (real-time
+/// priority, 1 ns timer slack, idle CPUs polling) and measures its timer's
+/// overshoot; returns what it got and the CPU latency request to hold.
+/// What the host refuses (no `CAP_SYS_NICE`, no `/dev/cpu_dma_latency`) is
+/// left out and said in the [`Timing`].
+fn keep_time() -> (Timing, Option<std::fs::File>) {
+    use crate::sys::emu as sys;
+    let _ = sys::set_timer_slack(1);
+    let realtime = sys::set_fifo(FIFO_PRIORITY).is_ok();
+    let held = sys::hold_cpu_latency(0).ok();
+    let mut over: Vec<u64> = (0..OVERSHOOT_SAMPLES)
+        .map(|_| {
+            let t0 = monotonic_ns();
+            let _ = sys::ppoll_readable(&[], OVERSHOOT_SLEEP_NS);
+            (monotonic_ns() - t0).saturating_sub(OVERSHOOT_SLEEP_NS)
+        })
+        .collect();
+    over.sort_unstable();
+    let at = |q: f64| over[((over.len() - 1) as f64 * q).round() as usize];
+    let (p50, p99) = (at(0.5), at(0.99));
+    let timing = Timing {
+        realtime,
+        cpu_latency_held: held.is_some(),
+        timer_overshoot_p50_ns: p50,
+        timer_overshoot_p99_ns: p99,
+        wake_margin_ns: Timing::margin_for(p99),
+    };
+    (timing, held)
+}
+
 /// A frame's arrival on CLOCK_MONOTONIC: the kernel's receive stamp
 /// (CLOCK_REALTIME) moved onto it, or now when there is none (one older
 /// than [`STAMP_MAX_AGE_NS`] is not this arrival's: a stamp carried over
@@ -529,6 +570,7 @@ pub fn run(
         capacity,
         cables: engine.cable_stats(),
         stopped: None,
+        timing: Some(engine.timing),
     };
     write_stats(stats_path, &stats)?;
     let mut next_write = monotonic_ns() + STATS_EVERY_NS;
@@ -593,12 +635,16 @@ pub fn calibrate(
             .map_err(EmuError::Calibration)?;
     let start = monotonic_ns();
     // Until the source is done, and a little longer to drain.
+    // Under the same waits as when it forwards a bed's traffic (its rests
+    // in a flood included), so the limit is the one a test meets.
     while !source.is_finished() || monotonic_ns() < start + run_ns {
         engine.step()?;
+        engine.wait()?;
     }
     let drain_end = monotonic_ns() + 20_000_000;
     while monotonic_ns() < drain_end {
         engine.step()?;
+        engine.wait()?;
     }
     let _ = source.join();
     engine.take_ring_drops();

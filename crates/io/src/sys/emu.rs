@@ -220,3 +220,46 @@ pub(crate) fn socket_error(fd: RawFd) -> io::Result<i32> {
     ))?;
     Ok(v)
 }
+
+/// Sets the calling thread's timer slack to `ns` (`PR_SET_TIMERSLACK`):
+/// a timed wait then ends within `ns` of its deadline instead of the
+/// default 50 µs later.
+pub(crate) fn set_timer_slack(ns: u64) -> io::Result<()> {
+    // SAFETY: PR_SET_TIMERSLACK takes an integer argument and touches no
+    // memory of this process.
+    syscall!(prctl(
+        libc::PR_SET_TIMERSLACK,
+        ns as libc::c_ulong,
+        0 as libc::c_ulong,
+        0 as libc::c_ulong,
+        0 as libc::c_ulong
+    ))
+    .map(|_| ())
+}
+
+/// The kernel's CPU latency QoS device: while a process holds it open with
+/// a value written, idle CPUs use no state whose exit takes longer.
+pub(crate) const CPU_LATENCY_QOS: &str = "/dev/cpu_dma_latency";
+
+/// Asks for idle CPUs that wake within `us` microseconds (0: idle CPUs
+/// poll instead of halting) for as long as the returned file stays open;
+/// the kernel drops the request when it is closed, also when the process
+/// dies (so no exit path can leave it behind).
+pub(crate) fn hold_cpu_latency(us: i32) -> io::Result<std::fs::File> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(CPU_LATENCY_QOS)?;
+    f.write_all(&us.to_ne_bytes())?;
+    Ok(f)
+}
+
+/// Makes the calling thread real-time (`SCHED_FIFO` at `priority`): it
+/// runs as soon as it wakes, ahead of every normal thread.
+pub(crate) fn set_fifo(priority: i32) -> io::Result<()> {
+    let p = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: `p` is a live sched_param; pid 0 is the calling thread.
+    syscall!(sched_setscheduler(0, libc::SCHED_FIFO, &p)).map(|_| ())
+}
