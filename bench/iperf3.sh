@@ -2,7 +2,9 @@
 # Benchmark (not a test): the same iperf3 client, the same run, against
 # `iperf3 -s` and against `linerate server` (its iperf3 port), on loopback:
 # TCP with 1 and 4 streams, UDP with 1472-byte datagrams unpaced (-b 0).
-# Rounds interleave the two servers so drift in the host's load hits both.
+# Rounds interleave the two servers so drift in the host's load hits both,
+# and alternate which goes first (odd rounds iperf3, even rounds linerate)
+# so neither always runs right after the other's heaviest case.
 # Prints each run's received bit/s (iperf3's sum_received: what the server
 # received, over the server's receiving time) and the ratio linerate /
 # iperf3 per case, median over the rounds. Target: ratio >= 1.0.
@@ -52,7 +54,8 @@ cases=("tcp1:-P 1" "tcp4:-P 4" "udp1472:-u -b 0 -l 1472")
 for round in $(seq 1 "$ROUNDS"); do
   for c in "${cases[@]}"; do
     name=${c%%:*}; args=${c#*:}
-    for srv in iperf3 linerate; do
+    order="iperf3 linerate"; [ $((round % 2)) = 0 ] && order="linerate iperf3"
+    for srv in $order; do
       port=$IPERF_PORT; [ "$srv" = linerate ] && port=$LR_I3_PORT
       # shellcheck disable=SC2086
       r=$(timeout $((DURATION + 20)) iperf3 -c 127.0.0.1 -p "$port" -t "$DURATION" -J $args | rate)

@@ -8,8 +8,10 @@
 //! flows are separate from `throughput::flow`, which verifies probes.
 //!
 //! Clocks: elapsed times are CLOCK_MONOTONIC; UDP send stamps and arrival
-//! times (jitter) are CLOCK_REALTIME, as iperf3 uses them; CPU time is
-//! getrusage(RUSAGE_THREAD) of each stream's thread.
+//! times (jitter) are CLOCK_REALTIME, as iperf3 uses them (arrivals: the
+//! kernel's software receive stamp, SO_TIMESTAMPING, else read when the
+//! datagram is); CPU time is getrusage(RUSAGE_THREAD) of each stream's
+//! thread.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -23,7 +25,7 @@ use linerate_core::stats::interval::Interval;
 use linerate_core::wire::iperf3::params::{Params, Transport};
 use linerate_core::wire::iperf3::{errno, UdpCounts, UdpHeader};
 
-use crate::sys::sock;
+use crate::sys::{sock, timestamping};
 use crate::throughput::net::DataSock;
 
 /// How often a blocked stream looks at its stop flag.
@@ -516,19 +518,53 @@ fn recv_tcp(s: &DataSock, c: &StreamCfg, sh: &Shared, m: &mut Meter) -> io::Resu
     Ok(())
 }
 
+/// A UDP receiver that drained this many datagrams or more since it last
+/// woke sees dense traffic: it naps [`DENSE_NAP`] between drains instead of
+/// blocking, so the sender's kernel path (on loopback: the sending thread)
+/// finds no waiter to wake per datagram or two.
+const DENSE_BURST: u32 = 4;
+
+/// The nap between drains of dense traffic: ~100 µs of datagrams, a few
+/// hundred KiB at 10 Gbit/s, wait in the socket buffer (≥ 1 MiB here).
+const DENSE_NAP: Duration = Duration::from_micros(100);
+
 fn recv_udp(s: &DataSock, c: &StreamCfg, sh: &Shared, m: &mut Meter) -> io::Result<()> {
     let mut buf = vec![0u8; 65_536];
     let fd = s.as_raw_fd();
     m.udp = Some(UdpCounts::default());
+    // Arrival times from the kernel's receive stamp: batched reads do not
+    // bunch them up (a datagram without one is stamped when read).
+    let _ = timestamping::enable(
+        fd,
+        timestamping::SOF_TIMESTAMPING_RX_SOFTWARE | timestamping::SOF_TIMESTAMPING_SOFTWARE,
+    );
+    // Blocking until a datagram arrives, then draining without blocking.
+    let mut block = true;
+    let mut burst = 0u32;
     while !sh.stop.load(Ordering::Relaxed) {
-        match sock::recv(fd, &mut buf, 0) {
-            Ok(n) => {
-                let arrival = realtime_ns();
+        let flags = if block { 0 } else { libc::MSG_DONTWAIT };
+        match timestamping::recv(fd, &mut buf, flags) {
+            Ok(rx) => {
+                block = false;
+                burst += 1;
+                let n = rx.len.min(buf.len());
+                let arrival = match rx.software_ns {
+                    0 => realtime_ns(),
+                    t => t,
+                };
                 if let (Some(h), Some(u)) = (UdpHeader::parse(&buf[..n], c.wide), m.udp.as_mut()) {
                     u.datagram(&h, arrival);
                 }
                 sh.recv_bytes.fetch_add(n as u64, Ordering::Relaxed);
                 m.add(n as u64, 1);
+            }
+            // Drained.
+            Err(e) if !block && e.kind() == io::ErrorKind::WouldBlock => {
+                if std::mem::take(&mut burst) >= DENSE_BURST {
+                    std::thread::sleep(DENSE_NAP);
+                } else {
+                    block = true;
+                }
             }
             Err(e) if transient(&e) || closed(&e) => {}
             Err(e) => return Err(e),
