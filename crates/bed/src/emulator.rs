@@ -377,6 +377,7 @@ impl Reading {
             capacity: self.capacity,
             shaper_note: self.shaper_note.clone(),
             mean_lag_ns: during.and_then(|c| c.mean_lag_ns()),
+            timing: self.before.as_ref().and_then(|s| s.timing),
             during,
             offered_frames_per_s,
         }

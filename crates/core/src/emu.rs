@@ -198,8 +198,11 @@ pub struct Counters {
 pub const LATE_NS: u64 = 5_000;
 
 impl Counters {
-    /// The counts of `self` minus those of an earlier reading `before`
-    /// (the maximum lateness is the later reading's: it is not a sum).
+    /// The counts of `self` minus those of an earlier reading `before`.
+    /// The maximum lateness is not a sum: it is the later reading's when
+    /// departures left late in between (an upper bound of theirs), else at
+    /// most [`LATE_NS`] (none in between was later than that; an earlier
+    /// maximum is not this interval's).
     pub fn since(&self, before: &Self) -> Self {
         Self {
             arrived: self.arrived.saturating_sub(before.arrived),
@@ -212,7 +215,11 @@ impl Counters {
             send_errors: self.send_errors.saturating_sub(before.send_errors),
             late: self.late.saturating_sub(before.late),
             late_total_ns: self.late_total_ns.saturating_sub(before.late_total_ns),
-            late_max_ns: self.late_max_ns,
+            late_max_ns: if self.late > before.late {
+                self.late_max_ns
+            } else {
+                self.late_max_ns.min(LATE_NS)
+            },
             lag_total_ns: self.lag_total_ns.saturating_sub(before.lag_total_ns),
         }
     }
@@ -599,6 +606,9 @@ pub struct LinkAccount {
     /// `during`; absent before it was counted or when nothing left).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mean_lag_ns: Option<f64>,
+    /// How the emulator kept time (emu only; absent before it said).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<Timing>,
 }
 
 /// A mean departure lag above this (ns) is a warning: every delay
@@ -867,6 +877,17 @@ mod tests {
         assert_eq!(Counters::default().mean_lag_ns(), None);
         let later = c.plus(&c);
         assert_eq!(later.since(&c).forwarded, 2);
+        // A maximum from before an interval is not the interval's: one
+        // 200 ms departure, then an interval of on-time ones.
+        let mut run = Counters::default();
+        run.departed(0, 200_000_000);
+        let before = run;
+        run.departed(10_000, 10_300);
+        assert_eq!(run.since(&before).late, 0);
+        assert_eq!(run.since(&before).late_max_ns, LATE_NS);
+        // Late departures in the interval: the later maximum stands.
+        run.departed(0, 300_000_000);
+        assert_eq!(run.since(&before).late_max_ns, 300_000_000);
     }
 
     #[test]
@@ -924,6 +945,7 @@ mod tests {
             offered_frames_per_s: Some(50_000.0),
             shaper_note: None,
             mean_lag_ns: None,
+            timing: None,
         };
         // On time: the emulator's delay is said (info), nothing else.
         let codes = |a: &LinkAccount| -> Vec<(String, Severity)> {

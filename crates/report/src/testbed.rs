@@ -259,13 +259,15 @@ pub fn link_line(a: &linerate_core::emu::LinkAccount) -> String {
     match (a.shaper, a.during) {
         (Shaper::Emu, Some(c)) => {
             s.push_str(&format!(
-                "; the emulator forwarded {} frames, dropped {} at its queue, {} left late \
-                 (by up to {:.1} µs)",
-                c.forwarded,
-                c.queue_drops,
-                c.late,
-                c.late_max_ns as f64 / 1000.0
+                "; the emulator forwarded {} frames, dropped {} at its queue, {} left late",
+                c.forwarded, c.queue_drops, c.late
             ));
+            if c.late > 0 {
+                s.push_str(&format!(
+                    " (by up to {:.1} µs)",
+                    c.late_max_ns as f64 / 1000.0
+                ));
+            }
             if let Some(lag) = a.mean_lag_ns {
                 s.push_str(&format!(", its own delay {:.2} µs a frame", lag / 1000.0));
             }
@@ -273,6 +275,14 @@ pub fn link_line(a: &linerate_core::emu::LinkAccount) -> String {
         (Shaper::Emu, None) => s.push_str("; the emulator's counters could not be read"),
         (Shaper::Tbf, _) => s.push_str(" (rate only: a frame that finds tokens is not delayed)"),
         (Shaper::None, _) => {}
+    }
+    if let Some(t) = a.timing {
+        if !t.realtime {
+            s.push_str("; its thread had no real-time priority here (later departures)");
+        }
+        if !t.cpu_latency_held {
+            s.push_str("; idle CPUs could halt (no CPU latency request: slower wake-ups)");
+        }
     }
     if let Some(n) = &a.shaper_note {
         s.push_str(&format!(" ({n})"));
@@ -315,6 +325,7 @@ mod link_tests {
             offered_frames_per_s: None,
             shaper_note: None,
             mean_lag_ns: Some(1_250.0),
+            timing: None,
         };
         // In a result's report, as text and as HTML (`report --html`).
         let mut doc = crate::table::Doc::new();
@@ -337,6 +348,25 @@ mod link_tests {
             "{l}"
         );
         assert!(l.contains("≥ 41000 frames/s"), "{l}");
+        assert!(!l.contains("real-time"), "{l}");
+        // No late departure: no "by up to" from an older maximum.
+        a.during = Some(Counters {
+            forwarded: 12,
+            late_max_ns: 3_000,
+            ..Counters::default()
+        });
+        // An emulator the host refused real-time priority says so.
+        a.timing = Some(linerate_core::emu::Timing {
+            realtime: false,
+            cpu_latency_held: true,
+            timer_overshoot_p50_ns: 15_000,
+            timer_overshoot_p99_ns: 50_000,
+            wake_margin_ns: 52_000,
+        });
+        let l = link_line(&a);
+        assert!(l.contains("0 left late") && !l.contains("by up to"), "{l}");
+        assert!(l.contains("no real-time priority"), "{l}");
+        assert!(!l.contains("could halt"), "{l}");
         (a.shaper, a.capacity, a.during) = (Shaper::Tbf, None, None);
         assert!(link_line(&a).contains("rate only"));
     }
