@@ -279,6 +279,14 @@ fn sweep_points(args: &Rfc2544Args) -> Result<(Vec<SweepPoint>, Option<Bed>), Fa
         (None, false) => return Err(usage("--sweep: bed settings need --bed".into())),
         _ => None,
     };
+    let swept_link = points
+        .iter()
+        .any(|p| linerate_core::sweep::link_of(&p.config).is_some());
+    if swept_link && args.link.is_some() {
+        return Err(usage(
+            "--sweep link: conflicts with --link (each point's rate is its line rate)".into(),
+        ));
+    }
     Ok((points, bed))
 }
 
@@ -317,6 +325,14 @@ pub(crate) fn run(args: &Rfc2544Args, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
                 let l = linerate_core::sweep::label(&p.settings);
                 elog!("linerate rfc2544: {l}, run {r}/{}", args.repeat);
             }
+            // A point's link rate is its line rate.
+            let cfg = match linerate_core::sweep::link_of(&p.config) {
+                Some(link) => Config {
+                    link,
+                    ..cfg.clone()
+                },
+                None => cfg.clone(),
+            };
             let doc = linerate_io::rfc2544::run(&cfg, &mut progress, &mut BedIfaceSettings::new())?;
             runs.push((p.settings.clone(), matrix.then_some(r), doc));
             if linerate_io::signal::interrupt_signal().is_some() {
