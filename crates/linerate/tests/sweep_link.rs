@@ -166,6 +166,60 @@ fn an_emulated_bed_runs_each_point_at_its_rate_and_is_restored() {
 }
 
 #[test]
+fn latency_runs_each_point_on_its_wire_and_its_own_account() {
+    if !linerate_bed::privileges::require("latency_runs_each_point_on_its_wire_and_its_own_account")
+    {
+        return;
+    }
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let bed = bed("l", Shaper::Emu);
+    let o = linerate(&[
+        "latency",
+        "--bed",
+        bed.name(),
+        "--size",
+        "18",
+        "--count",
+        "40",
+        "--sweep",
+        "link=10M,100M",
+        "--json",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("bed set (read back): link 10 Mbit/s"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {err}\n{}", String::from_utf8_lossy(&o.stdout)));
+    common::validate("linerate.latency", &v);
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{err}");
+    for (r, rate) in runs.iter().zip([M10, M100]) {
+        assert_eq!(r["link_bits_per_s"], rate, "{r}");
+        // 64-byte frames both ways: 2 × 84 wire bytes at the point's rate.
+        let wire = r["wire_rtt_ns"].as_f64().unwrap();
+        assert!(
+            (wire - 2.0 * 84.0 * 8.0 * 1e9 / rate as f64).abs() < 1.0,
+            "{wire}"
+        );
+        // No round trip is faster than its point's wire.
+        let rtt = r["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["stage"] == "rtt");
+        let min = rtt.map_or_else(|| panic!("no rtt stage: {r}"), |s| &s["min_ns"]);
+        assert!(min.as_f64().unwrap() >= wire, "{min} < {wire}");
+        // The run's own emulator account, at the point's rate.
+        let account = &r["link_emulation"];
+        assert_eq!(account["link_bits_per_s"], rate, "{account}");
+        assert!(
+            account["during"]["forwarded"].as_u64().unwrap() >= 80,
+            "{account}"
+        );
+    }
+    assert_eq!(rates_now(&bed), [M100; 5], "restored");
+}
+
+#[test]
 fn sigint_mid_point_restores_the_link() {
     if !linerate_bed::privileges::require("sigint_mid_point_restores_the_link") {
         return;

@@ -569,6 +569,10 @@ pub struct LatencyRun {
     /// the report's `link_bits_per_s` (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_bits_per_s: Option<u64>,
+    /// The bed's link emulation during this run alone, when a sweep point
+    /// set its link rate (the report's `link_emulation` spans every run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_emulation: Option<crate::emu::LinkAccount>,
 }
 
 fn one() -> u64 {
@@ -603,6 +607,7 @@ impl LatencyRun {
             timeout_ns: None,
             responder_kernel: None,
             link_bits_per_s: None,
+            link_emulation: None,
         }
     }
 
