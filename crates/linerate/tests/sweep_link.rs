@@ -2,8 +2,9 @@
 //! without root, fails under LINERATE_REQUIRE_PRIV=1): each point's rate is
 //! read back from the bed (tc's tbf, the emulator's stats, the bed's
 //! record), each point's throughput is measured against its own rate (never
-//! above it, well above the slower point's), and the bed is at its own
-//! rate again afterwards and after SIGINT. Bad rates and beds without a
+//! above it, well above the slower point's), latency's wire time and
+//! rfc2544's line rate are the point's, and the bed is at its own rate again
+//! afterwards and after SIGINT. Bad rates and beds without a
 //! shaped link are usage errors before anything runs.
 #![allow(clippy::unwrap_used)]
 
@@ -217,6 +218,64 @@ fn latency_runs_each_point_on_its_wire_and_its_own_account() {
         );
     }
     assert_eq!(rates_now(&bed), [M100; 5], "restored");
+}
+
+#[test]
+fn rfc2544_takes_each_points_rate_as_its_line_rate() {
+    if !linerate_bed::privileges::require("rfc2544_takes_each_points_rate_as_its_line_rate") {
+        return;
+    }
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let bed = bed("r", Shaper::Tbf);
+    let o = linerate(&[
+        "rfc2544",
+        "--bed",
+        bed.name(),
+        "--generator",
+        "packet",
+        "--tests",
+        "single",
+        "--frames",
+        "1518",
+        "--trial",
+        "300ms",
+        "--drain",
+        "100ms",
+        "--ceiling-time",
+        "200ms",
+        "--sweep",
+        "link=10M,100M",
+        "--json",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {err}\n{}", String::from_utf8_lossy(&o.stdout)));
+    common::validate("linerate.rfc2544", &v);
+    let sizes = v["sizes"].as_array().unwrap();
+    assert_eq!(sizes.len(), 2, "{err}");
+    for (s, rate) in sizes.iter().zip([M10, M100]) {
+        // 1518-byte frames take 1538 bytes of wire at the point's rate.
+        let line = rate as f64 / (1538.0 * 8.0);
+        let got = s["line_rate_frames_per_s"].as_f64().unwrap();
+        assert!(
+            (got - line).abs() < 1.0,
+            "{}: {got} against {line}",
+            s["settings"]
+        );
+    }
+    assert_eq!(rates_now(&bed), [M100; 3], "restored");
+    // The point's rate is the line rate: one given too would hide it.
+    let o = linerate(&[
+        "rfc2544",
+        "--bed",
+        bed.name(),
+        "--link",
+        "1G",
+        "--sweep",
+        "link=10M",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("conflicts with --link"));
 }
 
 #[test]
