@@ -21,7 +21,8 @@
 //! What it counted is written every [`STATS_EVERY_NS`] to a stats file
 //! ([`Stats`], JSON, replaced atomically), which any process measuring on
 //! the bed reads before and after its test ([`read_stats`]). At the same
-//! tick it checks its control file ([`control_path`]): new impairments for
+//! tick it checks its control file ([`control_path`], by modification time
+//! and inode): new impairments for
 //! its cables (a sweep's link rate), taken without losing a queued frame
 //! and confirmed in the next stats ([`Stats::links`]).
 
@@ -188,7 +189,7 @@ pub fn read_stats_after(
 
 /// The control file of the emulator writing `stats_path`
 /// (`<bed>.emu.ctl` beside `<bed>.emu.stats`): the cables as JSON
-/// ([`write_control`]). The emulator checks its modification time at every
+/// ([`write_control`]). The emulator checks its modification time and inode at every
 /// stats write (every [`STATS_EVERY_NS`]) and, when it changed, forwards
 /// over the cables it holds from then on ([`Stats::links`] says so).
 pub fn control_path(stats_path: &Path) -> PathBuf {
@@ -209,10 +210,12 @@ pub fn write_control(path: &Path, cables: &[Cable]) -> Result<(), EmuError> {
 }
 
 /// The control file as the emulator follows it: its path and the
-/// modification time last read.
+/// modification time and inode last read (each write is a new file by
+/// rename, so a new inode even within one tick of the file system's
+/// coarse clock).
 struct Control {
     path: PathBuf,
-    seen: Option<std::time::SystemTime>,
+    seen: Option<(std::time::SystemTime, u64)>,
 }
 
 impl Control {
@@ -220,13 +223,15 @@ impl Control {
     /// (or why it cannot be read); `None` when it did not change or is
     /// absent.
     fn changed(&mut self) -> Option<Result<Vec<Cable>, String>> {
-        let modified = std::fs::metadata(&self.path)
-            .and_then(|m| m.modified())
-            .ok()?;
-        if self.seen == Some(modified) {
+        let meta = std::fs::metadata(&self.path).ok()?;
+        let now = (
+            meta.modified().ok()?,
+            std::os::unix::fs::MetadataExt::ino(&meta),
+        );
+        if self.seen == Some(now) {
             return None;
         }
-        self.seen = Some(modified);
+        self.seen = Some(now);
         let text = std::fs::read_to_string(&self.path).map_err(|e| e.to_string());
         Some(text.and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string())))
     }
@@ -754,4 +759,47 @@ fn blast(iface: &str, run_ns: u64) -> io::Result<u64> {
         }
     }
     Ok(sent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_core::units::BitRate;
+
+    fn cable(mbps: u64) -> Cable {
+        let imp = Impairments::rate(Some(BitRate::from_mbps(mbps)));
+        Cable {
+            name: "a-b".into(),
+            west: "lr-xa".into(),
+            east: "lr-xb".into(),
+            west_to_east: imp,
+            east_to_west: imp,
+        }
+    }
+
+    #[test]
+    fn the_control_file_is_taken_once_per_change() {
+        let dir = std::env::temp_dir().join(format!("lr-emu-ctl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let stats = dir.join("t.emu.stats");
+        let path = control_path(&stats);
+        assert_eq!(path, dir.join("t.emu.ctl"));
+        let mut control = Control {
+            path: path.clone(),
+            seen: None,
+        };
+        // Absent: nothing to take.
+        assert!(control.changed().is_none());
+        write_control(&path, &[cable(10)]).unwrap();
+        assert_eq!(control.changed(), Some(Ok(vec![cable(10)])));
+        assert!(control.changed().is_none(), "taken once");
+        // A rewrite (a new file by rename) is a change, at once.
+        write_control(&path, &[cable(100)]).unwrap();
+        assert_eq!(control.changed(), Some(Ok(vec![cable(100)])));
+        // Written in place (same inode): its time tells, a tick later.
+        std::thread::sleep(Duration::from_millis(20));
+        std::fs::write(&path, "not json").unwrap();
+        assert!(matches!(control.changed(), Some(Err(_))));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
