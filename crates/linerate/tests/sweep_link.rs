@@ -144,6 +144,12 @@ fn each_point_at_its_rate_then_restored(test: &str, shaper: Shaper, holders: usi
     assert_eq!(rates_now(&bed), vec![M100; holders]);
     sweep_two_rates(&bed);
     assert_eq!(rates_now(&bed), vec![M100; holders], "restored");
+    // The emulator's control file goes with the bed.
+    let dir = Path::new(linerate_bed::state::STATE_DIR);
+    let control = emulator::control_path(dir, bed.name());
+    assert_eq!(control.exists(), shaper == Shaper::Emu);
+    drop(bed);
+    assert!(!control.exists(), "{} left", control.display());
 }
 
 #[test]
