@@ -402,6 +402,13 @@ fn output(
     args.plot
         .write(&linerate_core::plot::of_latency(&doc.result))?;
     crate::testbed::attach_link(link, None, &mut doc.result.link_emulation, &mut doc.flags);
+    // Over a link sweep the whole has no one rate: each run has its own.
+    if let (Some(a), true) = (
+        &mut doc.result.link_emulation,
+        doc.result.runs.iter().any(|r| r.link_bits_per_s.is_some()),
+    ) {
+        a.link = None;
+    }
     ctx.output(&doc, args.json, || {
         linerate_report::latency::render(&doc, ctx.width)
     })?;

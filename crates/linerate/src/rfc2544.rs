@@ -357,6 +357,15 @@ pub(crate) fn run(args: &Rfc2544Args, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
         .reduce(f64::max);
     let (slot, flags) = (&mut doc.result.link_emulation, &mut doc.flags);
     crate::testbed::attach_link(link, offered, slot, flags);
+    // Over a link sweep the whole has no one rate: each point has its own.
+    if let (Some(a), true) = (
+        slot,
+        points
+            .iter()
+            .any(|p| p.settings.iter().any(|(k, _)| k == "link")),
+    ) {
+        a.link = None;
+    }
     doc.flags.push(flag_for(&meter.read(), &doc.result));
     args.plot
         .write(&linerate_core::plot::of_rfc2544(&doc.result))?;

@@ -223,6 +223,13 @@ fn latency_runs_each_point_on_its_wire_and_its_own_account() {
             "{account}"
         );
     }
+    // The whole sweep's account has no one rate.
+    let whole = &v["link_emulation"];
+    assert!(whole["link_bits_per_s"].is_null(), "{whole}");
+    assert!(
+        whole["during"]["forwarded"].as_u64().unwrap() >= 160,
+        "{whole}"
+    );
     assert_eq!(rates_now(&bed), [M100; 5], "restored");
 }
 
@@ -269,6 +276,9 @@ fn rfc2544_takes_each_points_rate_as_its_line_rate() {
             s["settings"]
         );
     }
+    let whole = &v["link_emulation"];
+    assert_eq!(whole["shaper"], "tbf", "{whole}");
+    assert!(whole["link_bits_per_s"].is_null(), "{whole}");
     assert_eq!(rates_now(&bed), [M100; 3], "restored");
     // The point's rate is the line rate: one given too would hide it.
     let o = linerate(&[
