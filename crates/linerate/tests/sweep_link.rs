@@ -349,7 +349,11 @@ fn bad_link_sweeps_are_usage_errors_before_anything_runs() {
     .expect("bed up");
     let shaped = bed("u", Shaper::Tbf);
     for (bed, args, says) in [
-        (&shaped, &["--sweep", "link=fast"][..], "link: 'fast': "),
+        (
+            &shaped,
+            &["--sweep", "link=fast"][..],
+            "--sweep: link: 'fast' is not a number",
+        ),
         (
             &shaped,
             &["--sweep", "link=10"],
