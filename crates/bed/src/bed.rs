@@ -203,6 +203,11 @@ impl Bed {
         &self.record.spec
     }
 
+    /// The directory its record is stored in.
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
     /// Its stored description.
     pub fn record(&self) -> &BedRecord {
         &self.record

@@ -8,7 +8,9 @@
 //! measures the frames/s it forwards on this host ([`serve`]), then forwards
 //! every cable until it is killed or the cables disappear. It writes its
 //! counters to `<state dir>/<bed>.emu.stats` ([`stats_path`]); tests on the
-//! bed read them before and after ([`account`]).
+//! bed read them before and after ([`Reading`]). A sweep point that changes
+//! the link rate rewrites `<bed>.emu.ctl` ([`control_path`]) and waits for
+//! the stats to show the new cables ([`reconfigure`]).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -48,6 +50,11 @@ pub struct EmulatorState {
 /// The emulator's counters file for bed `name`.
 pub fn stats_path(state_dir: &Path, name: &str) -> PathBuf {
     state_dir.join(format!("{name}.emu.stats"))
+}
+
+/// The emulator's control file for bed `name` ([`io_emu::control_path`]).
+pub fn control_path(state_dir: &Path, name: &str) -> PathBuf {
+    io_emu::control_path(&stats_path(state_dir, name))
 }
 
 /// The emulator's log (its stderr) for bed `name`.
@@ -95,6 +102,7 @@ pub(crate) fn start(record: &BedRecord, state_dir: &Path) -> Result<EmulatorStat
     let name = &record.name;
     let stats = stats_path(state_dir, name);
     let _ = fs::remove_file(&stats);
+    let _ = fs::remove_file(control_path(state_dir, name));
     let log = log_path(state_dir, name);
     let log_file = fs::File::create(&log).map_err(|source| BedError::State {
         path: log.clone(),
@@ -248,7 +256,11 @@ pub fn stop(bed: impl Fn(&str) -> bool) -> (Vec<u32>, Vec<String>) {
 /// Removes bed `name`'s stats and log files (absent is fine).
 pub(crate) fn remove_files(state_dir: &Path, name: &str) -> Vec<String> {
     let mut errors = Vec::new();
-    for p in [stats_path(state_dir, name), log_path(state_dir, name)] {
+    for p in [
+        stats_path(state_dir, name),
+        control_path(state_dir, name),
+        log_path(state_dir, name),
+    ] {
         match fs::remove_file(&p) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -292,6 +304,52 @@ pub fn cables(record: &BedRecord) -> Vec<Cable> {
             east_to_west: dir(c.impaired, false),
         })
         .collect()
+}
+
+/// How long a change of the cables waits for the emulator to confirm it
+/// (it reads its control file every [`io_emu::STATS_EVERY_NS`]).
+const RECONFIGURE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Makes bed `record`'s running emulator forward over the cables its
+/// record describes now (a sweep point's link rate): writes its control
+/// file and waits until its stats show those cables (the read-back), or
+/// says why not.
+pub(crate) fn reconfigure(record: &BedRecord, state_dir: &Path) -> Result<(), BedError> {
+    let name = &record.name;
+    let wanted = cables(record);
+    let control = control_path(state_dir, name);
+    let failed = |why: String| {
+        BedError::Invalid(format!(
+            "bed '{name}': the link emulator did not take the link: {why}"
+        ))
+    };
+    let written = io_emu::now_mono_ns();
+    io_emu::write_control(&control, &wanted)
+        .map_err(|e| failed(linerate_core::error::chain(&e)))?;
+    // A refusal counts once a whole stats period after the write: an
+    // earlier write may still show the error of an earlier file.
+    let settled = written + io_emu::STATS_EVERY_NS;
+    let stats = stats_path(state_dir, name);
+    let begun = Instant::now();
+    loop {
+        let s = io_emu::read_stats(&stats).map_err(|e| failed(linerate_core::error::chain(&e)))?;
+        if s.links == wanted {
+            return Ok(());
+        }
+        if let Some(why) = s.stopped {
+            return Err(failed(why));
+        }
+        if let (Some(why), true) = (s.control_error, s.updated_mono_ns > settled) {
+            return Err(failed(why));
+        }
+        if begun.elapsed() > RECONFIGURE_TIMEOUT {
+            return Err(failed(format!(
+                "its stats show no change after {} s",
+                RECONFIGURE_TIMEOUT.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// The emulator process's body (`linerate testbed emulate BED`): reads the

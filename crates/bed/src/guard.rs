@@ -179,6 +179,9 @@ fn install(interrupt_first: bool) -> std::io::Result<()> {
             for e in crate::iface::restore_all() {
                 say!("linerate: signal {sig}: interface setting not restored: {e}");
             }
+            for e in crate::reconfig::restore_links() {
+                say!("linerate: signal {sig}: link rate not restored: {e}");
+            }
             for r in reg.iter() {
                 let errors = teardown_unlocked(r);
                 if errors.is_empty() {

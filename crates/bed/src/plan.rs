@@ -29,9 +29,9 @@ use crate::layout::{Cidr, Layout};
 use crate::spec::{BedSpec, Feature, TcpMem};
 use linerate_core::emu::Shaper;
 
-/// tbf burst at and below 1 Gbit/s (docs/METHODOLOGY.md §3: 64000 B measured
-/// within 0.1 %; a 1-MTU burst undershoots by up to 17 % in this VM).
-pub const TBF_BURST_MIN_BYTES: u64 = 64_000;
+/// The tbf burst for a rate (the line-rate model's, shared with the
+/// throughput model's burst allowance).
+pub use linerate_core::qdisc::{tbf_burst_bytes, TBF_BURST_MIN_BYTES};
 /// tbf overhead per skb (FCS + preamble/SFD + IFG) and minimum charge (the
 /// 64-byte minimum frame plus 20 bytes of wire), from the line-rate model.
 pub use linerate_core::qdisc::{TBF_MPU_BYTES, TBF_OVERHEAD_BYTES};
@@ -39,18 +39,6 @@ pub use linerate_core::qdisc::{TBF_MPU_BYTES, TBF_OVERHEAD_BYTES};
 pub const NFT_LOSS_TABLE: &str = "lr_loss";
 /// Loss is drawn as `numgen random mod 1000000 < N` (N per million).
 pub const LOSS_SCALE: u32 = 1_000_000;
-
-/// The tbf burst for a rate: 64000 bytes up to 1 Gbit/s, above that the
-/// bytes of 512 µs at the rate (640 kB at 10G), so the bucket still holds
-/// as much time as 64000 B does at 1G and late timers lose no credit; and
-/// never less than four frames of the MTU (tbf drops a packet larger than
-/// its bucket).
-pub fn tbf_burst_bytes(rate: BitRate, mtu: Option<u32>) -> u64 {
-    let frames = 4 * (u64::from(mtu.unwrap_or(1500)) + 14);
-    (rate.bps() / 8 * 512 / 1_000_000)
-        .max(TBF_BURST_MIN_BYTES)
-        .max(frames)
-}
 
 /// tbf latency (queue bound) for a rate: 50 ms below 100M, 20 ms below 1G,
 /// 5 ms from 1G (the values measured in docs/METHODOLOGY.md §3).
@@ -149,7 +137,8 @@ pub enum Step {
         /// Value as sysctl prints it.
         value: String,
     },
-    /// `tc -n NS qdisc add dev DEV root tbf rate R burst B latency L overhead 24 mpu 84`.
+    /// `tc -n NS qdisc add dev DEV root tbf rate R burst B latency L overhead 24 mpu 84`
+    /// (`replace` with `replace`).
     Tbf {
         /// Namespace.
         netns: String,
@@ -162,6 +151,10 @@ pub enum Step {
         burst_bytes: u64,
         /// Queue bound.
         latency_ms: u32,
+        /// `tc qdisc replace` instead of `add`: the tbf changed in place
+        /// (a sweep point's link rate).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        replace: bool,
     },
     /// `ip netns exec NS nft 'add table netdev lr_loss; add chain …; add rule …'`:
     /// random drop on the ingress of DEV of IPv4/IPv6 frames (ARP and
@@ -315,8 +308,10 @@ impl Step {
                 rate,
                 burst_bytes,
                 latency_ms,
+                replace,
             } => {
-                let mut v = ["tc", "-n", netns, "qdisc", "add", "dev", dev, "root", "tbf"]
+                let verb = if *replace { "replace" } else { "add" };
+                let mut v = ["tc", "-n", netns, "qdisc", verb, "dev", dev, "root", "tbf"]
                     .map(s)
                     .to_vec();
                 v.extend([
@@ -918,6 +913,7 @@ impl Plan {
                     rate,
                     burst_bytes: tbf_burst_bytes(rate, spec.mtu),
                     latency_ms: tbf_latency_ms(rate),
+                    replace: false,
                 });
             }
             notes.push(format!(
@@ -934,6 +930,7 @@ impl Plan {
                     rate,
                     burst_bytes: tbf_burst_bytes(rate, spec.mtu),
                     latency_ms: tbf_latency_ms(rate),
+                    replace: false,
                 });
             }
             notes.push(format!(

@@ -5,19 +5,35 @@
 //! restores it too) and run again when the [`PointSettings`] drop, also
 //! while a panic unwinds. Offloads go through [`OffloadGuard`].
 //!
+//! A link rate (`--sweep link=100M,1G`) is changed in place: every tbf the
+//! bed's plan puts at that rate (the link itself on a tbf bed, the hosts'
+//! back-pressure on an emulated one: burst and latency derived as
+//! `testbed up` derives them) is replaced (`tc qdisc replace`, read back
+//! from `tc -j qdisc show`); the bed's record is rewritten with the point's
+//! rate (so a test reads the point's link), and a running link emulator
+//! takes the new cables through its control file and confirms them in its
+//! stats ([`crate::emulator::reconfigure`]). Its restore (the record and
+//! the emulator as they were) is registered like the steps', and run by
+//! the signal thread too ([`restore_links`]).
+//!
 //! [`check`] says before anything runs whether the bed's interfaces can
 //! take every setting of a sweep: an offload the driver fixes (or lacks), or
 //! interrupt coalescing on a driver without it (veth), is an error naming
 //! the interface.
 
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use linerate_core::emu::Shaper;
 use linerate_core::sweep::BedSetting;
+use linerate_core::units::BitRate;
 
 use crate::ethtool::parse_features;
 use crate::iface::{restores, OffloadGuard, NEXT_ID};
-use crate::plan::Step;
-use crate::spec::Feature;
+use crate::plan::{HostFacts, Plan, Step};
+use crate::spec::{BedSpec, Feature};
+use crate::state::{self, BedRecord};
 use crate::{Bed, BedError};
 
 /// Reads a command's output in a namespace.
@@ -109,9 +125,154 @@ pub fn check<'a>(
             BedSetting::Offload(name, on) => check_offload(bed, name, *on)?,
             BedSetting::Rps(_) | BedSetting::TcpMem(..) => {}
             BedSetting::RxUsecs(_) => check_coalescing(bed)?,
+            BedSetting::Link(rate) => check_link(bed, *rate)?,
         }
     }
     Ok(())
+}
+
+/// Whether `bed` has a shaped link whose rate a point can change.
+fn check_link(bed: &Bed, rate: BitRate) -> Result<(), BedError> {
+    let spec = bed.spec();
+    match spec.effective_shaper() {
+        Shaper::None => Err(BedError::Invalid(format!(
+            "link {rate}: bed '{}' has no shaped link (make it with testbed up --link)",
+            bed.name()
+        ))),
+        Shaper::Emu if spec.link.is_none() => Err(BedError::Invalid(format!(
+            "link {rate}: bed '{}' emulates impairments without a rate (make it with --link)",
+            bed.name()
+        ))),
+        Shaper::Emu | Shaper::Tbf => Ok(()),
+    }
+}
+
+/// Every tbf the plan of `spec` with its link at `rate` puts on the bed,
+/// as in-place replacements (the rate, burst and latency `testbed up`
+/// would give them).
+pub fn tbf_replacements(spec: &BedSpec, rate: BitRate) -> Vec<Step> {
+    let spec = BedSpec {
+        link: Some(rate),
+        ..spec.clone()
+    };
+    Plan::build(&spec, HostFacts::detect())
+        .up
+        .into_iter()
+        .filter_map(|mut s| match &mut s {
+            Step::Tbf { replace, .. } => {
+                *replace = true;
+                Some(s)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// `record` with its link at `rate`: the spec and the notes of the plan
+/// at that rate.
+fn with_link(record: &BedRecord, rate: BitRate) -> BedRecord {
+    let spec = BedSpec {
+        link: Some(rate),
+        ..record.spec.clone()
+    };
+    BedRecord {
+        notes: Plan::build(&spec, HostFacts::detect()).notes,
+        spec,
+        ..record.clone()
+    }
+}
+
+/// A bed's record (and its emulator's cables) to put back.
+#[derive(Debug, Clone)]
+struct LinkRestore {
+    state_dir: PathBuf,
+    record: BedRecord,
+}
+
+impl LinkRestore {
+    /// Writes the record and, with an emulator, makes it forward at the
+    /// record's rate again (read back from its stats).
+    fn apply(&self) -> Result<(), BedError> {
+        state::write(&self.state_dir, &self.record)?;
+        if self.record.emulator.is_some() {
+            crate::emulator::reconfigure(&self.record, &self.state_dir)?;
+        }
+        Ok(())
+    }
+}
+
+/// Link restores that are due, by guard id.
+static LINK_RESTORES: Mutex<Vec<(u64, LinkRestore)>> = Mutex::new(Vec::new());
+
+fn link_restores() -> MutexGuard<'static, Vec<(u64, LinkRestore)>> {
+    LINK_RESTORES.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Puts back every bed record and emulator a point changed and has not
+/// restored yet (the signal thread, before the process exits); returns
+/// what failed.
+pub(crate) fn restore_links() -> Vec<String> {
+    link_restores()
+        .drain(..)
+        .rev()
+        .filter_map(|(_, r)| r.apply().err().map(|e| e.to_string()))
+        .collect()
+}
+
+/// A link rate set on a bed's record and emulator, its restore registered
+/// before the change.
+#[derive(Debug)]
+struct LinkGuard {
+    id: u64,
+    restore: Option<LinkRestore>,
+}
+
+impl LinkGuard {
+    /// Records `now` with its link at `rate` and makes its emulator (if
+    /// any) forward at it, after registering the way back to `now`.
+    fn apply(state_dir: PathBuf, now: BedRecord, rate: BitRate) -> Result<Self, BedError> {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let set = LinkRestore {
+            state_dir: state_dir.clone(),
+            record: with_link(&now, rate),
+        };
+        let back = LinkRestore {
+            state_dir,
+            record: now,
+        };
+        link_restores().push((id, back.clone()));
+        let guard = Self {
+            id,
+            restore: Some(back),
+        };
+        // On error the guard drops and puts the record back.
+        crate::guard::run_locked(|| set.apply())?;
+        Ok(guard)
+    }
+
+    fn restore_now(&mut self) -> Result<(), BedError> {
+        let Some(back) = self.restore.take() else {
+            return Ok(());
+        };
+        let mut reg = link_restores();
+        match reg.iter().position(|(id, _)| *id == self.id) {
+            // Restored already (by the signal thread).
+            None => Ok(()),
+            Some(i) => {
+                reg.remove(i);
+                drop(reg);
+                back.apply()
+            }
+        }
+    }
+}
+
+impl Drop for LinkGuard {
+    fn drop(&mut self) {
+        if let Err(e) = self.restore_now() {
+            eprintln!("linerate: {e}");
+        }
+    }
 }
 
 /// One step applied with its restore registered first.
@@ -164,6 +325,7 @@ impl Drop for StepGuard {
 enum Change {
     Step(StepGuard),
     Offload(OffloadGuard),
+    Link(Box<LinkGuard>),
 }
 
 /// The settings of one point applied to a bed; dropping it (or
@@ -254,6 +416,10 @@ impl PointSettings {
                     }
                     me.applied.push(format!("rx-usecs {usecs}"));
                 }
+                BedSetting::Link(rate) => {
+                    me.set_link(bed, *rate)?;
+                    me.applied.push(format!("link {rate}"));
+                }
                 BedSetting::TcpMem(key, [min, def, max]) => {
                     for h in &layout.hosts {
                         let now = read(&["ip", "netns", "exec", &h.netns, "sysctl", "-n", key])?;
@@ -274,6 +440,30 @@ impl PointSettings {
         Ok(me)
     }
 
+    /// Sets the link of `bed` to `rate`: every tbf of its plan replaced
+    /// (read back), then its record and emulator ([`LinkGuard`]).
+    fn set_link(&mut self, bed: &Bed, rate: BitRate) -> Result<(), BedError> {
+        check_link(bed, rate)?;
+        let now = state::read(bed.state_dir(), bed.name())?;
+        let Some(was) = now.spec.link else {
+            return Err(BedError::Invalid(format!(
+                "link {rate}: bed '{}' has no link rate now",
+                bed.name()
+            )));
+        };
+        if was == rate {
+            return Ok(());
+        }
+        let back = tbf_replacements(&now.spec, was);
+        for (set, back) in tbf_replacements(&now.spec, rate).iter().zip(back) {
+            self.changes
+                .push(Change::Step(StepGuard::apply(set, back)?));
+        }
+        let g = LinkGuard::apply(bed.state_dir().to_path_buf(), now, rate)?;
+        self.changes.push(Change::Link(Box::new(g)));
+        Ok(())
+    }
+
     /// What was set, for progress lines (`mtu 9000, gro off`).
     pub fn describe(&self) -> String {
         self.applied.join(", ")
@@ -287,6 +477,7 @@ impl PointSettings {
             let r = match c {
                 Change::Step(mut g) => g.restore_now(),
                 Change::Offload(g) => g.restore(),
+                Change::Link(mut g) => g.restore_now(),
             };
             if let Err(e) = r {
                 errors.push(e.to_string());
@@ -347,4 +538,59 @@ pub fn read_back(bed: &Bed, offload: &str) -> Result<Vec<IfaceNow>, BedError> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Topology;
+
+    fn spec(shaper: Shaper) -> BedSpec {
+        let mut s = BedSpec::new("t1", Topology::Pair);
+        s.link = Some(BitRate::from_mbps(100));
+        s.shaper = shaper;
+        s
+    }
+
+    #[test]
+    fn a_link_point_replaces_every_tbf_of_the_plan_at_its_rate() {
+        let lines = |shaper| -> Vec<String> {
+            tbf_replacements(&spec(shaper), BitRate::from_gbps(10))
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        // tbf bed: the link on both hosts' egress; its bucket and latency
+        // as testbed up derives them at 10G.
+        let tbf = lines(Shaper::Tbf);
+        assert_eq!(tbf.len(), 2, "{tbf:#?}");
+        assert!(tbf.iter().all(|l| l.contains(" qdisc replace dev ")
+            && l.ends_with("rate 10000000000bit burst 640000 latency 5ms overhead 24 mpu 84")));
+        // Emulated bed: the back-pressure tbf on the hosts' ends, none in
+        // the link namespace.
+        let emu = lines(Shaper::Emu);
+        assert_eq!(emu.len(), 2, "{emu:#?}");
+        assert!(emu.iter().all(|l| !l.contains("-link ")), "{emu:#?}");
+        // The read-back is tc's, of the new rate.
+        let rb = tbf_replacements(&spec(Shaper::Tbf), BitRate::from_mbps(10))[0]
+            .readback()
+            .unwrap();
+        assert_eq!(rb.check, crate::plan::Check::Tbf(BitRate::from_mbps(10)));
+    }
+
+    #[test]
+    fn a_link_point_rewrites_the_records_rate_and_notes() {
+        let s = spec(Shaper::Tbf);
+        let plan = Plan::build(&s, HostFacts { cpus: 2 });
+        let layout = crate::layout::Layout::new(&s.name, s.topology);
+        let r = BedRecord::new(&s, layout, plan.notes, Vec::new());
+        let at = with_link(&r, BitRate::from_gbps(1));
+        assert_eq!(at.spec.link, Some(BitRate::from_gbps(1)));
+        assert!(
+            at.notes.iter().any(|n| n.contains("1 Gbit/s")),
+            "{:#?}",
+            at.notes
+        );
+        assert_eq!((at.layout, at.commands), (r.layout, r.commands));
+    }
 }

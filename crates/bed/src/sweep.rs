@@ -138,7 +138,9 @@ pub fn sweep_in(prefix: Option<&str>, state_dir: &Path) -> Result<SweepReport, B
             let bed = n.trim_start_matches('.');
             let emu = n.ends_with(".emu.stats")
                 || n.ends_with(".emu.log")
-                || n.contains(".emu.stats.tmp");
+                || n.contains(".emu.stats.tmp")
+                || n.ends_with(".emu.ctl")
+                || n.contains(".emu.ctl.tmp");
             if bed.starts_with(bed_prefix)
                 && (n.ends_with(".json") || n.contains(".json.tmp") || emu)
             {

@@ -342,6 +342,21 @@ impl<T: Clone> Direction<T> {
         &self.imp
     }
 
+    /// Changes the impairments in place (a sweep point's link rate): the
+    /// frames already queued keep their departure times and the counters
+    /// go on; a frame arriving later is serialized at the new rate, after
+    /// the frames on the wire. The random draws go on from where they were.
+    pub fn set_impairments(&mut self, imp: Impairments) {
+        if imp.rate != self.imp.rate {
+            // The next frame starts when the wire is free, at the new rate.
+            self.wire = match (imp.rate, self.wire.take()) {
+                (Some(rate), Some(p)) => Some(Pacer::new(rate.bps(), p.due_ns())),
+                _ => None,
+            };
+        }
+        self.imp = imp;
+    }
+
     /// Puts `wire` bytes on the wire no earlier than `now_ns`; returns the
     /// end of their serialization. An idle wire restarts the schedule at
     /// the arrival (a cable has no credit to spend).
@@ -740,6 +755,30 @@ mod tests {
             out.push((f, due));
         }
         out
+    }
+
+    #[test]
+    fn a_new_rate_applies_to_frames_after_the_queued_ones() {
+        let mut d = Direction::new(link(100), 1);
+        // Two 1514-byte frames at 100M: 1538 wire bytes, 123.04 µs each.
+        d.arrive(0, 1514, 1u8);
+        d.arrive(0, 1514, 2u8);
+        let mut imp = link(1000);
+        imp.delay_ns = 7;
+        d.set_impairments(imp);
+        assert_eq!(d.impairments(), &imp);
+        d.arrive(0, 1514, 3u8);
+        let out = drain(&mut d);
+        let due: Vec<u64> = out.iter().map(|(_, t)| *t).collect();
+        // The queued frames keep their times; the third follows them at
+        // 1G (12.304 µs) plus the new delay.
+        assert_eq!(due, [123_040, 246_080, 246_080 + 12_304 + 7]);
+        assert_eq!(d.counters.arrived, 3);
+        assert_eq!(d.counters.forwarded, 3);
+        // Unshaped: frames pass at once.
+        d.set_impairments(Impairments::rate(None));
+        d.arrive(1_000_000, 60, 4u8);
+        assert_eq!(d.next_due(), Some(1_000_000));
     }
 
     #[test]

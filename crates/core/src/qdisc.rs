@@ -21,6 +21,22 @@ pub const TBF_OVERHEAD_BYTES: u32 = FCS_BYTES + WIRE_OVERHEAD_BYTES;
 /// wire.
 pub const TBF_MPU_BYTES: u32 = MIN_FRAME_BYTES + WIRE_OVERHEAD_BYTES;
 
+/// tbf burst at and below 1 Gbit/s (docs/METHODOLOGY.md §3: 64000 B measured
+/// within 0.1 %; a 1-MTU burst undershoots by up to 17 % in this VM).
+pub const TBF_BURST_MIN_BYTES: u64 = 64_000;
+
+/// The tbf burst for a rate: 64000 bytes up to 1 Gbit/s, above that the
+/// bytes of 512 µs at the rate (640 kB at 10G), so the bucket still holds
+/// as much time as 64000 B does at 1G and late timers lose no credit; and
+/// never less than four frames of the MTU (tbf drops a packet larger than
+/// its bucket).
+pub fn tbf_burst_bytes(rate: crate::units::BitRate, mtu: Option<u32>) -> u64 {
+    let frames = 4 * (u64::from(mtu.unwrap_or(1500)) + 14);
+    (rate.bps() / 8 * 512 / 1_000_000)
+        .max(TBF_BURST_MIN_BYTES)
+        .max(frames)
+}
+
 /// The qdisc kinds that can shape a link: limit its rate, or delay or drop
 /// packets on purpose. A raw sender that bypasses the qdisc layer
 /// (`PACKET_QDISC_BYPASS`, AF_XDP) would escape them, and an interface with

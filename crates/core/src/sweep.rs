@@ -9,6 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::units::BitRate;
+
 /// Why sweeps make no matrix. Messages name keys and values, never
 /// command-line flags.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -147,8 +149,9 @@ pub fn label(settings: &[(String, String)]) -> String {
 /// The bed settings a sweep may vary on a testbed: the MTU of every
 /// interface, offloads and RPS of every veth end, and each host's TCP
 /// buffer sysctls (`tcp-rmem=4096:131072:6291456`, colons between the three
-/// values since commas separate a sweep's values).
-pub const BED_KEYS: [&str; 10] = [
+/// values since commas separate a sweep's values), and the rate of the
+/// bed's shaped link (`link=100M,1G`, the rates of `testbed up --link`).
+pub const BED_KEYS: [&str; 11] = [
     "mtu",
     "gro",
     "gso",
@@ -159,6 +162,7 @@ pub const BED_KEYS: [&str; 10] = [
     "tcp-rmem",
     "tcp-wmem",
     "rx-usecs",
+    "link",
 ];
 
 /// One bed setting of a point, checked.
@@ -177,7 +181,15 @@ pub enum BedSetting {
     /// Interrupt coalescing on receive (`ethtool -C rx-usecs`), µs, where
     /// the driver supports it (veth does not).
     RxUsecs(u32),
+    /// The rate of the bed's shaped link (tbf or the link emulator),
+    /// changed in place.
+    Link(BitRate),
 }
+
+/// The slowest link a point may set (as `testbed up --link`).
+pub const MIN_LINK_BPS: u64 = 1_000;
+/// The fastest.
+pub const MAX_LINK_BPS: u64 = 1_000_000_000_000;
 
 /// Smallest MTU a bed takes (IPv4's minimum datagram).
 pub const MIN_BED_MTU: u32 = 68;
@@ -196,6 +208,15 @@ impl BedSetting {
                 Ok(Self::Mtu(mtu))
             }
             "rps" => Ok(Self::Rps(on_off(v)?)),
+            "link" => {
+                let rate: BitRate = v
+                    .parse()
+                    .map_err(|e: crate::units::ParseUnitError| e.to_string())?;
+                if !(MIN_LINK_BPS..=MAX_LINK_BPS).contains(&rate.bps()) {
+                    return Err(format!("{rate} is outside 1 kbit/s to 1 Tbit/s"));
+                }
+                Ok(Self::Link(rate))
+            }
             "rx-usecs" => Ok(Self::RxUsecs(
                 v.parse()
                     .map_err(|_| format!("'{v}' is not a number of µs"))?,
@@ -224,6 +245,14 @@ impl BedSetting {
             _ => Ok(Self::Offload(key.to_string(), on_off(v)?)),
         }
     }
+}
+
+/// The link rate a point's bed settings set, if one does.
+pub fn link_of(settings: &[BedSetting]) -> Option<BitRate> {
+    settings.iter().rev().find_map(|s| match s {
+        BedSetting::Link(r) => Some(*r),
+        _ => None,
+    })
 }
 
 /// Repeats a command may make of one point, at most.
@@ -376,6 +405,46 @@ mod tests {
         assert!(BedSetting::parse("tcp-wmem", "9:2:3")
             .unwrap_err()
             .contains("<="));
+    }
+
+    #[test]
+    fn link_settings_parse_as_testbed_rates() {
+        assert_eq!(
+            BedSetting::parse("link", "100M"),
+            Ok(BedSetting::Link(BitRate::from_mbps(100)))
+        );
+        assert_eq!(
+            BedSetting::parse("link", "1Gbit"),
+            Ok(BedSetting::Link(BitRate::from_gbps(1)))
+        );
+        let e = BedSetting::parse("link", "fast").unwrap_err();
+        assert_eq!(e, "'fast' is not a number");
+        let e = BedSetting::parse("link", "10Q").unwrap_err();
+        assert!(e.starts_with("unknown unit 'Q' in '10Q'"), "{e}");
+        assert!(BedSetting::parse("link", "10")
+            .unwrap_err()
+            .contains("outside 1 kbit/s to 1 Tbit/s"));
+        assert!(BedSetting::parse("link", "2T").is_err());
+        // Through a sweep: one point per rate, the last link set wins.
+        let bed_points = |sweep: &str| {
+            let s = vec![sweep.to_string()];
+            let apply = |c: &mut Vec<BedSetting>, k: &str, v: &str| {
+                c.push(BedSetting::parse(k, v)?);
+                Ok(())
+            };
+            expand(Vec::new(), &s, &BED_KEYS, 8, apply)
+        };
+        let p = bed_points("link=100M,1G").unwrap();
+        let links: Vec<_> = p.iter().map(|p| link_of(&p.config)).collect();
+        assert_eq!(
+            links,
+            [Some(BitRate::from_mbps(100)), Some(BitRate::from_gbps(1))]
+        );
+        assert_eq!(label(&p[1].settings), "link=1G");
+        assert_eq!(link_of(&[BedSetting::Rps(true)]), None);
+        let e = bed_points("link=100M,x").unwrap_err().to_string();
+        assert_eq!(e, "link: 'x' is not a number");
+        assert!(!e.contains('\n'), "{e}");
     }
 
     #[test]

@@ -344,8 +344,22 @@ pub(crate) fn run(args: &LatencyArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
     let link = crate::testbed::link_reading(args.bed.as_deref());
     let bed = bed_for(args, &cfg)?;
     let mut point: Option<(Vec<BedSetting>, PointSettings)> = None;
-    let mut prepare = |v: &Variant| set_point(bed.as_ref(), &mut point, v);
+    // With a link sweep, each run's own reading of the emulator.
+    let per_run = (cfg.variants.iter()).any(|v| linerate_core::sweep::link_of(&v.bed).is_some());
+    let mut reading: Option<linerate_bed::emulator::Reading> = None;
+    let mut accounts = Vec::new();
+    let mut prepare = |v: &Variant| {
+        if let Some(r) = reading.take() {
+            accounts.push(r.account(None));
+        }
+        set_point(bed.as_ref(), &mut point, v)?;
+        if per_run {
+            reading = crate::testbed::link_reading(args.bed.as_deref());
+        }
+        Ok(())
+    };
     let ran = linerate_io::echo::run_each(&cfg, &mut progress, &mut prepare);
+    accounts.extend(reading.map(|r| r.account(None)));
     if let Some((_, settings)) = point {
         settings
             .restore()
@@ -357,6 +371,11 @@ pub(crate) fn run(args: &LatencyArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
             _ => "latency run",
         })
     })?;
+    if accounts.len() == doc.result.runs.len() {
+        for (run, account) in doc.result.runs.iter_mut().zip(accounts) {
+            run.link_emulation = Some(account);
+        }
+    }
     doc.flags.push(flag_for(&meter.read(), &doc.result));
     output(args, ctx, doc, link)
 }
@@ -383,6 +402,13 @@ fn output(
     args.plot
         .write(&linerate_core::plot::of_latency(&doc.result))?;
     crate::testbed::attach_link(link, None, &mut doc.result.link_emulation, &mut doc.flags);
+    // Over a link sweep the whole has no one rate: each run has its own.
+    if let (Some(a), true) = (
+        &mut doc.result.link_emulation,
+        doc.result.runs.iter().any(|r| r.link_bits_per_s.is_some()),
+    ) {
+        a.link = None;
+    }
     ctx.output(&doc, args.json, || {
         linerate_report::latency::render(&doc, ctx.width)
     })?;

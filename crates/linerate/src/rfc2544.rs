@@ -279,6 +279,14 @@ fn sweep_points(args: &Rfc2544Args) -> Result<(Vec<SweepPoint>, Option<Bed>), Fa
         (None, false) => return Err(usage("--sweep: bed settings need --bed".into())),
         _ => None,
     };
+    let swept_link = points
+        .iter()
+        .any(|p| linerate_core::sweep::link_of(&p.config).is_some());
+    if swept_link && args.link.is_some() {
+        return Err(usage(
+            "--sweep link: conflicts with --link (each point's rate is its line rate)".into(),
+        ));
+    }
     Ok((points, bed))
 }
 
@@ -317,6 +325,14 @@ pub(crate) fn run(args: &Rfc2544Args, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
                 let l = linerate_core::sweep::label(&p.settings);
                 elog!("linerate rfc2544: {l}, run {r}/{}", args.repeat);
             }
+            // A point's link rate is its line rate.
+            let cfg = match linerate_core::sweep::link_of(&p.config) {
+                Some(link) => Config {
+                    link,
+                    ..cfg.clone()
+                },
+                None => cfg.clone(),
+            };
             let doc = linerate_io::rfc2544::run(&cfg, &mut progress, &mut BedIfaceSettings::new())?;
             runs.push((p.settings.clone(), matrix.then_some(r), doc));
             if linerate_io::signal::interrupt_signal().is_some() {
@@ -341,6 +357,15 @@ pub(crate) fn run(args: &Rfc2544Args, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
         .reduce(f64::max);
     let (slot, flags) = (&mut doc.result.link_emulation, &mut doc.flags);
     crate::testbed::attach_link(link, offered, slot, flags);
+    // Over a link sweep the whole has no one rate: each point has its own.
+    if let (Some(a), true) = (
+        slot,
+        points
+            .iter()
+            .any(|p| p.settings.iter().any(|(k, _)| k == "link")),
+    ) {
+        a.link = None;
+    }
     doc.flags.push(flag_for(&meter.read(), &doc.result));
     args.plot
         .write(&linerate_core::plot::of_rfc2544(&doc.result))?;

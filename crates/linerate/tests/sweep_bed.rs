@@ -151,23 +151,7 @@ fn sigint_mid_sweep_restores_the_bed() {
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_millis(500));
-    let pid = child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if t0.elapsed() > Duration::from_secs(15) {
-            let _ = child.kill();
-            panic!("did not stop after SIGINT");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = common::interrupt(&mut child, Duration::from_secs(15));
     let after = now(&bed);
     let after_sysctl = sysctl_and_rps(&bed);
     drop(bed);

@@ -389,6 +389,10 @@ mod tests {
         rep.link_bits_per_s = Some(10_000_000_000);
         rep.derive();
         assert!(assess(&rep).is_empty());
+        // A sweep point's own link rate is the run's wire, not the report's.
+        rep.runs[0].link_bits_per_s = Some(100_000_000);
+        rep.derive();
+        assert_eq!(codes_of(&assess(&rep)), [codes::BELOW_WIRE_TIME]);
     }
 
     #[test]

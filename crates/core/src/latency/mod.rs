@@ -564,6 +564,15 @@ pub struct LatencyRun {
     /// they are inside "network".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub responder_kernel: Option<crate::journey::ResponderKernel>,
+    /// The link rate this run was measured at when a sweep point set it
+    /// (`link=100M,1G`), bit/s: its `wire_rtt_ns` comes from it instead of
+    /// the report's `link_bits_per_s` (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_bits_per_s: Option<u64>,
+    /// The bed's link emulation during this run alone, when a sweep point
+    /// set its link rate (the report's `link_emulation` spans every run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_emulation: Option<crate::emu::LinkAccount>,
 }
 
 fn one() -> u64 {
@@ -597,6 +606,8 @@ impl LatencyRun {
             repeat: None,
             timeout_ns: None,
             responder_kernel: None,
+            link_bits_per_s: None,
+            link_emulation: None,
         }
     }
 
@@ -731,14 +742,15 @@ impl RttSpread {
 }
 
 impl LatencyReport {
-    /// Computes the derived figures: each run's wire time (from
-    /// `link_bits_per_s`) and, when runs repeat, the spread per
+    /// Computes the derived figures: each run's wire time (from its own
+    /// `link_bits_per_s`, else the report's) and, when runs repeat, the spread per
     /// configuration (in the order configurations first appear).
     pub fn derive(&mut self) {
         let ipv6 = self.ipv6;
         let (protocol, link) = (self.protocol, self.link_bits_per_s);
         for r in &mut self.runs {
-            r.wire_rtt_ns = link.and_then(|l| wire_rtt_ns(protocol, ipv6, r.size_bytes, l));
+            r.wire_rtt_ns = (r.link_bits_per_s.or(link))
+                .and_then(|l| wire_rtt_ns(protocol, ipv6, r.size_bytes, l));
         }
         self.spread.clear();
         if self.runs.iter().all(|r| r.repeat.is_none()) {

@@ -137,10 +137,25 @@ impl Request {
             .map(|p| {
                 let mut target = target.clone();
                 if let Target::Bed(b) = &mut target {
+                    // The bed's tbf buckets follow its own MTU, not a point's.
+                    let bed_mtu = b.mtu_bytes;
                     // The point's MTU is the path's.
                     for s in &p.config.bed {
                         if let crate::sweep::BedSetting::Mtu(m) = s {
                             b.mtu_bytes = Some(*m);
+                        }
+                    }
+                    // And its link rate the model's, a tbf's bucket with it.
+                    if let Some(rate) = crate::sweep::link_of(&p.config.bed) {
+                        if self.link.is_some() {
+                            return Err(ConfigError::Sweep(crate::sweep::SweepError::Value {
+                                key: "link".into(),
+                                reason: "a link rate is given for every point already".into(),
+                            }));
+                        }
+                        b.link = Some(rate);
+                        if b.burst_bytes.is_some() {
+                            b.burst_bytes = Some(crate::qdisc::tbf_burst_bytes(rate, bed_mtu));
                         }
                     }
                 }
@@ -378,6 +393,47 @@ mod tests {
         assert_eq!(c.line(), Some((BitRate::from_mbps(100), LinkSource::Bed)));
         let c = Config::new(Target::Bed(bed), vec![reverse], Some(BitRate::from_gbps(1))).unwrap();
         assert_eq!(c.line(), Some((BitRate::from_gbps(1), LinkSource::Given)));
+    }
+
+    #[test]
+    fn a_link_point_is_the_models_link_and_bucket() {
+        let bed = Target::Bed(BedTarget {
+            client_netns: "lr-x-a".into(),
+            server_netns: "lr-x-b".into(),
+            server_ip: "198.18.0.2".parse().unwrap(),
+            port: None,
+            link: Some(BitRate::from_gbps(1)),
+            mtu_bytes: None,
+            burst_bytes: Some(64_000),
+        });
+        let req = Request {
+            protocol: Protocol::Udp,
+            sweep: vec!["link=100M,10G".into()],
+            ..Request::default()
+        };
+        let p = req.points(&bed).unwrap();
+        let got: Vec<_> = p
+            .iter()
+            .map(|p| match &p.config.0.target {
+                Target::Bed(b) => (b.link, b.burst_bytes, p.config.0.line()),
+                _ => panic!("a bed"),
+            })
+            .collect();
+        let (m100, g10) = (BitRate::from_mbps(100), BitRate::from_gbps(10));
+        assert_eq!(
+            got,
+            [
+                (Some(m100), Some(64_000), Some((m100, LinkSource::Bed))),
+                (Some(g10), Some(640_000), Some((g10, LinkSource::Bed))),
+            ]
+        );
+        // A rate given for every point would hide the point's.
+        let fixed = Request {
+            link: Some(BitRate::from_gbps(1)),
+            ..req
+        };
+        let e = fixed.points(&bed).unwrap_err().to_string();
+        assert!(e.contains("link: a link rate is given"), "{e}");
     }
 
     #[test]

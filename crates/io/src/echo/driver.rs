@@ -84,6 +84,7 @@ pub fn run_each(
                 }
             };
             run.repeat = (rounds > 1).then_some(round);
+            run.link_bits_per_s = linerate_core::sweep::link_of(&v.bed).map(|l| l.bps());
             same_clock &= clock;
             runs.push(run);
         }

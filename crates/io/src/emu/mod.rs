@@ -25,7 +25,11 @@
 //!
 //! What it counted is written every [`STATS_EVERY_NS`] to a stats file
 //! ([`Stats`], JSON, replaced atomically), which any process measuring on
-//! the bed reads before and after its test ([`read_stats`]).
+//! the bed reads before and after its test ([`read_stats`]). At the same
+//! tick it checks its control file ([`control_path`], by modification time
+//! and inode): new impairments for
+//! its cables (a sweep's link rate), taken without losing a queued frame
+//! and confirmed in the next stats ([`Stats::links`]).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -73,6 +77,14 @@ pub enum EmuError {
     /// The stats file could not be written or read.
     #[error("emulator stats {path}")]
     Stats {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+    /// The control file could not be written.
+    #[error("emulator control file {path}")]
+    Control {
         /// The file.
         path: PathBuf,
         /// The error.
@@ -137,6 +149,15 @@ pub struct Stats {
     /// did not say).
     #[serde(default)]
     pub timing: Option<Timing>,
+    /// The cables as it forwards them now: as started, or as the control
+    /// file last set them ([`control_path`]); what a change of the link is
+    /// read back from (absent in files of emulators before it).
+    #[serde(default)]
+    pub links: Vec<Cable>,
+    /// Why the control file last read was refused (the cables stay as
+    /// they were).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_error: Option<String>,
 }
 
 impl Stats {
@@ -178,19 +199,94 @@ pub fn read_stats_after(
     }
 }
 
+/// The control file of the emulator writing `stats_path`
+/// (`<bed>.emu.ctl` beside `<bed>.emu.stats`): the cables as JSON
+/// ([`write_control`]). The emulator checks its modification time and inode at every
+/// stats write (every [`STATS_EVERY_NS`]) and, when it changed, forwards
+/// over the cables it holds from then on ([`Stats::links`] says so).
+pub fn control_path(stats_path: &Path) -> PathBuf {
+    stats_path.with_extension("ctl")
+}
+
+/// Writes the control file at `path` (whole: temporary file and rename, so
+/// the emulator never reads half of it).
+pub fn write_control(path: &Path, cables: &[Cable]) -> Result<(), EmuError> {
+    let text = serde_json::to_string(cables).map_err(|e| EmuError::Corrupt {
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    })?;
+    write_atomically(path, &text).map_err(|e| match e {
+        EmuError::Stats { path, source } => EmuError::Control { path, source },
+        e => e,
+    })
+}
+
+/// The control file as the emulator follows it: its path and the
+/// modification time and inode last read (each write is a new file by
+/// rename, so a new inode even within one tick of the file system's
+/// coarse clock).
+struct Control {
+    path: PathBuf,
+    seen: Option<(std::time::SystemTime, u64)>,
+}
+
+impl Control {
+    /// The cables of the control file when it changed since the last call
+    /// (or why it cannot be read); `None` when it did not change or is
+    /// absent.
+    fn changed(&mut self) -> Option<Result<Vec<Cable>, String>> {
+        let meta = std::fs::metadata(&self.path).ok()?;
+        let now = (
+            meta.modified().ok()?,
+            std::os::unix::fs::MetadataExt::ino(&meta),
+        );
+        if self.seen == Some(now) {
+            return None;
+        }
+        self.seen = Some(now);
+        let text = std::fs::read_to_string(&self.path).map_err(|e| e.to_string());
+        Some(text.and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string())))
+    }
+}
+
+/// Takes a changed control file into `engine`, recording in `stats` the
+/// cables now forwarded or why the file was refused.
+fn follow_control(control: &mut Control, engine: &mut Engine, stats: &mut Stats) {
+    let Some(wanted) = control.changed() else {
+        return;
+    };
+    match wanted.and_then(|c| engine.reconfigure(&c).map(|()| c)) {
+        Ok(cables) => {
+            stats.links = cables;
+            stats.control_error = None;
+        }
+        Err(why) => {
+            eprintln!(
+                "linerate emulator: control file {}: {why}",
+                control.path.display()
+            );
+            stats.control_error = Some(why);
+        }
+    }
+}
+
 /// CLOCK_MONOTONIC now, ns: the stats file's clock.
 pub fn now_mono_ns() -> u64 {
     monotonic_ns()
 }
 
 fn write_stats(path: &Path, s: &Stats) -> Result<(), EmuError> {
+    write_atomically(path, &serde_json::to_string(s).unwrap_or_default())
+}
+
+/// Writes `text` to `path` through a temporary file and a rename.
+fn write_atomically(path: &Path, text: &str) -> Result<(), EmuError> {
     let err = |source| EmuError::Stats {
         path: path.to_path_buf(),
         source,
     };
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
     let tmp = path.with_file_name(format!(".{}.tmp", name.unwrap_or_default()));
-    let text = serde_json::to_string(s).unwrap_or_default();
     std::fs::write(&tmp, text).map_err(err)?;
     std::fs::rename(&tmp, path).map_err(err)
 }
@@ -496,6 +592,26 @@ impl Engine {
             .collect()
     }
 
+    /// Takes new impairments for every cable (the same cables, in the
+    /// same order: a sweep point's link rate), keeping the frames queued
+    /// and the counters; the error says why it refused.
+    fn reconfigure(&mut self, cables: &[Cable]) -> Result<(), String> {
+        let same = cables.len() == self.names.len()
+            && cables.iter().enumerate().all(|(k, c)| {
+                c.name == self.names[k]
+                    && c.west == self.ports[2 * k].iface
+                    && c.east == self.ports[2 * k + 1].iface
+            });
+        if !same {
+            return Err("its cables are not the ones forwarded (names or ports differ)".into());
+        }
+        for (k, c) in cables.iter().enumerate() {
+            self.dirs[2 * k].set_impairments(c.west_to_east);
+            self.dirs[2 * k + 1].set_impairments(c.east_to_west);
+        }
+        Ok(())
+    }
+
     fn step(&mut self) -> Result<bool, EmuError> {
         let alive = self.receive()?;
         self.depart();
@@ -571,6 +687,12 @@ pub fn run(
         cables: engine.cable_stats(),
         stopped: None,
         timing: Some(engine.timing),
+        links: cables.to_vec(),
+        control_error: None,
+    };
+    let mut control = Control {
+        path: control_path(stats_path),
+        seen: None,
     };
     write_stats(stats_path, &stats)?;
     let mut next_write = monotonic_ns() + STATS_EVERY_NS;
@@ -589,6 +711,7 @@ pub fn run(
                 break Ok("an interface of the link went away".to_string());
             }
             engine.take_ring_drops();
+            follow_control(&mut control, &mut engine, &mut stats);
             stats.cables = engine.cable_stats();
             stats.updated_mono_ns = now;
             write_stats(stats_path, &stats)?;
@@ -682,4 +805,47 @@ fn blast(iface: &str, run_ns: u64) -> io::Result<u64> {
         }
     }
     Ok(sent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_core::units::BitRate;
+
+    fn cable(mbps: u64) -> Cable {
+        let imp = Impairments::rate(Some(BitRate::from_mbps(mbps)));
+        Cable {
+            name: "a-b".into(),
+            west: "lr-xa".into(),
+            east: "lr-xb".into(),
+            west_to_east: imp,
+            east_to_west: imp,
+        }
+    }
+
+    #[test]
+    fn the_control_file_is_taken_once_per_change() {
+        let dir = std::env::temp_dir().join(format!("lr-emu-ctl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let stats = dir.join("t.emu.stats");
+        let path = control_path(&stats);
+        assert_eq!(path, dir.join("t.emu.ctl"));
+        let mut control = Control {
+            path: path.clone(),
+            seen: None,
+        };
+        // Absent: nothing to take.
+        assert!(control.changed().is_none());
+        write_control(&path, &[cable(10)]).unwrap();
+        assert_eq!(control.changed(), Some(Ok(vec![cable(10)])));
+        assert!(control.changed().is_none(), "taken once");
+        // A rewrite (a new file by rename) is a change, at once.
+        write_control(&path, &[cable(100)]).unwrap();
+        assert_eq!(control.changed(), Some(Ok(vec![cable(100)])));
+        // Written in place (same inode): its time tells, a tick later.
+        std::thread::sleep(Duration::from_millis(20));
+        std::fs::write(&path, "not json").unwrap();
+        assert!(matches!(control.changed(), Some(Err(_))));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

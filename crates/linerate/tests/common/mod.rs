@@ -145,3 +145,28 @@ impl Drop for Listening {
         let _ = self.child.wait();
     }
 }
+
+/// Sends SIGINT to `child` and waits for it to exit, at most `within`
+/// (then kills it and fails): its exit status.
+pub(crate) fn interrupt(
+    child: &mut std::process::Child,
+    within: std::time::Duration,
+) -> std::process::ExitStatus {
+    let pid = child.id().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill runs");
+    assert!(sent.success(), "SIGINT to {pid}");
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().expect("the child can be waited for") {
+            return s;
+        }
+        if t0.elapsed() > within {
+            let _ = child.kill();
+            panic!("did not stop within {within:?} after SIGINT");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
