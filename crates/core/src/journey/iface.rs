@@ -216,8 +216,12 @@ impl Chains {
         self.orphans
     }
 
-    /// Every packet, in order of its first event.
-    pub fn into_chains(self) -> Vec<Chain> {
+    /// Every packet, in order of its first event, its events in time
+    /// order (an event the tracer delivered late is put in its place).
+    pub fn into_chains(mut self) -> Vec<Chain> {
+        for c in &mut self.chains {
+            c.events.sort_by_key(|e| e.time_ns);
+        }
         self.chains
     }
 }

@@ -21,6 +21,11 @@ use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use std::net::IpAddr;
+
+use linerate_core::journey::filter::{
+    ip_protocols, IfaceFilter, IPPROTO_TCP, IPPROTO_UDP, IPV6_HEADER,
+};
 use linerate_core::journey::record;
 
 use super::bpf::{bpf, BpfError, BpfInsn, BpfJump, BpfSize, MapCreateAttr};
@@ -132,6 +137,26 @@ pub(crate) fn program(spec: &ProgSpec, dev: &DevOffsets, map_fd: i32) -> Vec<Bpf
     p.push(BpfInsn::jmp_imm(BpfJump::Lt, LEN, spec.lo as i32, 0));
     to_end.push(p.len());
     p.push(BpfInsn::jmp_imm(BpfJump::Gt, LEN, spec.hi as i32, 0));
+    // The `--iface` part of the record stays zero.
+    p.extend([
+        BpfInsn::st_imm(BpfSize::Dw, FP, slot(record::VERSION), 0),
+        BpfInsn::st_imm(BpfSize::Dw, FP, slot(record::TRANSPORT), 0),
+    ]);
+    p.extend(record_tail(spec, dev, map_fd));
+    let end = p.len();
+    for at in to_end {
+        // Jump offsets count from the next instruction; programs are short.
+        p[at] = p[at].with_off((end - at - 1) as i16);
+    }
+    p.extend([BpfInsn::mov64_imm(0, 0), BpfInsn::exit()]);
+    p
+}
+
+/// The end every program shares: the record's fields (time, CPU, address,
+/// length, code, drop reason, device) filled in and written to ring buffer
+/// `map_fd`; r0 is then `bpf_ringbuf_output`'s result.
+fn record_tail(spec: &ProgSpec, dev: &DevOffsets, map_fd: i32) -> Vec<BpfInsn> {
+    let mut p = Vec::new();
     p.extend([
         BpfInsn::stx(BpfSize::Dw, FP, slot(record::ADDR), ARG0),
         BpfInsn::stx(BpfSize::W, FP, slot(record::LEN), LEN),
@@ -185,13 +210,446 @@ pub(crate) fn program(spec: &ProgSpec, dev: &DevOffsets, map_fd: i32) -> Vec<Bpf
         BpfInsn::mov64_imm(4, BPF_RB_NO_WAKEUP),
         BpfInsn::call(FN_RINGBUF_OUTPUT),
     ]);
-    let end = p.len();
-    for at in to_end {
-        // Jump offsets count from the next instruction; programs are short.
-        p[at] = p[at].with_off((end - at - 1) as i16);
-    }
-    p.extend([BpfInsn::mov64_imm(0, 0), BpfInsn::exit()]);
     p
+}
+
+/// Where an `--iface` program finds the packet's IP header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HeaderAt {
+    /// At `skb->data` (`sk_buff.data`'s offset): on receive, after
+    /// `eth_type_trans` pulled the link header.
+    Data(i16),
+    /// At `skb->head + skb->network_header` (the offsets of `head` and
+    /// `network_header`); none while `network_header` is unset (0 or ~0).
+    Network(i16, i16),
+    /// Not read here (the skb may be gone): kept by its chain only.
+    Nowhere,
+}
+
+/// An `--iface` program: the tracepoint's [`ProgSpec`] (its `lo`/`hi`
+/// unused), where the headers are, and the filter's terms.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IfaceSpec<'a> {
+    /// Code, length, device, arguments.
+    pub base: ProgSpec,
+    /// Where the IP header is.
+    pub header: HeaderAt,
+    /// What must hold.
+    pub filter: &'a IfaceFilter,
+}
+
+/// The maps of the `--iface` programs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IfaceMaps {
+    /// The ring buffer.
+    pub ring: i32,
+    /// skb addresses whose headers matched (LRU hash, u64 → u64).
+    pub chains: i32,
+    /// Records the ring refused (array of one u64).
+    pub lost: i32,
+}
+
+/// Helper ids of the map calls.
+const FN_MAP_LOOKUP_ELEM: i32 = 1;
+const FN_MAP_UPDATE_ELEM: i32 = 2;
+const FN_MAP_DELETE_ELEM: i32 = 3;
+
+// Opcodes the `--iface` program needs beyond the builders.
+const JMP_JA: u8 = 0x05;
+const JMP_JEQ_K: u8 = 0x15;
+const JMP_JNE_K: u8 = 0x55;
+const JMP_JLT_K: u8 = 0xa5;
+const JMP_JGT_K: u8 = 0x25;
+const JMP32_JEQ_K: u8 = 0x16;
+const JMP32_JNE_K: u8 = 0x56;
+const ALU64_AND_K: u8 = 0x57;
+const ALU64_LSH_K: u8 = 0x67;
+const ALU64_RSH_K: u8 = 0x77;
+const ALU64_OR_X: u8 = 0x4f;
+const ALU64_ADD_X: u8 = 0x0f;
+/// `BPF_STX | BPF_ATOMIC | BPF_DW` with `imm = BPF_ADD`.
+const ATOMIC_ADD_DW: u8 = 0xdb;
+
+// The `--iface` program's stack below the record (`r10 - record::SIZE`).
+/// The IP header read (40 bytes: an IPv6 header, or IPv4's first 20 and more).
+const IP: i16 = -record::SIZE - 40;
+/// The skb address, the chain map's key.
+const KEY: i16 = IP - 8;
+/// The chain map's value.
+const VALUE: i16 = KEY - 8;
+/// The header's address, kept across the first read.
+const HDR_PTR: i16 = VALUE - 8;
+/// The lost counter's key (u32 0).
+const LOST_KEY: i16 = HDR_PTR - 8;
+/// Bytes of the IP header read.
+const IP_READ: i32 = 40;
+
+/// Instructions with forward jumps to labels, patched by [`Asm::finish`].
+#[derive(Default)]
+struct Asm {
+    p: Vec<BpfInsn>,
+    labels: Vec<Option<usize>>,
+    fixups: Vec<(usize, usize)>,
+}
+
+impl Asm {
+    fn label(&mut self) -> usize {
+        self.labels.push(None);
+        self.labels.len() - 1
+    }
+
+    fn bind(&mut self, l: usize) {
+        self.labels[l] = Some(self.p.len());
+    }
+
+    fn push(&mut self, i: BpfInsn) {
+        self.p.push(i);
+    }
+
+    fn extend(&mut self, i: impl IntoIterator<Item = BpfInsn>) {
+        self.p.extend(i);
+    }
+
+    /// `if reg <op> imm goto l` (`op` a `BPF_K` jump opcode).
+    fn jump(&mut self, op: u8, reg: u8, imm: i32, l: usize) {
+        self.fixups.push((self.p.len(), l));
+        self.p.push(BpfInsn::new(op, reg, 0, 0, imm));
+    }
+
+    fn goto(&mut self, l: usize) {
+        self.jump(JMP_JA, 0, 0, l);
+    }
+
+    fn alu(&mut self, op: u8, dst: u8, src: u8, imm: i32) {
+        self.p.push(BpfInsn::new(op, dst, src, 0, imm));
+    }
+
+    fn finish(mut self) -> Vec<BpfInsn> {
+        for (at, l) in self.fixups {
+            // Every label is bound and forward; programs are short.
+            let to = self.labels[l].unwrap_or(at + 1);
+            self.p[at] = self.p[at].with_off((to - at - 1) as i16);
+        }
+        self.p
+    }
+}
+
+/// The program of an `--iface` tracepoint.
+///
+/// It reads the IP header (40 bytes) and the transport header's first 8
+/// bytes with `bpf_probe_read_kernel`, copies what tells the packet apart
+/// into the record, and judges the filter's terms as
+/// `IfaceFilter::judge_headers` does. A match records the skb address in
+/// the `chains` map and writes the record; a packet that is not IP or
+/// fails a term removes its address from the map and writes nothing.
+/// Where the header cannot be read (no network header yet, a read that
+/// fails, [`HeaderAt::Nowhere`]), the record is written only when the
+/// address is in the map (kept by chain). A record the ring refuses is
+/// counted in `lost`.
+pub(crate) fn iface_program(
+    spec: &IfaceSpec<'_>,
+    dev: &DevOffsets,
+    maps: IfaceMaps,
+) -> Vec<BpfInsn> {
+    let b = &spec.base;
+    let mut a = Asm::default();
+    let (unknown, emit, exit) = (a.label(), a.label(), a.label());
+    a.extend([
+        BpfInsn::mov64_reg(CTX, 1),
+        BpfInsn::ldx(BpfSize::Dw, ARG0, CTX, b.object_arg * 8),
+        load_value(LEN, b.len, BpfSize::W),
+    ]);
+    if matches!(b.len, Source::Arg(_)) {
+        a.push(BpfInsn::mov32_reg(LEN, LEN));
+    }
+    a.extend([
+        BpfInsn::stx(BpfSize::Dw, FP, KEY, ARG0),
+        BpfInsn::st_imm(BpfSize::Dw, FP, VALUE, 1),
+        BpfInsn::st_imm(BpfSize::Dw, FP, slot(record::VERSION), 0),
+        BpfInsn::st_imm(BpfSize::Dw, FP, slot(record::TRANSPORT), 0),
+    ]);
+    match spec.header {
+        // Straight to the chain lookup (no code in between: the verifier
+        // refuses unreachable instructions).
+        HeaderAt::Nowhere => {}
+        HeaderAt::Data(off) => a.push(BpfInsn::ldx(BpfSize::Dw, 3, ARG0, off)),
+        HeaderAt::Network(head, nh) => {
+            a.push(BpfInsn::ldx(BpfSize::Dw, 3, ARG0, head));
+            a.push(BpfInsn::ldx(BpfSize::H, 1, ARG0, nh));
+            a.jump(JMP_JEQ_K, 1, 0xffff, unknown);
+            a.jump(JMP_JEQ_K, 1, 0, unknown);
+            a.alu(ALU64_ADD_X, 3, 1, 0);
+        }
+    }
+    if spec.header != HeaderAt::Nowhere {
+        judge(&mut a, spec.filter, [unknown, emit, exit], maps.chains);
+    }
+    a.bind(unknown);
+    a.extend(BpfInsn::ld_map_fd(1, maps.chains));
+    a.extend([
+        BpfInsn::mov64_reg(2, FP),
+        BpfInsn::add64_imm(2, i32::from(KEY)),
+        BpfInsn::call(FN_MAP_LOOKUP_ELEM),
+    ]);
+    a.jump(JMP_JEQ_K, 0, 0, exit);
+    a.extend([
+        BpfInsn::st_imm(BpfSize::Dw, FP, slot(record::VERSION), 0),
+        BpfInsn::st_imm(BpfSize::Dw, FP, slot(record::TRANSPORT), 0),
+        BpfInsn::st_imm(
+            BpfSize::B,
+            FP,
+            slot(record::KEPT),
+            i32::from(record::KEPT_CHAIN),
+        ),
+    ]);
+    a.bind(emit);
+    a.extend(record_tail(b, dev, maps.ring));
+    a.jump(JMP_JEQ_K, 0, 0, exit);
+    a.push(BpfInsn::st_imm(BpfSize::W, FP, LOST_KEY, 0));
+    a.extend(BpfInsn::ld_map_fd(1, maps.lost));
+    a.extend([
+        BpfInsn::mov64_reg(2, FP),
+        BpfInsn::add64_imm(2, i32::from(LOST_KEY)),
+        BpfInsn::call(FN_MAP_LOOKUP_ELEM),
+    ]);
+    a.jump(JMP_JEQ_K, 0, 0, exit);
+    a.extend([
+        BpfInsn::mov64_imm(1, 1),
+        BpfInsn::new(ATOMIC_ADD_DW, 0, 1, 0, 0),
+    ]);
+    a.bind(exit);
+    a.extend([BpfInsn::mov64_imm(0, 0), BpfInsn::exit()]);
+    a.finish()
+}
+
+/// The header part of [`iface_program`]: reads the headers (the header's
+/// address in r3) and judges the terms; on a match records the address in
+/// the chain map and jumps to `emit`; jumps to `unknown` when the headers
+/// cannot be read; removes the address and jumps to `exit` when they do
+/// not match.
+fn judge(a: &mut Asm, f: &IfaceFilter, [unknown, emit, exit]: [usize; 3], chains: i32) {
+    let nomatch = a.label();
+    a.extend([
+        BpfInsn::stx(BpfSize::Dw, FP, HDR_PTR, 3),
+        BpfInsn::mov64_reg(1, FP),
+        BpfInsn::add64_imm(1, i32::from(IP)),
+        BpfInsn::mov64_imm(2, IP_READ),
+        BpfInsn::call(FN_PROBE_READ_KERNEL),
+    ]);
+    a.jump(JMP_JNE_K, 0, 0, unknown);
+    // r1: version and IHL; r2: the version.
+    a.push(BpfInsn::ldx(BpfSize::B, 1, FP, IP));
+    a.push(BpfInsn::mov64_reg(2, 1));
+    a.alu(ALU64_RSH_K, 2, 0, 4);
+    let (v4, v6, transport, terms) = (a.label(), a.label(), a.label(), a.label());
+    a.jump(JMP_JEQ_K, 2, 4, v4);
+    a.jump(JMP_JEQ_K, 2, 6, v6);
+    a.goto(nomatch);
+    // Copies `size` bytes of the IP header at `from` into the record at `to`.
+    let copy = |a: &mut Asm, size: BpfSize, from: i16, to: i16| {
+        a.push(BpfInsn::ldx(size, 2, FP, IP + from));
+        a.push(BpfInsn::stx(size, FP, slot(to), 2));
+    };
+    a.bind(v4);
+    a.push(BpfInsn::st_imm(BpfSize::B, FP, slot(record::VERSION), 4));
+    copy(a, BpfSize::B, 9, record::PROTO);
+    copy(a, BpfSize::H, 2, record::IP_LEN);
+    copy(a, BpfSize::H, 4, record::IDENT);
+    a.alu(ALU64_AND_K, 1, 0, 0x0f);
+    a.jump(JMP_JLT_K, 1, 5, nomatch);
+    a.alu(ALU64_LSH_K, 1, 0, 2);
+    // Fragment offset (13 bits of bytes 6–7, read little-endian): a
+    // non-first fragment has no transport header.
+    a.push(BpfInsn::ldx(BpfSize::H, 2, FP, IP + 6));
+    a.alu(ALU64_AND_K, 2, 0, 0xff1f);
+    a.jump(JMP_JNE_K, 2, 0, terms);
+    a.goto(transport);
+    a.bind(v6);
+    a.push(BpfInsn::st_imm(BpfSize::B, FP, slot(record::VERSION), 6));
+    copy(a, BpfSize::B, 6, record::PROTO);
+    copy(a, BpfSize::H, 4, record::IP_LEN);
+    copy(a, BpfSize::H, 2, record::IDENT);
+    a.push(BpfInsn::mov64_imm(1, 40));
+    a.bind(transport);
+    a.extend([
+        BpfInsn::ldx(BpfSize::Dw, 3, FP, HDR_PTR),
+        BpfInsn::new(ALU64_ADD_X, 3, 1, 0, 0),
+        BpfInsn::mov64_reg(1, FP),
+        BpfInsn::add64_imm(1, i32::from(slot(record::TRANSPORT))),
+        BpfInsn::mov64_imm(2, 8),
+        // A failed read leaves zeros: no ports.
+        BpfInsn::call(FN_PROBE_READ_KERNEL),
+    ]);
+    a.bind(terms);
+    if let Some(p) = f.proto {
+        let ok = a.label();
+        a.push(BpfInsn::ldx(BpfSize::B, 1, FP, slot(record::PROTO)));
+        for n in ip_protocols(p) {
+            a.jump(JMP_JEQ_K, 1, i32::from(n), ok);
+        }
+        a.goto(nomatch);
+        a.bind(ok);
+    }
+    if let Some(host) = f.host {
+        let ok = a.label();
+        a.push(BpfInsn::ldx(BpfSize::B, 1, FP, slot(record::VERSION)));
+        let (version, octets, at): (i32, Vec<u8>, [i16; 2]) = match host {
+            IpAddr::V4(h) => (4, h.octets().to_vec(), [12, 16]),
+            IpAddr::V6(h) => (6, h.octets().to_vec(), [8, 24]),
+        };
+        a.jump(JMP_JNE_K, 1, version, nomatch);
+        for base in at {
+            let next = a.label();
+            for (i, w) in octets.chunks(4).enumerate() {
+                let word = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                a.push(BpfInsn::ldx(BpfSize::W, 1, FP, IP + base + 4 * i as i16));
+                // A 32-bit compare: the immediate is not sign-extended.
+                a.jump(JMP32_JNE_K, 1, word as i32, next);
+            }
+            a.goto(ok);
+            a.bind(next);
+        }
+        a.goto(nomatch);
+        a.bind(ok);
+    }
+    if let Some(port) = f.port {
+        let (has_ports, ok) = (a.label(), a.label());
+        a.push(BpfInsn::ldx(BpfSize::B, 1, FP, slot(record::PROTO)));
+        a.jump(JMP_JEQ_K, 1, i32::from(IPPROTO_TCP), has_ports);
+        a.jump(JMP_JEQ_K, 1, i32::from(IPPROTO_UDP), has_ports);
+        a.goto(nomatch);
+        a.bind(has_ports);
+        // Network order read little-endian: compare with the swapped port.
+        for at in [0, 2] {
+            a.push(BpfInsn::ldx(
+                BpfSize::H,
+                1,
+                FP,
+                slot(record::TRANSPORT) + at,
+            ));
+            a.jump(JMP32_JEQ_K, 1, i32::from(port.swap_bytes()), ok);
+        }
+        a.goto(nomatch);
+        a.bind(ok);
+    }
+    if let Some((lo, hi)) = f.len {
+        let v4 = a.label();
+        a.push(BpfInsn::ldx(BpfSize::B, 1, FP, slot(record::IP_LEN)));
+        a.alu(ALU64_LSH_K, 1, 0, 8);
+        a.push(BpfInsn::ldx(BpfSize::B, 2, FP, slot(record::IP_LEN) + 1));
+        a.alu(ALU64_OR_X, 1, 2, 0);
+        a.push(BpfInsn::ldx(BpfSize::B, 2, FP, slot(record::VERSION)));
+        a.jump(JMP_JNE_K, 2, 6, v4);
+        a.push(BpfInsn::add64_imm(1, IPV6_HEADER as i32));
+        a.bind(v4);
+        // IP lengths are at most 65535 + 40: the bounds fit an i32.
+        a.jump(JMP_JLT_K, 1, lo as i32, nomatch);
+        a.jump(JMP_JGT_K, 1, hi as i32, nomatch);
+    }
+    a.push(BpfInsn::st_imm(
+        BpfSize::B,
+        FP,
+        slot(record::KEPT),
+        i32::from(record::KEPT_HEADERS),
+    ));
+    a.extend(BpfInsn::ld_map_fd(1, chains));
+    a.extend([
+        BpfInsn::mov64_reg(2, FP),
+        BpfInsn::add64_imm(2, i32::from(KEY)),
+        BpfInsn::mov64_reg(3, FP),
+        BpfInsn::add64_imm(3, i32::from(VALUE)),
+        BpfInsn::mov64_imm(4, 0),
+        BpfInsn::call(FN_MAP_UPDATE_ELEM),
+    ]);
+    a.goto(emit);
+    a.bind(nomatch);
+    a.extend(BpfInsn::ld_map_fd(1, chains));
+    a.extend([
+        BpfInsn::mov64_reg(2, FP),
+        BpfInsn::add64_imm(2, i32::from(KEY)),
+        BpfInsn::call(FN_MAP_DELETE_ELEM),
+    ]);
+    a.goto(exit);
+}
+
+/// `BPF_MAP_TYPE_ARRAY`.
+const BPF_MAP_TYPE_ARRAY: u32 = 2;
+/// `BPF_MAP_TYPE_LRU_HASH`.
+const BPF_MAP_TYPE_LRU_HASH: u32 = 9;
+/// `BPF_MAP_LOOKUP_ELEM`.
+const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
+/// skb addresses the chain map holds (the least recently used go first).
+pub(crate) const CHAIN_ENTRIES: u32 = 16384;
+
+/// The `--iface` programs' two small maps: the chain map (skb addresses
+/// that matched) and the lost-record counter.
+#[derive(Debug)]
+pub(crate) struct IfaceMapFds {
+    chains: OwnedFd,
+    lost: OwnedFd,
+}
+
+impl IfaceMapFds {
+    /// Creates both maps.
+    pub(crate) fn new() -> Result<Self, BpfError> {
+        let create = |map_type, key_size, max_entries, name| {
+            let mut attr = MapCreateAttr {
+                map_type,
+                key_size,
+                value_size: 8,
+                max_entries,
+                map_name: name16(name),
+                ..MapCreateAttr::default()
+            };
+            bpf(BPF_MAP_CREATE, &mut attr)
+                .and_then(owned)
+                .map_err(|source| BpfError {
+                    cmd: "BPF_MAP_CREATE",
+                    source,
+                    log: None,
+                })
+        };
+        Ok(Self {
+            chains: create(BPF_MAP_TYPE_LRU_HASH, 8, CHAIN_ENTRIES, "lr_chains")?,
+            lost: create(BPF_MAP_TYPE_ARRAY, 4, 1, "lr_lost")?,
+        })
+    }
+
+    /// The descriptors the programs name, with the ring's.
+    pub(crate) fn maps(&self, ring: i32) -> IfaceMaps {
+        IfaceMaps {
+            ring,
+            chains: self.chains.as_raw_fd(),
+            lost: self.lost.as_raw_fd(),
+        }
+    }
+
+    /// Records the ring refused so far.
+    pub(crate) fn lost(&self) -> Result<u64, BpfError> {
+        #[repr(C)]
+        #[derive(Default)]
+        struct LookupAttr {
+            map_fd: u32,
+            _pad: u32,
+            key: u64,
+            value: u64,
+            flags: u64,
+        }
+        let key = 0u32;
+        let mut value = 0u64;
+        let mut attr = LookupAttr {
+            map_fd: self.lost.as_raw_fd() as u32,
+            key: std::ptr::from_ref(&key) as u64,
+            value: std::ptr::from_mut(&mut value) as u64,
+            ..LookupAttr::default()
+        };
+        bpf(BPF_MAP_LOOKUP_ELEM, &mut attr).map_err(|source| BpfError {
+            cmd: "BPF_MAP_LOOKUP_ELEM",
+            source,
+            log: None,
+        })?;
+        Ok(value)
+    }
 }
 
 /// The `BPF_PROG_LOAD` part of `union bpf_attr` up to `attach_btf_obj_fd`.
