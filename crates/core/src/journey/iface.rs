@@ -294,13 +294,12 @@ pub fn summarise(
     count: u64,
     netns_name: &dyn Fn(u32) -> Option<String>,
 ) -> (Vec<Step>, Vec<DropSite>, IfaceCounts, Vec<ExampleEvent>) {
-    let total = chains.len() as u64;
+    let elsewhere = chains.iter().filter(|c| !c.on_iface).count() as u64;
     let kept: Vec<Chain> = chains
         .into_iter()
         .filter(|c| c.on_iface)
         .take(usize::try_from(count).unwrap_or(usize::MAX))
         .collect();
-    let on_iface_total = total - total.min(kept.len() as u64);
     struct Acc {
         offsets: Vec<i64>,
         cpus: BTreeSet<u32>,
@@ -385,7 +384,7 @@ pub fn summarise(
     let complete =
         |rows: &BTreeSet<Row>| ends.is_some_and(|(f, l)| rows.contains(f) && rows.contains(l));
     counts.followed_first_to_last = chain_rows.iter().filter(|r| complete(r)).count() as u64;
-    counts.elsewhere = on_iface_total;
+    counts.elsewhere = elsewhere;
     let mut drops: Vec<DropSite> = drops
         .into_iter()
         .map(|((reason, after, netns, location), count)| DropSite {

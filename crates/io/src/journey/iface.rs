@@ -155,8 +155,12 @@ pub fn run(
         name: target.name.clone(),
         netns_inode: Some(target.inode).filter(|&i| i != 0),
     });
+    let t0 = sys::clock::monotonic_ns();
+    programs
+        .attach()
+        .map_err(|source| JourneyError::Btf { source })?;
     progress.step(&format!(
-        "following `{}` on {}{} with {} tp_btf programs, for {} packets or {:.1} s",
+        "attached: following `{}` on {}{} with {} tp_btf programs, for {} packets or {:.1} s",
         cfg.filter,
         target.name,
         target
@@ -168,10 +172,6 @@ pub fn run(
         cfg.count,
         cfg.time_ns as f64 / 1e9
     ));
-    let t0 = sys::clock::monotonic_ns();
-    programs
-        .attach()
-        .map_err(|source| JourneyError::Btf { source })?;
     let mut pending: Vec<Event> = Vec::new();
     let stopped_by = loop {
         programs.drain(&mut pending);
