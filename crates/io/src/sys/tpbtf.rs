@@ -997,4 +997,405 @@ mod tests {
             .unwrap();
         assert_eq!(code[4], 14);
     }
+
+    /// A small eBPF interpreter for the `--iface` programs: enough of the
+    /// instruction set and helpers to run them against crafted packets.
+    mod vm {
+        use std::collections::BTreeMap;
+
+        pub(super) const STACK: u64 = 0x1000_0000;
+        pub(super) const CTX: u64 = 0x2000_0000;
+        pub(super) const SKB: u64 = 0x3000_0000;
+        pub(super) const PKT: u64 = 0x4000_0000;
+        const CHAIN_VALUE: u64 = 0x5000_0000;
+        const LOST: u64 = 0x6000_0000;
+        pub(super) const RING_FD: i32 = 100;
+        pub(super) const CHAINS_FD: i32 = 101;
+        pub(super) const LOST_FD: i32 = 102;
+
+        #[derive(Default)]
+        pub(super) struct Vm {
+            pub mem: BTreeMap<u64, Vec<u8>>,
+            pub chains: BTreeMap<u64, u64>,
+            pub records: Vec<Vec<u8>>,
+            pub ring_full: bool,
+        }
+
+        impl Vm {
+            fn region(&mut self, addr: u64, len: usize) -> Option<&mut [u8]> {
+                let (&base, bytes) = self.mem.range_mut(..=addr).next_back()?;
+                let at = usize::try_from(addr - base).ok()?;
+                bytes.get_mut(at..at + len)
+            }
+
+            fn read(&mut self, addr: u64, len: usize) -> u64 {
+                let b = self
+                    .region(addr, len)
+                    .unwrap_or_else(|| panic!("read of {len} at {addr:#x} outside memory"));
+                let mut v = [0u8; 8];
+                v[..len].copy_from_slice(b);
+                u64::from_le_bytes(v)
+            }
+
+            fn write(&mut self, addr: u64, len: usize, v: u64) {
+                let b = self
+                    .region(addr, len)
+                    .unwrap_or_else(|| panic!("write of {len} at {addr:#x} outside memory"));
+                b.copy_from_slice(&v.to_le_bytes()[..len]);
+            }
+
+            fn bytes(&mut self, addr: u64, len: usize) -> Option<Vec<u8>> {
+                self.region(addr, len).map(|b| b.to_vec())
+            }
+
+            /// Runs `p` with `ctx` as the tracepoint's arguments.
+            pub(super) fn run(&mut self, p: &[[u8; 8]], args: &[u64]) {
+                self.mem.insert(STACK - 512, vec![0xaa; 512]);
+                self.mem
+                    .insert(CTX, args.iter().flat_map(|a| a.to_le_bytes()).collect());
+                self.mem.entry(LOST).or_insert_with(|| vec![0; 8]);
+                self.mem.insert(CHAIN_VALUE, vec![0; 8]);
+                let mut r = [0u64; 11];
+                r[1] = CTX;
+                r[10] = STACK;
+                let mut pc = 0usize;
+                for _ in 0..10_000 {
+                    let i = p[pc];
+                    let (code, dst, src) = (i[0], usize::from(i[1] & 0x0f), usize::from(i[1] >> 4));
+                    let off = i16::from_le_bytes([i[2], i[3]]);
+                    let imm = i32::from_le_bytes([i[4], i[5], i[6], i[7]]);
+                    let addr = |base: u64| base.wrapping_add(off as i64 as u64);
+                    let size = |c: u8| match c & 0x18 {
+                        0x00 => 4,
+                        0x08 => 2,
+                        0x10 => 1,
+                        _ => 8,
+                    };
+                    pc += 1;
+                    match code {
+                        0x18 => {
+                            // ld_imm64: a map's fd.
+                            assert_eq!(src, 1);
+                            r[dst] = imm as u32 as u64;
+                            pc += 1;
+                        }
+                        0xb7 => r[dst] = imm as i64 as u64,
+                        0xbf => r[dst] = r[src],
+                        0xbc => r[dst] = r[src] & 0xffff_ffff,
+                        0x07 => r[dst] = r[dst].wrapping_add(imm as i64 as u64),
+                        0x0f => r[dst] = r[dst].wrapping_add(r[src]),
+                        0x4f => r[dst] |= r[src],
+                        0x57 => r[dst] &= imm as i64 as u64,
+                        0x67 => r[dst] <<= imm,
+                        0x77 => r[dst] >>= imm,
+                        c if c & 0x07 == 0x01 => {
+                            let n = size(c);
+                            r[dst] = self.read(addr(r[src]), n);
+                        }
+                        c if c & 0x07 == 0x03 && c & 0xe0 == 0x60 => {
+                            let n = size(c);
+                            self.write(addr(r[dst]), n, r[src]);
+                        }
+                        c if c & 0x07 == 0x02 => {
+                            let n = size(c);
+                            self.write(addr(r[dst]), n, imm as i64 as u64);
+                        }
+                        0xdb => {
+                            let at = addr(r[dst]);
+                            let v = self.read(at, 8).wrapping_add(r[src]);
+                            self.write(at, 8, v);
+                        }
+                        0x05 => pc = (pc as i64 + i64::from(off)) as usize,
+                        0x15 | 0x55 | 0xa5 | 0x25 | 0x16 | 0x56 => {
+                            let (a, b) = if code & 0x07 == 0x06 {
+                                (r[dst] & 0xffff_ffff, u64::from(imm as u32))
+                            } else {
+                                (r[dst], imm as i64 as u64)
+                            };
+                            let take = match code & 0xf0 {
+                                0x10 => a == b,
+                                0x50 => a != b,
+                                0xa0 => a < b,
+                                _ => a > b,
+                            };
+                            if take {
+                                pc = (pc as i64 + i64::from(off)) as usize;
+                            }
+                        }
+                        0x85 => r[0] = self.call(imm, &r),
+                        0x95 => return,
+                        other => panic!("opcode {other:#x} at {}", pc - 1),
+                    }
+                }
+                panic!("the program did not end");
+            }
+
+            fn call(&mut self, helper: i32, r: &[u64; 11]) -> u64 {
+                let key = |vm: &mut Self| vm.read(r[2], 8);
+                match helper {
+                    super::super::FN_MAP_LOOKUP_ELEM if r[1] == CHAINS_FD as u64 => {
+                        let k = key(self);
+                        if self.chains.contains_key(&k) {
+                            CHAIN_VALUE
+                        } else {
+                            0
+                        }
+                    }
+                    super::super::FN_MAP_LOOKUP_ELEM => {
+                        assert_eq!(r[1], LOST_FD as u64);
+                        LOST
+                    }
+                    super::super::FN_MAP_UPDATE_ELEM => {
+                        let (k, v) = (key(self), self.read(r[3], 8));
+                        self.chains.insert(k, v);
+                        0
+                    }
+                    super::super::FN_MAP_DELETE_ELEM => {
+                        let k = key(self);
+                        self.chains.remove(&k);
+                        0
+                    }
+                    super::super::FN_KTIME_GET_NS => 42,
+                    super::super::FN_GET_SMP_PROCESSOR_ID => 1,
+                    super::super::FN_PROBE_READ_KERNEL => {
+                        let n = r[2] as usize;
+                        match self.bytes(r[3], n) {
+                            Some(b) => {
+                                for (i, v) in b.into_iter().enumerate() {
+                                    self.write(r[1] + i as u64, 1, u64::from(v));
+                                }
+                                0
+                            }
+                            None => {
+                                for i in 0..n {
+                                    self.write(r[1] + i as u64, 1, 0);
+                                }
+                                -14i64 as u64
+                            }
+                        }
+                    }
+                    super::super::FN_RINGBUF_OUTPUT => {
+                        assert_eq!(r[1], RING_FD as u64);
+                        if self.ring_full {
+                            return -11i64 as u64;
+                        }
+                        let rec = self.bytes(r[2], r[3] as usize).unwrap();
+                        self.records.push(rec);
+                        0
+                    }
+                    other => panic!("helper {other}"),
+                }
+            }
+
+            pub(super) fn lost(&mut self) -> u64 {
+                self.read(LOST, 8)
+            }
+        }
+    }
+
+    use linerate_core::journey::filter::{read_headers, Verdict};
+
+    /// Offsets in the fake skb.
+    const LEN_OFF: i16 = 112;
+    const DATA_OFF: i16 = 200;
+    const HEAD_OFF: i16 = 192;
+    const NH_OFF: i16 = 180;
+    /// Where the IP header sits in the fake buffer.
+    const NH: u16 = 64;
+
+    fn iface_prog(filter: &IfaceFilter, header: HeaderAt) -> Vec<[u8; 8]> {
+        let spec = IfaceSpec {
+            base: ProgSpec {
+                code: 4,
+                len: Source::Arg0Member(LEN_OFF),
+                dev: None,
+                object_arg: 0,
+                drop_args: None,
+                lo: 0,
+                hi: 0,
+            },
+            header,
+            filter,
+        };
+        let maps = IfaceMaps {
+            ring: vm::RING_FD,
+            chains: vm::CHAINS_FD,
+            lost: vm::LOST_FD,
+        };
+        iface_program(&spec, &DevOffsets::default(), maps)
+            .iter()
+            .map(|i| i.to_le_bytes())
+            .collect()
+    }
+
+    /// Runs `prog` on an skb at `skb` whose IP header is `ip`.
+    fn run(m: &mut vm::Vm, prog: &[[u8; 8]], skb: u64, ip: &[u8], nh: u16) {
+        // The buffer goes on past the packet (skb_shared_info and more), as
+        // in the kernel: the 40-byte read may pass a short packet's end.
+        let mut buf = vec![0u8; usize::from(NH)];
+        buf.extend_from_slice(ip);
+        buf.resize(buf.len() + 64, 0);
+        m.mem.insert(vm::PKT, buf);
+        let mut s = vec![0u8; 256];
+        s[LEN_OFF as usize..][..4].copy_from_slice(&(ip.len() as u32).to_le_bytes());
+        s[DATA_OFF as usize..][..8].copy_from_slice(&(vm::PKT + u64::from(NH)).to_le_bytes());
+        s[HEAD_OFF as usize..][..8].copy_from_slice(&vm::PKT.to_le_bytes());
+        s[NH_OFF as usize..][..2].copy_from_slice(&nh.to_le_bytes());
+        m.mem.insert(skb, s);
+        m.run(prog, &[skb]);
+    }
+
+    /// IPv4 header (no options) + 8 transport bytes: ports, then zeros.
+    fn ipv4(proto: u8, src: [u8; 4], dst: [u8; 4], ports: (u16, u16), total: u16) -> Vec<u8> {
+        let t = total.to_be_bytes();
+        [
+            &[0x45, 0, t[0], t[1], 0x12, 0x34, 0, 0, 64, proto, 0, 0][..],
+            &src,
+            &dst,
+            &ports.0.to_be_bytes(),
+            &ports.1.to_be_bytes(),
+            &[0; 4],
+        ]
+        .concat()
+    }
+
+    /// IPv6 header + 8 transport bytes.
+    fn ipv6(
+        next: u8,
+        src: std::net::Ipv6Addr,
+        dst: std::net::Ipv6Addr,
+        ports: (u16, u16),
+        payload: u16,
+    ) -> Vec<u8> {
+        let p = payload.to_be_bytes();
+        [
+            &[0x60, 0, 0, 0, p[0], p[1], next, 64][..],
+            &src.octets(),
+            &dst.octets(),
+            &ports.0.to_be_bytes(),
+            &ports.1.to_be_bytes(),
+            &[0; 4],
+        ]
+        .concat()
+    }
+
+    #[test]
+    fn the_iface_program_judges_as_the_core_reading_does() {
+        let (s6, d6) = ("2001:2::1".parse().unwrap(), "2001:2::2".parse().unwrap());
+        let mut frag = ipv4(17, [198, 18, 0, 1], [198, 18, 0, 2], (40000, 5201), 128);
+        frag[6] = 0x00;
+        frag[7] = 0x20;
+        let mut opts = ipv4(17, [198, 18, 0, 1], [198, 18, 0, 2], (1, 1), 132);
+        opts[0] = 0x46;
+        opts.splice(20..20, [1, 1, 1, 0]);
+        opts[24..26].copy_from_slice(&40000u16.to_be_bytes());
+        opts[26..28].copy_from_slice(&5201u16.to_be_bytes());
+        let packets: Vec<Vec<u8>> = vec![
+            ipv4(17, [198, 18, 0, 1], [198, 18, 0, 2], (40000, 5201), 128),
+            ipv4(17, [198, 18, 0, 1], [198, 18, 0, 200], (5201, 9), 1500),
+            ipv4(6, [198, 18, 0, 1], [198, 18, 0, 2], (40000, 5201), 52),
+            ipv4(1, [198, 18, 0, 1], [198, 18, 0, 2], (5201, 5201), 84),
+            frag,
+            opts,
+            ipv6(17, s6, d6, (40000, 5201), 108),
+            ipv6(58, s6, d6, (0, 0), 64),
+            ipv6(6, d6, s6, (5201, 40000), 20),
+            vec![0u8; 48],
+        ];
+        let filters = [
+            "udp",
+            "tcp",
+            "icmp",
+            "port 5201",
+            "udp port 5201",
+            "host 198.18.0.2",
+            "host 198.18.0.200",
+            "host 2001:2::1",
+            "len 100..200",
+            "len 84",
+            "udp and port 5201 and host 198.18.0.1 and len 128",
+            "tcp port 5201 host 2001:2::2 len 60",
+        ];
+        let mut matched = 0;
+        for f in filters {
+            let filter = IfaceFilter::parse(f).unwrap();
+            for header in [
+                HeaderAt::Data(DATA_OFF),
+                HeaderAt::Network(HEAD_OFF, NH_OFF),
+            ] {
+                let prog = iface_prog(&filter, header);
+                for (i, ip) in packets.iter().enumerate() {
+                    let mut m = vm::Vm::default();
+                    let skb = vm::SKB + i as u64 * 0x1000;
+                    run(&mut m, &prog, skb, ip, NH);
+                    let want = filter.judge_headers(ip);
+                    let got = m.records.first();
+                    assert_eq!(
+                        got.is_some(),
+                        want == Verdict::Match,
+                        "`{f}` on packet {i}: {want:?}"
+                    );
+                    assert_eq!(m.chains.contains_key(&skb), want == Verdict::Match);
+                    if let Some(rec) = got {
+                        matched += 1;
+                        assert_eq!(rec.len(), record::SIZE as usize);
+                        let e = record::decode(rec, |_| None).unwrap();
+                        assert_eq!(e.skb, Some(skb));
+                        let Some(linerate_core::journey::Kept::Headers(h)) = e.kept else {
+                            panic!("kept by its headers")
+                        };
+                        let facts = read_headers(ip).unwrap();
+                        assert_eq!(Some(h.proto), facts.ip_proto);
+                        assert_eq!(Some(h.len), facts.len);
+                        if let Some((sp, dp)) = facts.ports {
+                            assert_eq!(
+                                h.transport[..4],
+                                [sp.to_be_bytes(), dp.to_be_bytes()].concat()[..]
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        assert!(matched > 20, "the filters match some packets: {matched}");
+    }
+
+    #[test]
+    fn events_without_headers_follow_the_chain() {
+        let filter = IfaceFilter::parse("udp port 5201").unwrap();
+        let udp = ipv4(17, [198, 18, 0, 1], [198, 18, 0, 2], (40000, 5201), 128);
+        let other = ipv4(17, [198, 18, 0, 1], [198, 18, 0, 2], (40000, 5202), 128);
+        let net = iface_prog(&filter, HeaderAt::Network(HEAD_OFF, NH_OFF));
+        let nowhere = iface_prog(&filter, HeaderAt::Nowhere);
+        let mut m = vm::Vm::default();
+        // Not matched yet: an event without headers writes nothing.
+        run(&mut m, &nowhere, vm::SKB, &udp, NH);
+        assert!(m.records.is_empty());
+        // No network header yet (0 or ~0): the chain decides.
+        run(&mut m, &net, vm::SKB, &udp, 0);
+        run(&mut m, &net, vm::SKB, &udp, 0xffff);
+        assert!(m.records.is_empty());
+        // A match, then the event without headers follows it.
+        run(&mut m, &net, vm::SKB, &udp, NH);
+        run(&mut m, &nowhere, vm::SKB, &udp, NH);
+        run(&mut m, &net, vm::SKB, &udp, 0xffff);
+        assert_eq!(m.records.len(), 3);
+        let kept: Vec<_> = m
+            .records
+            .iter()
+            .map(|r| record::decode(r, |_| None).unwrap().kept)
+            .collect();
+        use linerate_core::journey::Kept;
+        assert!(matches!(kept[0], Some(Kept::Headers(_))));
+        assert_eq!(kept[1..], [Some(Kept::Chain), Some(Kept::Chain)]);
+        // The address reused by a packet that does not match: out of the map.
+        run(&mut m, &net, vm::SKB, &other, NH);
+        run(&mut m, &nowhere, vm::SKB, &other, NH);
+        assert_eq!(m.records.len(), 3);
+        assert!(m.chains.is_empty());
+        // A full ring: the record is counted as lost.
+        m.ring_full = true;
+        run(&mut m, &net, vm::SKB, &udp, NH);
+        assert_eq!((m.records.len(), m.lost()), (3, 1));
+    }
 }
