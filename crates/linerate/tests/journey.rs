@@ -16,7 +16,7 @@ use linerate_bed::{Bed, BedSpec, Topology};
 use linerate_core::journey::iface::{self, IfaceJson, IfaceResult};
 use linerate_core::journey::{Backend, JourneyJson, JourneyResult, Point, SCHEMA, TRACEPOINTS};
 use linerate_core::journey::{FilterKind, Tracepoint};
-use linerate_io::journey::btf::{runs_as_program, BtfPrograms};
+use linerate_io::journey::btf::{runs_as_program, runs_for_iface, BtfPrograms};
 use linerate_io::journey::{Filters, Tracefs, Tracer};
 
 /// Tracing sees every namespace's packets: the tests that trace run one at
@@ -648,4 +648,85 @@ fn iface_follows_any_applications_matching_packets() {
     // Only the interface's traffic in its namespace: the filter is shown.
     assert_eq!(r.filter, format!("udp and port {PORT}"));
     assert_eq!(r.netns.as_deref(), Some(b.as_str()));
+}
+
+/// The kernel's verifier takes the `--iface` programs for every kind of
+/// term (IPv4 and IPv6 hosts, lengths, ports, each protocol), and they
+/// detach when asked and when dropped.
+#[test]
+fn iface_programs_pass_the_verifier_for_every_term() {
+    use linerate_core::journey::filter::IfaceFilter;
+    let _one_tracer = one_tracer();
+    if !linerate_bed::privileges::require("iface_programs_pass_the_verifier_for_every_term") {
+        return;
+    }
+    let want: Vec<&str> = TRACEPOINTS
+        .iter()
+        .filter(|t| runs_for_iface(t.point))
+        .map(|t| t.path)
+        .collect();
+    assert!(want.contains(&"net/net_dev_xmit") && want.contains(&"skb/kfree_skb"));
+    assert!(!want.contains(&"sock/sock_recv_length"), "no skb there");
+    for f in [
+        "udp and port 5201 and host 198.18.0.200 and len 100..200",
+        "tcp host 2001:2::1 port 65535 len 20",
+        "icmp",
+        "len 1500",
+    ] {
+        let filter = IfaceFilter::parse(f).unwrap();
+        let mut p = BtfPrograms::load_iface(&TRACEPOINTS, &filter)
+            .unwrap_or_else(|e| panic!("{f}: {}", linerate_core::error::chain(&e)));
+        assert_eq!(p.opened, want, "{f}");
+        p.attach().unwrap();
+        assert_eq!(p.attached(), want.len());
+        assert_eq!(p.lost().unwrap(), 0);
+        p.detach();
+        assert_eq!(p.attached(), 0);
+        p.attach().unwrap();
+        drop(p);
+    }
+}
+
+/// SIGINT ends an `--iface` journey with what it gathered (here nothing
+/// on an idle port: flagged, exit 1), not with an error.
+#[test]
+fn sigint_ends_an_iface_journey_with_its_result() {
+    use std::io::BufRead as _;
+    let _one_tracer = one_tracer();
+    if !linerate_bed::privileges::require("sigint_ends_an_iface_journey_with_its_result") {
+        return;
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["journey", "--iface", "lo", "--filter", "udp port 47003"])
+        .args(["--json", "--time", "60s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    assert!(err
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|l| l.contains("attached")));
+    std::thread::spawn(move || err.for_each(drop));
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(50),
+        "SIGINT ended it"
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let doc = common::round_trip::<IfaceResult>(iface::SCHEMA, &doc);
+    assert_eq!(doc.result.stopped_by, "interrupt");
+    assert_eq!(doc.result.packets.matched, 0);
+    assert!(doc
+        .flags
+        .iter()
+        .any(|f| f.code == iface::codes::NOTHING_MATCHED));
 }
