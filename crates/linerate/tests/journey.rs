@@ -93,6 +93,38 @@ fn assert_causal(r: &JourneyResult, order: &[(&str, Option<&str>)]) {
     }
 }
 
+/// Sends SIGINT to `child` and waits for its output.
+fn interrupt(child: std::process::Child) -> Output {
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    child.wait_with_output().unwrap()
+}
+
+/// `linerate journey --json <args>` once its programs are attached (its
+/// progress line says so); later stderr is read and dropped.
+fn attached_journey(args: &[&str]) -> std::process::Child {
+    use std::io::BufRead as _;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["journey", "--json"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let attached = err
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|l| l.contains("attached"));
+    assert!(attached, "{args:?}: the journey never attached");
+    std::thread::spawn(move || err.for_each(drop));
+    child
+}
+
 #[test]
 fn schema_is_published() {
     common::published::<JourneyJson>(SCHEMA);
@@ -506,13 +538,7 @@ fn sigint_ends_a_journey_with_its_result() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_secs(2));
-    let pid = child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let o = child.wait_with_output().unwrap();
+    let o = interrupt(child);
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&o.stderr)));
     let sent = doc["probes"]["sent"].as_u64().unwrap();
@@ -550,7 +576,6 @@ fn a_kernel_answered_ping_on_a_bed_shows_the_responders_stages() {
 /// host a's interface to host b's, time never going backwards in a packet.
 #[test]
 fn iface_follows_any_applications_matching_packets() {
-    use std::io::BufRead as _;
     use std::net::UdpSocket;
     let _one_tracer = one_tracer();
     if !linerate_bed::privileges::require("iface_follows_any_applications_matching_packets") {
@@ -578,21 +603,10 @@ fn iface_follows_any_applications_matching_packets() {
         n
     })
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .args(["journey", "--iface", "lr-b", "--netns", &b, "--json"])
-        .args(["--filter", &format!("udp and port {PORT}")])
-        .args(["--count", "1000", "--time", "3s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let attached = err
-        .by_ref()
-        .map_while(Result::ok)
-        .any(|l| l.contains("attached"));
-    assert!(attached, "the journey never attached");
-    std::thread::spawn(move || err.for_each(drop));
+    let filter = format!("udp and port {PORT}");
+    let child = attached_journey(&[
+        "--iface", "lr-b", "--netns", &b, "--filter", &filter, "--count", "1000", "--time", "3s",
+    ]);
     linerate_io::netns::spawn_in(Some(&a), "tx", || {
         let s = UdpSocket::bind(("0.0.0.0", 0)).unwrap();
         for i in 0..SENT {
@@ -691,35 +705,19 @@ fn iface_programs_pass_the_verifier_for_every_term() {
 /// on an idle port: flagged, exit 1), not with an error.
 #[test]
 fn sigint_ends_an_iface_journey_with_its_result() {
-    use std::io::BufRead as _;
     let _one_tracer = one_tracer();
     if !linerate_bed::privileges::require("sigint_ends_an_iface_journey_with_its_result") {
         return;
     }
-    let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .args(["journey", "--iface", "lo", "--filter", "udp port 47003"])
-        .args(["--json", "--time", "60s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    assert!(err
-        .by_ref()
-        .map_while(Result::ok)
-        .any(|l| l.contains("attached")));
-    std::thread::spawn(move || err.for_each(drop));
-    let pid = child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let o = child.wait_with_output().unwrap();
-    assert!(
-        started.elapsed() < Duration::from_secs(50),
-        "SIGINT ended it"
-    );
+    let child = attached_journey(&[
+        "--iface",
+        "lo",
+        "--filter",
+        "udp port 47003",
+        "--time",
+        "60s",
+    ]);
+    let o = interrupt(child);
     assert_eq!(o.status.code(), Some(1));
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let doc = common::round_trip::<IfaceResult>(iface::SCHEMA, &doc);
