@@ -662,6 +662,11 @@ fn iface_follows_any_applications_matching_packets() {
     // Only the interface's traffic in its namespace: the filter is shown.
     assert_eq!(r.filter, format!("udp and port {PORT}"));
     assert_eq!(r.netns.as_deref(), Some(b.as_str()));
+    // The human table: a row per step, within the default width.
+    let text = linerate_report::journey::render_iface(&doc, Default::default());
+    assert!(text.contains("net:netif_receive_skb"), "{text}");
+    assert!(text.contains(&format!("{SENT} matched")), "{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
 }
 
 /// The kernel's verifier takes the `--iface` programs for every kind of

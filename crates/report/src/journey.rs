@@ -185,8 +185,8 @@ fn drop_lines(drops: &[DropSite], width: Width) -> String {
 pub fn render_iface(doc: &Envelope<IfaceResult>, width: Width) -> String {
     let r = &doc.result;
     let p = &r.packets;
-    let mut out = format!(
-        "journey of `{}` packets through {}{}: {} matched in {:.1} s (stopped by {})\n",
+    let head = format!(
+        "journey of `{}` packets through {}{}: {} matched in {:.1} s (stopped by {})",
         r.filter,
         r.iface,
         r.netns
@@ -197,6 +197,7 @@ pub fn render_iface(doc: &Envelope<IfaceResult>, width: Width) -> String {
         r.traced_ns as f64 / 1e9,
         r.stopped_by
     );
+    let mut out = paragraph("", "", &head, width);
     out.push_str(&paragraph(
         "",
         "",

@@ -146,7 +146,7 @@ pub fn run(
         .filter(|t| runs_for_iface(t.point))
         .collect();
     let mut programs = BtfPrograms::load_iface(&tps, &cfg.filter)
-        .map_err(|source| JourneyError::Btf { source })?;
+        .map_err(|source| JourneyError::IfaceBtf { source })?;
     programs.reasons = fs
         .format("skb/kfree_skb")
         .ok()

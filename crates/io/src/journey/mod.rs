@@ -132,6 +132,13 @@ pub enum JourneyError {
     /// A probe thread panicked.
     #[error("the {0} thread panicked")]
     Thread(&'static str),
+    /// `--iface` needs the `tp_btf` programs (perf samples carry no
+    /// headers), and they could not be used.
+    #[error("--iface needs tp_btf programs to read the packet headers (perf samples carry none), and they cannot be used")]
+    IfaceBtf {
+        /// Why.
+        source: btf::BtfTracerError,
+    },
     /// `--iface` names no interface of any namespace.
     #[error("--iface {0}: no such interface (in linerate's namespace or any named one)")]
     UnknownIface(String),
