@@ -563,12 +563,19 @@ fn judge(a: &mut Asm, f: &IfaceFilter, [unknown, emit, exit]: [usize; 3], chains
     ]);
     a.goto(emit);
     a.bind(nomatch);
-    a.extend(BpfInsn::ld_map_fd(1, chains));
-    a.extend([
-        BpfInsn::mov64_reg(2, FP),
-        BpfInsn::add64_imm(2, i32::from(KEY)),
-        BpfInsn::call(FN_MAP_DELETE_ELEM),
-    ]);
+    // A lookup first (no lock): most packets that fail were never in the
+    // map, and a delete takes the bucket's lock.
+    let key = |a: &mut Asm, helper| {
+        a.extend(BpfInsn::ld_map_fd(1, chains));
+        a.extend([
+            BpfInsn::mov64_reg(2, FP),
+            BpfInsn::add64_imm(2, i32::from(KEY)),
+            BpfInsn::call(helper),
+        ]);
+    };
+    key(a, FN_MAP_LOOKUP_ELEM);
+    a.jump(JMP_JEQ_K, 0, 0, exit);
+    key(a, FN_MAP_DELETE_ELEM);
     a.goto(exit);
 }
 
