@@ -37,6 +37,9 @@ pub const VERSION: u32 = 1;
 pub const JOIN_NS: u64 = 100_000_000;
 /// The most packets `--count` may ask for.
 pub const MAX_PACKETS: u64 = 100_000;
+/// The most events a journey keeps (matching packets elsewhere on the host
+/// count too): past it the trace stops (`stopped_by` `event_limit`).
+pub const MAX_EVENTS: u64 = 2_000_000;
 
 /// What an `--iface` journey does.
 #[derive(Debug, Clone, PartialEq)]
@@ -133,6 +136,7 @@ pub struct Chains {
     by_headers: BTreeMap<Headers, usize>,
     on_iface: u64,
     orphans: u64,
+    events: u64,
 }
 
 impl Chains {
@@ -146,6 +150,7 @@ impl Chains {
             by_headers: BTreeMap::new(),
             on_iface: 0,
             orphans: 0,
+            events: 0,
         }
     }
 
@@ -198,6 +203,7 @@ impl Chains {
         };
         self.by_addr.insert(addr, i);
         self.places[i].insert(at);
+        self.events += 1;
         let c = &mut self.chains[i];
         if !c.on_iface && self.iface.is(&e) {
             c.on_iface = true;
@@ -209,6 +215,11 @@ impl Chains {
     /// Packets that passed the interface so far.
     pub fn on_iface(&self) -> u64 {
         self.on_iface
+    }
+
+    /// Events in the packets so far.
+    pub fn events(&self) -> u64 {
+        self.events
     }
 
     /// Events kept by chain whose first match came before the trace.
@@ -265,7 +276,9 @@ pub struct IfaceResult {
     pub count: u64,
     /// `--time` asked for, ns.
     pub time_ns: u64,
-    /// What ended the trace: `count`, `time` or `interrupt`.
+    /// What ended the trace: `count`, `time`, `interrupt`, or
+    /// `event_limit` ([`MAX_EVENTS`] kept: the filter matches much traffic
+    /// elsewhere on the host).
     pub stopped_by: String,
     /// How long it traced, ns.
     pub traced_ns: u64,
@@ -435,6 +448,8 @@ pub mod codes {
     pub use super::super::codes::DROPS;
     /// The ring buffer was full: records were lost.
     pub use super::super::codes::RING_OVERFLOW;
+    /// The trace stopped at the event limit.
+    pub const EVENT_LIMIT: &str = "event_limit";
 }
 
 /// The flags an `--iface` result earns.
@@ -460,6 +475,18 @@ pub fn assess(r: &IfaceResult) -> Vec<Flag> {
                 "no packet was seen at both the first and the last row of the table",
             )
             .with("matched", p.matched),
+        );
+    }
+    if r.stopped_by == codes::EVENT_LIMIT {
+        flags.push(
+            Flag::warning(
+                codes::EVENT_LIMIT,
+                format!(
+                    "the trace stopped after {MAX_EVENTS} events, before --count or --time: the \
+                     filter matches much traffic elsewhere on the host (narrow it)"
+                ),
+            )
+            .with("traced_ns", r.traced_ns),
         );
     }
     if p.ring_lost_records > 0 {
@@ -583,6 +610,7 @@ mod tests {
         ];
         let c = chains(evs);
         assert_eq!(c.orphans(), 1);
+        assert_eq!(c.events(), 4);
         let all = c.into_chains();
         assert_eq!(all.len(), 2);
         assert_eq!(all[0].events.len(), 3);
@@ -669,5 +697,55 @@ mod tests {
         assert!(bad(|c| c.count = 0).contains("--count"));
         assert!(bad(|c| c.time_ns = 0).contains("--time"));
         assert!(bad(|c| c.backend = Backend::Perf).contains("no packet headers"));
+    }
+
+    #[test]
+    fn flags_follow_the_counts() {
+        let tracer = TracerInfo {
+            method: String::new(),
+            backend: Backend::TpBtf,
+            tp_btf_programs: Vec::new(),
+            fallback: None,
+            clock: String::new(),
+            opened: Vec::new(),
+            missing: Vec::new(),
+            left_out: Vec::new(),
+            filters: Vec::new(),
+            kprobes: false,
+            function_level: String::new(),
+            mounted_tracefs: false,
+            ring_bytes_per_cpu: 0,
+            cpus: 1,
+        };
+        let mut r = IfaceResult {
+            iface: "lr-b".into(),
+            netns: None,
+            filter: "udp".into(),
+            count: 10,
+            time_ns: 1,
+            stopped_by: "time".into(),
+            traced_ns: 1,
+            tracer,
+            packets: IfaceCounts::default(),
+            steps: Vec::new(),
+            drops: Vec::new(),
+            example: Vec::new(),
+        };
+        let codes =
+            |r: &IfaceResult| -> Vec<String> { assess(r).into_iter().map(|f| f.code).collect() };
+        assert_eq!(codes(&r), [codes::NOTHING_MATCHED]);
+        assert_eq!(crate::result::exit_code(&assess(&r)), 1);
+        r.packets.matched = 5;
+        assert_eq!(codes(&r), [codes::NONE_FOLLOWED]);
+        r.packets.followed_first_to_last = 5;
+        assert!(codes(&r).is_empty());
+        r.packets.ring_lost_records = 3;
+        r.packets.dropped = 1;
+        r.stopped_by = codes::EVENT_LIMIT.into();
+        assert_eq!(
+            codes(&r),
+            [codes::EVENT_LIMIT, codes::RING_OVERFLOW, codes::DROPS]
+        );
+        assert_eq!(crate::result::exit_code(&assess(&r)), 0);
     }
 }

@@ -15,7 +15,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use linerate_core::journey::format::Format;
-use linerate_core::journey::iface::{summarise, Chains, Iface, IfaceConfig, IfaceResult};
+use linerate_core::journey::iface::{
+    summarise, Chains, Iface, IfaceConfig, IfaceResult, MAX_EVENTS,
+};
 use linerate_core::journey::{Backend, Event, TracerInfo, TRACEPOINTS};
 use linerate_core::progress::Progress;
 
@@ -179,6 +181,9 @@ pub fn run(
         settle(&mut pending, &mut chains, now.saturating_sub(SETTLE_NS));
         if chains.on_iface() >= cfg.count {
             break "count";
+        }
+        if chains.events() >= MAX_EVENTS {
+            break linerate_core::journey::iface::codes::EVENT_LIMIT;
         }
         if now >= t0 + cfg.time_ns {
             break "time";
