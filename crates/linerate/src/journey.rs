@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use clap::Args;
 use linerate_core::journey::filter::IfaceFilter;
+use linerate_core::journey::iface::IfaceConfig;
 use linerate_core::journey::{assess, Backend, Config, Proto, SCHEMA, VERSION};
 use linerate_core::result::{Envelope, Flag};
 use linerate_core::units::parse_duration;
@@ -29,9 +30,14 @@ pub(crate) struct JourneyArgs {
     /// probes in flight never share a length.
     #[arg(long, value_name = "BYTES", default_value_t = 100)]
     pub(crate) size: u32,
-    /// Probes to send.
+    /// Probes to send (--iface: packets to follow on the interface, then
+    /// stop).
     #[arg(long, value_name = "N", default_value_t = 200)]
     pub(crate) count: u32,
+    /// --iface: stop after this long, if --count packets did not come
+    /// first (SIGINT stops too; every way shows what was gathered).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub(crate) time: Duration,
     /// Probes per second.
     #[arg(long, value_name = "PPS", default_value_t = 100.0)]
     pub(crate) rate: f64,
@@ -52,13 +58,19 @@ pub(crate) struct JourneyArgs {
     /// the set used).
     #[arg(long)]
     pub(crate) all_events: bool,
-    /// Following matching packets of any application on an interface (not
-    /// built yet: probes on a bed only; the --filter is checked).
+    /// Follow the matching packets of any application that pass this
+    /// interface (in --netns, else linerate's namespace, else the one named
+    /// namespace that has it) instead of sending probes; needs --filter.
     #[arg(long, value_name = "IFACE", conflicts_with = "bed")]
     pub(crate) iface: Option<String>,
-    /// Which packets --iface follows: terms `udp|tcp|icmp`, `host IPV4`,
-    /// `port N`, `len N` or `len N..M` (IP length), optionally joined by
-    /// `and`, e.g. "udp port 5201 len 100..200".
+    /// The named namespace (`ip netns`) holding --iface, where several have
+    /// an interface of that name (beds all name theirs `lr-a`, `lr-b`…).
+    #[arg(long, value_name = "NS", requires = "iface")]
+    pub(crate) netns: Option<String>,
+    /// Which packets --iface follows, judged on their headers in the kernel:
+    /// terms `udp|tcp|icmp`, `host IP` (IPv4 or IPv6), `port N`, `len N` or
+    /// `len N..M` (IP length), optionally joined by `and`, e.g.
+    /// "udp port 5201 len 100..200".
     #[arg(long, value_name = "EXPR")]
     pub(crate) filter: Option<String>,
     /// What records the length-filtered tracepoints: auto (tp_btf programs
@@ -76,6 +88,17 @@ pub(crate) struct JourneyArgs {
 /// A probe's events are looked for this long after its send.
 const WINDOW: Duration = Duration::from_secs(1);
 
+fn backend(args: &JourneyArgs) -> Result<Backend, Failure> {
+    Ok(match args.tracer.as_str() {
+        "auto" => Backend::Auto,
+        "tp_btf" => Backend::TpBtf,
+        "perf" => Backend::Perf,
+        other => {
+            return Err(anyhow!("--tracer {other}: give auto, tp_btf or perf").into());
+        }
+    })
+}
+
 fn config(args: &JourneyArgs) -> Result<Config, Failure> {
     let cfg = Config {
         payload_bytes: args.size,
@@ -88,14 +111,7 @@ fn config(args: &JourneyArgs) -> Result<Config, Failure> {
         window_ns: WINDOW.as_nanos() as u64,
         proto: Proto::parse(&args.proto)?,
         tcp_option_bytes: 0,
-        backend: match args.tracer.as_str() {
-            "auto" => Backend::Auto,
-            "tp_btf" => Backend::TpBtf,
-            "perf" => Backend::Perf,
-            other => {
-                return Err(anyhow!("--tracer {other}: give auto, tp_btf or perf").into());
-            }
-        },
+        backend: backend(args)?,
     };
     cfg.validate()?;
     Ok(cfg)
@@ -111,16 +127,15 @@ pub(crate) fn run(args: &JourneyArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
         _ => {}
     }
     if let (Some(iface), Some(filter)) = (&args.iface, &args.filter) {
-        let f = IfaceFilter::parse(filter)?;
-        let what = if f.needs_headers() {
-            "protocol, host and port need the packet's headers, which the tracer does not read yet"
-        } else {
-            "the per-skb-chain table without probes is not built yet"
+        let cfg = IfaceConfig {
+            iface: iface.clone(),
+            filter: IfaceFilter::parse(filter)?,
+            count: u64::from(args.count),
+            time_ns: u64::try_from(args.time.as_nanos()).unwrap_or(u64::MAX),
+            backend: backend(args)?,
         };
-        return Err(anyhow!(
-            "--iface {iface}: following any application's packets is not built yet ({what}); use --bed NAME"
-        )
-        .into());
+        cfg.validate()?;
+        return run_iface(&cfg, args.netns.as_deref(), ctx, args.json);
     }
     let cfg = config(args)?;
     let name = args
@@ -141,6 +156,30 @@ pub(crate) fn run(args: &JourneyArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
         .write(&linerate_core::plot::of_journey(&doc.result))?;
     ctx.output(&doc, args.json, || {
         linerate_report::journey::render(&doc, ctx.width)
+    })?;
+    Ok(doc.flags)
+}
+
+/// Runs `linerate journey --iface IF --filter EXPR`.
+fn run_iface(
+    cfg: &IfaceConfig,
+    netns: Option<&str>,
+    ctx: &crate::Ctx,
+    json: bool,
+) -> Result<Vec<Flag>, Failure> {
+    use linerate_core::journey::iface;
+    let target = linerate_io::journey::iface::find_iface(&cfg.iface, netns)?;
+    let interrupt = linerate_io::signal::interrupt_flag();
+    let started = linerate_io::host::unix_now_ns();
+    let mut progress = ctx.progress(crate::progress::StepLines::Keep);
+    let result = linerate_io::journey::iface::run(cfg, &target, &mut progress, &interrupt)?;
+    let flags = iface::assess(&result);
+    let doc = Envelope::new(iface::SCHEMA, iface::VERSION, result)
+        .started(started)
+        .on(linerate_io::host::facts())
+        .flagged(flags);
+    ctx.output(&doc, json, || {
+        linerate_report::journey::render_iface(&doc, ctx.width)
     })?;
     Ok(doc.flags)
 }

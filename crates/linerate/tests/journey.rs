@@ -13,9 +13,10 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use linerate_bed::{Bed, BedSpec, Topology};
+use linerate_core::journey::iface::{self, IfaceJson, IfaceResult};
 use linerate_core::journey::{Backend, JourneyJson, JourneyResult, Point, SCHEMA, TRACEPOINTS};
 use linerate_core::journey::{FilterKind, Tracepoint};
-use linerate_io::journey::btf::{runs_as_program, BtfPrograms};
+use linerate_io::journey::btf::{runs_as_program, runs_for_iface, BtfPrograms};
 use linerate_io::journey::{Filters, Tracefs, Tracer};
 
 /// Tracing sees every namespace's packets: the tests that trace run one at
@@ -92,9 +93,42 @@ fn assert_causal(r: &JourneyResult, order: &[(&str, Option<&str>)]) {
     }
 }
 
+/// Sends SIGINT to `child` and waits for its output.
+fn interrupt(child: std::process::Child) -> Output {
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    child.wait_with_output().unwrap()
+}
+
+/// `linerate journey --json <args>` once its programs are attached (its
+/// progress line says so); later stderr is read and dropped.
+fn attached_journey(args: &[&str]) -> std::process::Child {
+    use std::io::BufRead as _;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["journey", "--json"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let attached = err
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|l| l.contains("attached"));
+    assert!(attached, "{args:?}: the journey never attached");
+    std::thread::spawn(move || err.for_each(drop));
+    child
+}
+
 #[test]
 fn schema_is_published() {
     common::published::<JourneyJson>(SCHEMA);
+    common::published::<IfaceJson>(iface::SCHEMA);
 }
 
 #[test]
@@ -118,8 +152,24 @@ fn bad_input_is_one_line_and_exit_2() {
             "`port 0`",
         ),
         (
-            &["journey", "--iface", "lo", "--filter", "len 100..200"][..],
-            "not built yet",
+            &["journey", "--iface", "lo", "--filter", "udp sctp"][..],
+            "\"sctp\"",
+        ),
+        (
+            &["journey", "--iface", "lr-no-such-if", "--filter", "udp"][..],
+            "no such interface",
+        ),
+        (
+            &[
+                "journey", "--iface", "lo", "--filter", "udp", "--tracer", "perf",
+            ][..],
+            "no packet headers",
+        ),
+        (
+            &[
+                "journey", "--iface", "lo", "--filter", "udp", "--time", "0s",
+            ][..],
+            "--time",
         ),
         (
             &["journey", "--bed", "lr-no-such-bed-here"][..],
@@ -488,13 +538,7 @@ fn sigint_ends_a_journey_with_its_result() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_secs(2));
-    let pid = child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let o = child.wait_with_output().unwrap();
+    let o = interrupt(child);
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&o.stderr)));
     let sent = doc["probes"]["sent"].as_u64().unwrap();
@@ -524,4 +568,168 @@ fn a_kernel_answered_ping_on_a_bed_shows_the_responders_stages() {
     let text = linerate(&["latency", "--icmp", "--bed", &name, "--count", "20"]);
     let out = String::from_utf8_lossy(&text.stdout);
     assert!(out.contains("responder kernel on lr-b"), "{out}");
+}
+
+/// `journey --iface lr-b --filter 'udp and port N'` in host b while an
+/// application in host a sends datagrams to port N and as many to N + 1:
+/// every datagram to N is followed (and only those), in path order from
+/// host a's interface to host b's, time never going backwards in a packet.
+#[test]
+fn iface_follows_any_applications_matching_packets() {
+    use std::net::UdpSocket;
+    let _one_tracer = one_tracer();
+    if !linerate_bed::privileges::require("iface_follows_any_applications_matching_packets") {
+        return;
+    }
+    let name = format!("ji{}", std::process::id());
+    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).expect("bed up");
+    let (a, b) = (format!("lr-{name}-a"), format!("lr-{name}-b"));
+    const PORT: u16 = 47_001;
+    const SENT: u64 = 20;
+    // A receiver in b on PORT (none on PORT + 1: those are dropped, and
+    // must not count either).
+    let rx = linerate_io::netns::spawn_in(Some(&b), "rx", || {
+        let s = UdpSocket::bind(("198.18.0.2", PORT)).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let mut buf = [0u8; 2048];
+        let mut n = 0u64;
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while n < SENT && Instant::now() < deadline {
+            if s.recv(&mut buf).is_ok() {
+                n += 1;
+            }
+        }
+        n
+    })
+    .unwrap();
+    let filter = format!("udp and port {PORT}");
+    let child = attached_journey(&[
+        "--iface", "lr-b", "--netns", &b, "--filter", &filter, "--count", "1000", "--time", "3s",
+    ]);
+    linerate_io::netns::spawn_in(Some(&a), "tx", || {
+        let s = UdpSocket::bind(("0.0.0.0", 0)).unwrap();
+        for i in 0..SENT {
+            let payload = vec![b'x'; 100 + i as usize];
+            s.send_to(&payload, ("198.18.0.2", PORT)).unwrap();
+            s.send_to(&payload, ("198.18.0.2", PORT + 1)).unwrap();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    })
+    .unwrap()
+    .join()
+    .unwrap()
+    .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    let doc = common::round_trip::<IfaceResult>(iface::SCHEMA, &doc);
+    let received = rx.join().unwrap().unwrap();
+    assert_eq!(received, SENT, "the receiver got every datagram to {PORT}");
+    let r = &doc.result;
+    assert_eq!(r.stopped_by, "time");
+    assert_eq!(r.tracer.backend, Backend::TpBtf);
+    // Every datagram to PORT, and none to PORT + 1 (those are dropped
+    // with NO_SOCKET: no drop may show).
+    assert_eq!(r.packets.matched, SENT, "{:#?}", r.packets);
+    assert_eq!(r.packets.dropped, 0, "{:#?}", r.drops);
+    assert!(r.drops.is_empty(), "{:#?}", r.drops);
+    assert_eq!(r.packets.followed_first_to_last, SENT, "{:#?}", r.steps);
+    assert!(
+        r.packets.chain_events >= SENT,
+        "net_dev_xmit follows by chain"
+    );
+    let at = |point: Point, dev: &str, ns: &str| {
+        let i = r
+            .steps
+            .iter()
+            .position(|s| s.point == point && s.dev.as_deref() == Some(dev))
+            .unwrap_or_else(|| panic!("no {point:?} on {dev}: {:#?}", r.steps));
+        assert_eq!(r.steps[i].netns.as_deref(), Some(ns), "{point:?}");
+        assert_eq!(r.steps[i].packets, SENT, "{point:?}");
+        i
+    };
+    let order = [
+        at(Point::NetDevQueue, "lr-a", &a),
+        at(Point::NetDevXmit, "lr-a", &a),
+        at(Point::NetifReceiveSkb, "lr-b", &b),
+    ];
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{:#?}", r.steps);
+    assert!(r.steps.iter().all(|s| s.from_send.median_ns >= 0));
+    let ex = &r.example;
+    assert!(ex.len() >= 3, "{ex:#?}");
+    assert_eq!(ex[0].t_ns, 0);
+    assert!(ex.windows(2).all(|w| w[0].t_ns <= w[1].t_ns), "{ex:#?}");
+    // Only the interface's traffic in its namespace: the filter is shown.
+    assert_eq!(r.filter, format!("udp and port {PORT}"));
+    assert_eq!(r.netns.as_deref(), Some(b.as_str()));
+    // The human table: a row per step, within the default width.
+    let text = linerate_report::journey::render_iface(&doc, Default::default());
+    assert!(text.contains("net:netif_receive_skb"), "{text}");
+    assert!(text.contains(&format!("{SENT} matched")), "{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+}
+
+/// The kernel's verifier takes the `--iface` programs for every kind of
+/// term (IPv4 and IPv6 hosts, lengths, ports, each protocol), and they
+/// detach when asked and when dropped.
+#[test]
+fn iface_programs_pass_the_verifier_for_every_term() {
+    use linerate_core::journey::filter::IfaceFilter;
+    let _one_tracer = one_tracer();
+    if !linerate_bed::privileges::require("iface_programs_pass_the_verifier_for_every_term") {
+        return;
+    }
+    let want: Vec<&str> = TRACEPOINTS
+        .iter()
+        .filter(|t| runs_for_iface(t.point))
+        .map(|t| t.path)
+        .collect();
+    assert!(want.contains(&"net/net_dev_xmit") && want.contains(&"skb/kfree_skb"));
+    assert!(!want.contains(&"sock/sock_recv_length"), "no skb there");
+    for f in [
+        "udp and port 5201 and host 198.18.0.200 and len 100..200",
+        "tcp host 2001:2::1 port 65535 len 20",
+        "icmp",
+        "len 1500",
+    ] {
+        let filter = IfaceFilter::parse(f).unwrap();
+        let mut p = BtfPrograms::load_iface(&TRACEPOINTS, &filter)
+            .unwrap_or_else(|e| panic!("{f}: {}", linerate_core::error::chain(&e)));
+        assert_eq!(p.opened, want, "{f}");
+        p.attach().unwrap();
+        assert_eq!(p.attached(), want.len());
+        assert_eq!(p.lost().unwrap(), 0);
+        p.detach();
+        assert_eq!(p.attached(), 0);
+        p.attach().unwrap();
+        drop(p);
+    }
+}
+
+/// SIGINT ends an `--iface` journey with what it gathered (here nothing
+/// on an idle port: flagged, exit 1), not with an error.
+#[test]
+fn sigint_ends_an_iface_journey_with_its_result() {
+    let _one_tracer = one_tracer();
+    if !linerate_bed::privileges::require("sigint_ends_an_iface_journey_with_its_result") {
+        return;
+    }
+    let child = attached_journey(&[
+        "--iface",
+        "lo",
+        "--filter",
+        "udp port 47003",
+        "--time",
+        "60s",
+    ]);
+    let o = interrupt(child);
+    assert_eq!(o.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let doc = common::round_trip::<IfaceResult>(iface::SCHEMA, &doc);
+    assert_eq!(doc.result.stopped_by, "interrupt");
+    assert_eq!(doc.result.packets.matched, 0);
+    assert!(doc
+        .flags
+        .iter()
+        .any(|f| f.code == iface::codes::NOTHING_MATCHED));
 }

@@ -3,7 +3,8 @@
 //! words, drops with their reasons, hints, the tracer's cost and the flags.
 //! Every figure is a field of [`JourneyResult`]; nothing is computed here.
 
-use linerate_core::journey::{JourneyResult, Quantiles};
+use linerate_core::journey::iface::IfaceResult;
+use linerate_core::journey::{DropSite, JourneyResult, Quantiles, Step};
 use linerate_core::result::Envelope;
 use linerate_core::units::group_thousands;
 
@@ -22,6 +23,10 @@ fn q3(q: &Quantiles) -> [String; 3] {
 
 /// The steps as a table.
 pub fn steps_table(r: &JourneyResult) -> Table {
+    step_rows(&r.steps)
+}
+
+fn step_rows(steps: &[Step]) -> Table {
     let mut t = Table::new([
         ("#", Align::Right),
         ("event", Align::Left),
@@ -34,7 +39,7 @@ pub fn steps_table(r: &JourneyResult) -> Table {
         ("p99 µs", Align::Right),
     ])
     .optional(&["cpu", "namespace", "p90 µs"]);
-    for (i, s) in r.steps.iter().enumerate() {
+    for (i, s) in steps.iter().enumerate() {
         let [m, p90, p99] = q3(&s.from_send);
         let ns = match (&s.netns, &s.role) {
             (Some(n), Some(role)) => format!("{n} ({role})"),
@@ -101,30 +106,7 @@ pub fn render(doc: &Envelope<JourneyResult>, width: Width) -> String {
             ));
         }
     }
-    if !r.drops.is_empty() {
-        out.push_str("\ndrops (kernel drop reason, after which step):\n");
-        for d in &r.drops {
-            out.push_str(&paragraph(
-                "  ",
-                "    ",
-                &format!(
-                    "{} × {} after {}{}{}",
-                    d.count,
-                    d.reason,
-                    d.after,
-                    d.netns
-                        .as_ref()
-                        .map(|n| format!(" in {n}"))
-                        .unwrap_or_default(),
-                    d.location
-                        .as_ref()
-                        .map(|l| format!(" (at {l})"))
-                        .unwrap_or_default()
-                ),
-                width,
-            ));
-        }
-    }
+    out.push_str(&drop_lines(&r.drops, width));
     let tracer = match (&r.tracer.fallback, r.tracer.tp_btf_programs.len()) {
         (Some(why), _) => format!("tracer: perf raw samples (tp_btf programs not used: {why})"),
         (None, 0) => "tracer: perf raw samples (--tracer perf)".to_string(),
@@ -159,6 +141,90 @@ pub fn render(doc: &Envelope<JourneyResult>, width: Width) -> String {
             out.push_str(&paragraph("  - ", "    ", &h.message, width));
         }
     }
+    let flags = crate::flags::render(&doc.flags, width);
+    if !flags.is_empty() {
+        out.push('\n');
+        out.push_str(&flags);
+    }
+    out
+}
+
+/// The drops, one paragraph each (empty without drops).
+fn drop_lines(drops: &[DropSite], width: Width) -> String {
+    let mut out = String::new();
+    if drops.is_empty() {
+        return out;
+    }
+    out.push_str("\ndrops (kernel drop reason, after which step):\n");
+    for d in drops {
+        out.push_str(&paragraph(
+            "  ",
+            "    ",
+            &format!(
+                "{} × {} after {}{}{}",
+                d.count,
+                d.reason,
+                d.after,
+                d.netns
+                    .as_ref()
+                    .map(|n| format!(" in {n}"))
+                    .unwrap_or_default(),
+                d.location
+                    .as_ref()
+                    .map(|l| format!(" (at {l})"))
+                    .unwrap_or_default()
+            ),
+            width,
+        ));
+    }
+    out
+}
+
+/// `linerate journey --iface`: the packets of any application that matched
+/// the filter on an interface, one row per event in path order.
+pub fn render_iface(doc: &Envelope<IfaceResult>, width: Width) -> String {
+    let r = &doc.result;
+    let p = &r.packets;
+    let head = format!(
+        "journey of `{}` packets through {}{}: {} matched in {:.1} s (stopped by {})",
+        r.filter,
+        r.iface,
+        r.netns
+            .as_deref()
+            .map(|n| format!(" (namespace {n})"))
+            .unwrap_or_default(),
+        group_thousands(p.matched),
+        r.traced_ns as f64 / 1e9,
+        r.stopped_by
+    );
+    let mut out = paragraph("", "", &head, width);
+    out.push_str(&paragraph(
+        "",
+        "",
+        &format!(
+            "followed from the first row to the last {}, dropped {} (matching elsewhere on the host, not through {}: {}; events followed by skb address only: {}; records lost from the ring: {}). Times from each packet's first event, {}.",
+            p.followed_first_to_last,
+            p.dropped,
+            r.iface,
+            p.elsewhere,
+            p.chain_events,
+            p.ring_lost_records,
+            r.tracer.clock
+        ),
+        width,
+    ));
+    out.push('\n');
+    out.push_str(&step_rows(&r.steps).fit(2, width));
+    out.push_str(&drop_lines(&r.drops, width));
+    out.push_str(&paragraph(
+        "\n",
+        "",
+        &format!(
+            "tracer: {} tp_btf programs judging the filter on the packet headers in BPF",
+            r.tracer.tp_btf_programs.len()
+        ),
+        width,
+    ));
     let flags = crate::flags::render(&doc.flags, width);
     if !flags.is_empty() {
         out.push('\n');

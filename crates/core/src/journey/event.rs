@@ -295,6 +295,35 @@ pub struct Event {
     pub location: Option<u64>,
     /// The probe's sequence number (user events only).
     pub seq: Option<u64>,
+    /// Why an `--iface` tracer kept it (None: a probe journey's record).
+    pub kept: Option<Kept>,
+}
+
+/// Why the `--iface` tracer's program kept an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kept {
+    /// Its headers matched the filter (what they show).
+    Headers(Headers),
+    /// Its headers could not be read there, but an event on the same skb
+    /// address matched before.
+    Chain,
+}
+
+/// What a `tp_btf` program read of a packet's headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Headers {
+    /// 4 or 6.
+    pub version: u8,
+    /// IP protocol (IPv6: the next header).
+    pub proto: u8,
+    /// IP length (IPv4 total length; IPv6 payload length + 40).
+    pub len: u32,
+    /// IPv4 identification; the low 16 bits of the IPv6 flow label.
+    pub ident: u16,
+    /// The transport header's first 8 bytes, as read (ports, then the TCP
+    /// sequence number, UDP length and checksum, or ICMP identifier and
+    /// sequence): with `ident`, what tells packets of a flow apart.
+    pub transport: [u8; 8],
 }
 
 impl Event {
@@ -313,6 +342,7 @@ impl Event {
             reason: None,
             location: None,
             seq: Some(seq),
+            kept: None,
         }
     }
 }
@@ -364,6 +394,7 @@ impl Decoder {
             reason: None,
             location: None,
             seq: None,
+            kept: None,
         };
         match point {
             Point::KfreeSkb => {

@@ -26,13 +26,15 @@ pub mod btf;
 mod event;
 pub mod filter;
 pub mod format;
+pub mod iface;
 mod path;
 pub mod record;
 mod responder;
 
 pub use assess::{assess, codes, hints};
 pub use event::{
-    tracepoints, Decoder, Event, FilterKind, Point, Tracepoint, NET_RX_VEC, TRACEPOINTS,
+    tracepoints, Decoder, Event, FilterKind, Headers, Kept, Point, Tracepoint, NET_RX_VEC,
+    TRACEPOINTS,
 };
 pub use path::{follow, summarise, Device, ProbePath, ProbeSent, Summary};
 pub use responder::{responder_stages, ResponderKernel};
@@ -275,7 +277,8 @@ pub struct Step {
     pub cpus: Vec<u32>,
     /// Probes in which it was seen.
     pub packets: u64,
-    /// Time from the sender's sendto() call.
+    /// Time from the sender's sendto() call (`--iface`: from the packet's
+    /// first event).
     pub from_send: Quantiles,
 }
 
@@ -455,7 +458,7 @@ impl Cost {
 pub struct ExampleEvent {
     /// The tracepoint.
     pub tracepoint: String,
-    /// Time from sendto(), ns.
+    /// Time from sendto() (`--iface`: from the packet's first event), ns.
     pub t_ns: i64,
     /// Device.
     pub dev: Option<String>,

@@ -594,6 +594,7 @@ pub(crate) mod tests {
             reason: None,
             location: None,
             seq: None,
+            kept: None,
         }
     }
 

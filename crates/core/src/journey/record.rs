@@ -14,8 +14,16 @@
 //! | 36 | 4 | `kfree_skb`'s drop reason (else zero) |
 //! | 40 | 16 | the device's name, NUL-padded |
 //! | 56 | 8 | `kfree_skb`'s location (else zero) |
+//! | 64 | 1 | `--iface`: the IP version read (4, 6; 0: headers not read) |
+//! | 65 | 1 | `--iface`: why it was kept: 1 its headers matched, 2 its skb matched before (0: a probe journey's record) |
+//! | 66 | 1 | IP protocol (IPv6: next header) |
+//! | 67 | 1 | zero |
+//! | 68 | 2 | IPv4 total length or IPv6 payload length, big-endian |
+//! | 70 | 2 | IPv4 identification or the IPv6 flow label's low 16 bits, big-endian |
+//! | 72 | 8 | the transport header's first 8 bytes |
 
-use super::event::{Event, Point, TRACEPOINTS};
+use super::event::{Event, Headers, Kept, Point, TRACEPOINTS};
+use super::filter::IPV6_HEADER;
 
 /// Offset of the time.
 pub const TIME: i16 = 0;
@@ -37,8 +45,43 @@ pub const REASON: i16 = 36;
 pub const NAME: i16 = 40;
 /// Offset of the drop location.
 pub const LOCATION: i16 = 56;
+/// Offset of the IP version read (`--iface`).
+pub const VERSION: i16 = 64;
+/// Offset of why the event was kept (`--iface`).
+pub const KEPT: i16 = 65;
+/// Offset of the IP protocol.
+pub const PROTO: i16 = 66;
+/// Offset of the IP length field, as in the header.
+pub const IP_LEN: i16 = 68;
+/// Offset of the IPv4 identification / flow label bits.
+pub const IDENT: i16 = 70;
+/// Offset of the transport header's first 8 bytes.
+pub const TRANSPORT: i16 = 72;
 /// Bytes of a record.
-pub const SIZE: i16 = 64;
+pub const SIZE: i16 = 80;
+/// [`KEPT`]: its headers matched.
+pub const KEPT_HEADERS: u8 = 1;
+/// [`KEPT`]: its skb matched before.
+pub const KEPT_CHAIN: u8 = 2;
+
+fn kept(b: &[u8]) -> Option<Kept> {
+    let be16 = |at: i16| u16::from_be_bytes([b[at as usize], b[at as usize + 1]]);
+    match b[KEPT as usize] {
+        KEPT_HEADERS => {
+            let version = b[VERSION as usize];
+            let len = u32::from(be16(IP_LEN)) + if version == 6 { IPV6_HEADER } else { 0 };
+            Some(Kept::Headers(Headers {
+                version,
+                proto: b[PROTO as usize],
+                len,
+                ident: be16(IDENT),
+                transport: b[TRANSPORT as usize..SIZE as usize].try_into().ok()?,
+            }))
+        }
+        KEPT_CHAIN => Some(Kept::Chain),
+        _ => None,
+    }
+}
 
 fn u32_at(b: &[u8], at: i16) -> Option<u32> {
     let at = at as usize;
@@ -66,7 +109,7 @@ pub fn decode(b: &[u8], reason_name: impl Fn(u64) -> Option<String>) -> Option<E
         return None;
     }
     let point = TRACEPOINTS.get(u32_at(b, CODE)? as usize)?.point;
-    let name = &b[NAME as usize..SIZE as usize];
+    let name = &b[NAME as usize..NAME as usize + 16];
     let end = name.iter().position(|&c| c == 0).unwrap_or(name.len());
     let dev = std::str::from_utf8(&name[..end])
         .ok()
@@ -91,6 +134,7 @@ pub fn decode(b: &[u8], reason_name: impl Fn(u64) -> Option<String>) -> Option<E
         reason: drop.then(|| reason_name(reason).unwrap_or_else(|| format!("reason {reason}"))),
         location: drop.then_some(u64_at(b, LOCATION)?),
         seq: None,
+        kept: kept(b),
     })
 }
 
@@ -143,6 +187,23 @@ mod tests {
         b[20..24].copy_from_slice(&999u32.to_le_bytes());
         assert_eq!(decode(&b, none), None);
         assert_eq!(decode(&b[..56], none), None);
+        // --iface records say why they were kept and what the headers showed.
+        let code = code_of(Point::NetDevQueue).unwrap();
+        b[20..24].copy_from_slice(&code.to_le_bytes());
+        assert_eq!(decode(&b, none).unwrap().kept, None);
+        b[64] = 6;
+        b[65] = KEPT_HEADERS;
+        b[66] = 17;
+        b[68..70].copy_from_slice(&108u16.to_be_bytes());
+        b[70..72].copy_from_slice(&0xbeefu16.to_be_bytes());
+        b[72..80].copy_from_slice(&[0x9c, 0x40, 0x14, 0x51, 0, 108, 1, 2]);
+        let Some(Kept::Headers(h)) = decode(&b, none).unwrap().kept else {
+            panic!("headers expected")
+        };
+        assert_eq!((h.version, h.proto, h.len, h.ident), (6, 17, 148, 0xbeef));
+        assert_eq!(h.transport[..4], [0x9c, 0x40, 0x14, 0x51]);
+        b[65] = KEPT_CHAIN;
+        assert_eq!(decode(&b, none).unwrap().kept, Some(Kept::Chain));
         assert_eq!(code_of(Point::UserSend), None);
     }
 }

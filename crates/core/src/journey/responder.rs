@@ -98,6 +98,7 @@ mod tests {
             reason: None,
             location: None,
             seq: None,
+            kept: None,
         }
     }
 

@@ -12,7 +12,10 @@ use linerate_core::journey::{record, Event, Point, Tracepoint};
 
 use super::tracer::Filters;
 use crate::sys::bpf::BpfError;
-use crate::sys::tpbtf::{self, DevOffsets, ProgSpec, Ringbuf, Source};
+use crate::sys::tpbtf::{
+    self, DevOffsets, HeaderAt, IfaceMapFds, IfaceSpec, ProgSpec, Ringbuf, Source,
+};
+use linerate_core::journey::filter::IfaceFilter;
 
 /// Where the running kernel publishes its BTF.
 pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
@@ -144,6 +147,34 @@ pub struct BtfPrograms {
     pub netns: bool,
     /// `skb:kfree_skb`'s format, for naming drop reasons.
     pub reasons: Option<Format>,
+    /// `--iface`: the chain map and the lost-record counter.
+    iface_maps: Option<IfaceMapFds>,
+}
+
+/// Where an `--iface` program reads the IP header at `point`, for the
+/// points that carry an skb (None: not an `--iface` tracepoint).
+fn header_at(point: Point, data: i16, head: i16, nh: i16) -> Option<HeaderAt> {
+    Some(match point {
+        // Receive: `eth_type_trans` pulled the link header, `data` is the
+        // IP header (`network_header` is set only after the tracepoint).
+        Point::NetifRx | Point::NetifReceiveSkb | Point::NapiGroReceive => HeaderAt::Data(data),
+        // Transmit, delivery, drops: the IP layer set `network_header`.
+        Point::NetDevQueue
+        | Point::NetDevStartXmit
+        | Point::SkbCopyDatagramIovec
+        | Point::KfreeSkb
+        | Point::SockRcvqueueFull => HeaderAt::Network(head, nh),
+        // The driver has the skb by then (veth: handed to the peer, maybe
+        // freed): followed by its chain only.
+        Point::NetDevXmit => HeaderAt::Nowhere,
+        _ => return None,
+    })
+}
+
+/// True for the tracepoints an `--iface` journey runs (as `tp_btf`
+/// programs; it opens no perf event).
+pub fn runs_for_iface(point: Point) -> bool {
+    runs_as_program(point) && header_at(point, 0, 0, 0).is_some()
 }
 
 impl BtfPrograms {
@@ -165,18 +196,7 @@ impl BtfPrograms {
         ) {
             dev.netns = Some((net, inum));
         }
-        let ring = Ringbuf::new(RINGBUF_BYTES).map_err(|source| BtfTracerError::Bpf {
-            name: "ring buffer".into(),
-            source,
-        })?;
-        let mut out = Self {
-            ring,
-            progs: Vec::new(),
-            links: Vec::new(),
-            opened: Vec::new(),
-            netns: false,
-            reasons: None,
-        };
+        let mut out = Self::empty(None)?;
         let (lo, hi) = filters.len;
         for tp in tps {
             let Some(src) = sources(tp.point, skb_len, skb_dev) else {
@@ -185,10 +205,7 @@ impl BtfPrograms {
             let Some(code) = record::code_of(tp.point) else {
                 continue;
             };
-            let name = tp.path.rsplit('/').next().unwrap_or(tp.path);
-            let id = btf
-                .trace_typedef(name)
-                .ok_or_else(|| BtfTracerError::Missing(format!("btf_trace_{name}")))?;
+            let (name, id) = trace_type(btf, tp)?;
             let spec = ProgSpec {
                 code,
                 len: src.len,
@@ -219,6 +236,97 @@ impl BtfPrograms {
         }
         out.netns = dev.netns.is_some();
         Ok(out)
+    }
+
+    fn empty(iface_maps: Option<IfaceMapFds>) -> Result<Self, BtfTracerError> {
+        let ring = Ringbuf::new(RINGBUF_BYTES).map_err(|source| BtfTracerError::Bpf {
+            name: "ring buffer".into(),
+            source,
+        })?;
+        Ok(Self {
+            ring,
+            progs: Vec::new(),
+            links: Vec::new(),
+            opened: Vec::new(),
+            netns: false,
+            reasons: None,
+            iface_maps,
+        })
+    }
+
+    /// Loads an `--iface` program for every tracepoint of `tps` that
+    /// [`runs_for_iface`]: each reads the packet's headers and judges
+    /// `filter` in the kernel (see `crate::sys::tpbtf::iface_program`).
+    pub fn load_iface(tps: &[Tracepoint], filter: &IfaceFilter) -> Result<Self, BtfTracerError> {
+        let btf = vmlinux()?;
+        let skb_len = offset(btf, "sk_buff", &["len"])?;
+        let skb_dev = offset(btf, "sk_buff", &["dev"])?;
+        let data = offset(btf, "sk_buff", &["data"])?;
+        let head = offset(btf, "sk_buff", &["head"])?;
+        let nh = offset(btf, "sk_buff", &["network_header"])?;
+        let dev = DevOffsets {
+            ifindex: Some(offset(btf, "net_device", &["ifindex"])?),
+            name: Some(offset(btf, "net_device", &["name"])?),
+            netns: Some((
+                offset(btf, "net_device", &["nd_net", "net"])?,
+                offset(btf, "net", &["ns", "inum"])?,
+            )),
+        };
+        let maps = IfaceMapFds::new().map_err(|source| BtfTracerError::Bpf {
+            name: "chain map".into(),
+            source,
+        })?;
+        let mut out = Self::empty(Some(maps))?;
+        let fds = out
+            .iface_maps
+            .as_ref()
+            .map(|m| m.maps(out.ring.fd()))
+            .ok_or_else(|| BtfTracerError::Missing("chain map".into()))?;
+        for tp in tps {
+            let (Some(src), Some(header), Some(code)) = (
+                sources(tp.point, skb_len, skb_dev),
+                header_at(tp.point, data, head, nh),
+                record::code_of(tp.point),
+            ) else {
+                continue;
+            };
+            let (name, id) = trace_type(btf, tp)?;
+            let spec = IfaceSpec {
+                base: ProgSpec {
+                    code,
+                    len: src.len,
+                    dev: src.dev,
+                    object_arg: src.object_arg,
+                    drop_args: src.drop_args,
+                    lo: 0,
+                    hi: 0,
+                },
+                header,
+                filter,
+            };
+            let insns = tpbtf::iface_program(&spec, &dev, fds);
+            let short: String = name.chars().take(12).collect();
+            let fd = tpbtf::load(&insns, id, &format!("lr_{short}")).map_err(|source| {
+                BtfTracerError::Bpf {
+                    name: tp.path.to_string(),
+                    source,
+                }
+            })?;
+            out.progs.push((tp.path.to_string(), fd));
+            out.opened.push(tp.path.to_string());
+        }
+        out.netns = true;
+        Ok(out)
+    }
+
+    /// `--iface`: records the ring refused so far (0 for a probe journey).
+    pub fn lost(&self) -> Result<u64, BtfTracerError> {
+        self.iface_maps.as_ref().map_or(Ok(0), |m| {
+            m.lost().map_err(|source| BtfTracerError::Bpf {
+                name: "lost-record counter".into(),
+                source,
+            })
+        })
     }
 
     /// Attaches every program (tracing starts).
@@ -253,6 +361,15 @@ impl BtfPrograms {
     pub fn attached(&self) -> usize {
         self.links.len()
     }
+}
+
+/// The tracepoint's name and its `btf_trace_<name>` typedef.
+fn trace_type<'a>(btf: &Btf, tp: &'a Tracepoint) -> Result<(&'a str, u32), BtfTracerError> {
+    let name = tp.path.rsplit('/').next().unwrap_or(tp.path);
+    let id = btf
+        .trace_typedef(name)
+        .ok_or_else(|| BtfTracerError::Missing(format!("btf_trace_{name}")))?;
+    Ok((name, id))
 }
 
 fn load_spec(

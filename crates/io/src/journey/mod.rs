@@ -31,6 +31,7 @@ use crate::netns::{self, NetnsError};
 use crate::sys;
 
 pub mod btf;
+pub mod iface;
 pub mod responder;
 pub mod tracefs;
 pub mod tracer;
@@ -131,6 +132,32 @@ pub enum JourneyError {
     /// A probe thread panicked.
     #[error("the {0} thread panicked")]
     Thread(&'static str),
+    /// `--iface` needs the `tp_btf` programs (perf samples carry no
+    /// headers), and they could not be used.
+    #[error("--iface needs tp_btf programs to read the packet headers (perf samples carry none), and they cannot be used")]
+    IfaceBtf {
+        /// Why.
+        source: btf::BtfTracerError,
+    },
+    /// `--iface` names no interface of any namespace.
+    #[error("--iface {0}: no such interface (in linerate's namespace or any named one)")]
+    UnknownIface(String),
+    /// `--iface` is not in the `--netns` given.
+    #[error("--iface {name}: no such interface in namespace {netns}")]
+    UnknownIfaceIn {
+        /// The interface.
+        name: String,
+        /// The namespace.
+        netns: String,
+    },
+    /// `--iface` names an interface of several named namespaces.
+    #[error("--iface {name}: several namespaces have it ({netns}); say which with --netns NS")]
+    AmbiguousIface {
+        /// The interface.
+        name: String,
+        /// The namespaces.
+        netns: String,
+    },
 }
 
 /// Where the probes go: a bed read as plain data.

@@ -57,6 +57,10 @@ const BPF_PSEUDO_MAP_FD: u8 = 1;
 pub(crate) enum BpfSize {
     /// 4 bytes (`BPF_W`).
     W = 0x00,
+    /// 2 bytes (`BPF_H`).
+    H = 0x08,
+    /// 1 byte (`BPF_B`).
+    B = 0x10,
     /// 8 bytes (`BPF_DW`).
     Dw = 0x18,
 }

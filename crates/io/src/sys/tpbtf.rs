@@ -21,6 +21,11 @@ use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use std::net::IpAddr;
+
+use linerate_core::journey::filter::{
+    ip_protocols, IfaceFilter, IPPROTO_TCP, IPPROTO_UDP, IPV6_HEADER,
+};
 use linerate_core::journey::record;
 
 use super::bpf::{bpf, BpfError, BpfInsn, BpfJump, BpfSize, MapCreateAttr};
@@ -132,6 +137,26 @@ pub(crate) fn program(spec: &ProgSpec, dev: &DevOffsets, map_fd: i32) -> Vec<Bpf
     p.push(BpfInsn::jmp_imm(BpfJump::Lt, LEN, spec.lo as i32, 0));
     to_end.push(p.len());
     p.push(BpfInsn::jmp_imm(BpfJump::Gt, LEN, spec.hi as i32, 0));
+    // The `--iface` part of the record stays zero.
+    p.extend([
+        BpfInsn::st_imm(BpfSize::Dw, FP, slot(record::VERSION), 0),
+        BpfInsn::st_imm(BpfSize::Dw, FP, slot(record::TRANSPORT), 0),
+    ]);
+    p.extend(record_tail(spec, dev, map_fd));
+    let end = p.len();
+    for at in to_end {
+        // Jump offsets count from the next instruction; programs are short.
+        p[at] = p[at].with_off((end - at - 1) as i16);
+    }
+    p.extend([BpfInsn::mov64_imm(0, 0), BpfInsn::exit()]);
+    p
+}
+
+/// The end every program shares: the record's fields (time, CPU, address,
+/// length, code, drop reason, device) filled in and written to ring buffer
+/// `map_fd`; r0 is then `bpf_ringbuf_output`'s result.
+fn record_tail(spec: &ProgSpec, dev: &DevOffsets, map_fd: i32) -> Vec<BpfInsn> {
+    let mut p = Vec::new();
     p.extend([
         BpfInsn::stx(BpfSize::Dw, FP, slot(record::ADDR), ARG0),
         BpfInsn::stx(BpfSize::W, FP, slot(record::LEN), LEN),
@@ -185,13 +210,453 @@ pub(crate) fn program(spec: &ProgSpec, dev: &DevOffsets, map_fd: i32) -> Vec<Bpf
         BpfInsn::mov64_imm(4, BPF_RB_NO_WAKEUP),
         BpfInsn::call(FN_RINGBUF_OUTPUT),
     ]);
-    let end = p.len();
-    for at in to_end {
-        // Jump offsets count from the next instruction; programs are short.
-        p[at] = p[at].with_off((end - at - 1) as i16);
-    }
-    p.extend([BpfInsn::mov64_imm(0, 0), BpfInsn::exit()]);
     p
+}
+
+/// Where an `--iface` program finds the packet's IP header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HeaderAt {
+    /// At `skb->data` (`sk_buff.data`'s offset): on receive, after
+    /// `eth_type_trans` pulled the link header.
+    Data(i16),
+    /// At `skb->head + skb->network_header` (the offsets of `head` and
+    /// `network_header`); none while `network_header` is unset (0 or ~0).
+    Network(i16, i16),
+    /// Not read here (the skb may be gone): kept by its chain only.
+    Nowhere,
+}
+
+/// An `--iface` program: the tracepoint's [`ProgSpec`] (its `lo`/`hi`
+/// unused), where the headers are, and the filter's terms.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IfaceSpec<'a> {
+    /// Code, length, device, arguments.
+    pub base: ProgSpec,
+    /// Where the IP header is.
+    pub header: HeaderAt,
+    /// What must hold.
+    pub filter: &'a IfaceFilter,
+}
+
+/// The maps of the `--iface` programs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IfaceMaps {
+    /// The ring buffer.
+    pub ring: i32,
+    /// skb addresses whose headers matched (LRU hash, u64 → u64).
+    pub chains: i32,
+    /// Records the ring refused (array of one u64).
+    pub lost: i32,
+}
+
+/// Helper ids of the map calls.
+const FN_MAP_LOOKUP_ELEM: i32 = 1;
+const FN_MAP_UPDATE_ELEM: i32 = 2;
+const FN_MAP_DELETE_ELEM: i32 = 3;
+
+// Opcodes the `--iface` program needs beyond the builders.
+const JMP_JA: u8 = 0x05;
+const JMP_JEQ_K: u8 = 0x15;
+const JMP_JNE_K: u8 = 0x55;
+const JMP_JLT_K: u8 = 0xa5;
+const JMP_JGT_K: u8 = 0x25;
+const JMP32_JEQ_K: u8 = 0x16;
+const JMP32_JNE_K: u8 = 0x56;
+const ALU64_AND_K: u8 = 0x57;
+const ALU64_LSH_K: u8 = 0x67;
+const ALU64_RSH_K: u8 = 0x77;
+const ALU64_OR_X: u8 = 0x4f;
+const ALU64_ADD_X: u8 = 0x0f;
+/// `BPF_STX | BPF_ATOMIC | BPF_DW` with `imm = BPF_ADD`.
+const ATOMIC_ADD_DW: u8 = 0xdb;
+
+// The `--iface` program's stack below the record (`r10 - record::SIZE`).
+/// The IP header read (40 bytes: an IPv6 header, or IPv4's first 20 and more).
+const IP: i16 = -record::SIZE - 40;
+/// The skb address, the chain map's key.
+const KEY: i16 = IP - 8;
+/// The chain map's value.
+const VALUE: i16 = KEY - 8;
+/// The header's address, kept across the first read.
+const HDR_PTR: i16 = VALUE - 8;
+/// The lost counter's key (u32 0).
+const LOST_KEY: i16 = HDR_PTR - 8;
+/// Bytes of the IP header read.
+const IP_READ: i32 = 40;
+
+/// Instructions with forward jumps to labels, patched by [`Asm::finish`].
+#[derive(Default)]
+struct Asm {
+    p: Vec<BpfInsn>,
+    labels: Vec<Option<usize>>,
+    fixups: Vec<(usize, usize)>,
+}
+
+impl Asm {
+    fn label(&mut self) -> usize {
+        self.labels.push(None);
+        self.labels.len() - 1
+    }
+
+    fn bind(&mut self, l: usize) {
+        self.labels[l] = Some(self.p.len());
+    }
+
+    fn push(&mut self, i: BpfInsn) {
+        self.p.push(i);
+    }
+
+    fn extend(&mut self, i: impl IntoIterator<Item = BpfInsn>) {
+        self.p.extend(i);
+    }
+
+    /// `if reg <op> imm goto l` (`op` a `BPF_K` jump opcode).
+    fn jump(&mut self, op: u8, reg: u8, imm: i32, l: usize) {
+        self.fixups.push((self.p.len(), l));
+        self.p.push(BpfInsn::new(op, reg, 0, 0, imm));
+    }
+
+    fn goto(&mut self, l: usize) {
+        self.jump(JMP_JA, 0, 0, l);
+    }
+
+    fn alu(&mut self, op: u8, dst: u8, src: u8, imm: i32) {
+        self.p.push(BpfInsn::new(op, dst, src, 0, imm));
+    }
+
+    fn finish(mut self) -> Vec<BpfInsn> {
+        for (at, l) in self.fixups {
+            // Every label is bound and forward; programs are short.
+            let to = self.labels[l].unwrap_or(at + 1);
+            self.p[at] = self.p[at].with_off((to - at - 1) as i16);
+        }
+        self.p
+    }
+}
+
+/// The program of an `--iface` tracepoint.
+///
+/// It reads the IP header (40 bytes) and the transport header's first 8
+/// bytes with `bpf_probe_read_kernel`, copies what tells the packet apart
+/// into the record, and judges the filter's terms as
+/// `IfaceFilter::judge_headers` does. A match records the skb address in
+/// the `chains` map and writes the record; a packet that is not IP or
+/// fails a term removes its address from the map and writes nothing.
+/// Where the header cannot be read (no network header yet, a read that
+/// fails, [`HeaderAt::Nowhere`]), the record is written only when the
+/// address is in the map (kept by chain). A record the ring refuses is
+/// counted in `lost`.
+pub(crate) fn iface_program(
+    spec: &IfaceSpec<'_>,
+    dev: &DevOffsets,
+    maps: IfaceMaps,
+) -> Vec<BpfInsn> {
+    let b = &spec.base;
+    let mut a = Asm::default();
+    let (unknown, emit, exit) = (a.label(), a.label(), a.label());
+    a.extend([
+        BpfInsn::mov64_reg(CTX, 1),
+        BpfInsn::ldx(BpfSize::Dw, ARG0, CTX, b.object_arg * 8),
+        load_value(LEN, b.len, BpfSize::W),
+    ]);
+    if matches!(b.len, Source::Arg(_)) {
+        a.push(BpfInsn::mov32_reg(LEN, LEN));
+    }
+    a.extend([
+        BpfInsn::stx(BpfSize::Dw, FP, KEY, ARG0),
+        BpfInsn::st_imm(BpfSize::Dw, FP, VALUE, 1),
+        BpfInsn::st_imm(BpfSize::Dw, FP, slot(record::VERSION), 0),
+        BpfInsn::st_imm(BpfSize::Dw, FP, slot(record::TRANSPORT), 0),
+    ]);
+    match spec.header {
+        // Straight to the chain lookup (no code in between: the verifier
+        // refuses unreachable instructions).
+        HeaderAt::Nowhere => {}
+        HeaderAt::Data(off) => a.push(BpfInsn::ldx(BpfSize::Dw, 3, ARG0, off)),
+        HeaderAt::Network(head, nh) => {
+            a.push(BpfInsn::ldx(BpfSize::Dw, 3, ARG0, head));
+            a.push(BpfInsn::ldx(BpfSize::H, 1, ARG0, nh));
+            a.jump(JMP_JEQ_K, 1, 0xffff, unknown);
+            a.jump(JMP_JEQ_K, 1, 0, unknown);
+            a.alu(ALU64_ADD_X, 3, 1, 0);
+        }
+    }
+    if spec.header != HeaderAt::Nowhere {
+        judge(&mut a, spec.filter, [unknown, emit, exit], maps.chains);
+    }
+    a.bind(unknown);
+    a.extend(BpfInsn::ld_map_fd(1, maps.chains));
+    a.extend([
+        BpfInsn::mov64_reg(2, FP),
+        BpfInsn::add64_imm(2, i32::from(KEY)),
+        BpfInsn::call(FN_MAP_LOOKUP_ELEM),
+    ]);
+    a.jump(JMP_JEQ_K, 0, 0, exit);
+    a.extend([
+        BpfInsn::st_imm(BpfSize::Dw, FP, slot(record::VERSION), 0),
+        BpfInsn::st_imm(BpfSize::Dw, FP, slot(record::TRANSPORT), 0),
+        BpfInsn::st_imm(
+            BpfSize::B,
+            FP,
+            slot(record::KEPT),
+            i32::from(record::KEPT_CHAIN),
+        ),
+    ]);
+    a.bind(emit);
+    a.extend(record_tail(b, dev, maps.ring));
+    a.jump(JMP_JEQ_K, 0, 0, exit);
+    a.push(BpfInsn::st_imm(BpfSize::W, FP, LOST_KEY, 0));
+    a.extend(BpfInsn::ld_map_fd(1, maps.lost));
+    a.extend([
+        BpfInsn::mov64_reg(2, FP),
+        BpfInsn::add64_imm(2, i32::from(LOST_KEY)),
+        BpfInsn::call(FN_MAP_LOOKUP_ELEM),
+    ]);
+    a.jump(JMP_JEQ_K, 0, 0, exit);
+    a.extend([
+        BpfInsn::mov64_imm(1, 1),
+        BpfInsn::new(ATOMIC_ADD_DW, 0, 1, 0, 0),
+    ]);
+    a.bind(exit);
+    a.extend([BpfInsn::mov64_imm(0, 0), BpfInsn::exit()]);
+    a.finish()
+}
+
+/// The header part of [`iface_program`]: reads the headers (the header's
+/// address in r3) and judges the terms; on a match records the address in
+/// the chain map and jumps to `emit`; jumps to `unknown` when the headers
+/// cannot be read; removes the address and jumps to `exit` when they do
+/// not match.
+fn judge(a: &mut Asm, f: &IfaceFilter, [unknown, emit, exit]: [usize; 3], chains: i32) {
+    let nomatch = a.label();
+    a.extend([
+        BpfInsn::stx(BpfSize::Dw, FP, HDR_PTR, 3),
+        BpfInsn::mov64_reg(1, FP),
+        BpfInsn::add64_imm(1, i32::from(IP)),
+        BpfInsn::mov64_imm(2, IP_READ),
+        BpfInsn::call(FN_PROBE_READ_KERNEL),
+    ]);
+    a.jump(JMP_JNE_K, 0, 0, unknown);
+    // r1: version and IHL; r2: the version.
+    a.push(BpfInsn::ldx(BpfSize::B, 1, FP, IP));
+    a.push(BpfInsn::mov64_reg(2, 1));
+    a.alu(ALU64_RSH_K, 2, 0, 4);
+    let (v4, v6, transport, terms) = (a.label(), a.label(), a.label(), a.label());
+    a.jump(JMP_JEQ_K, 2, 4, v4);
+    a.jump(JMP_JEQ_K, 2, 6, v6);
+    a.goto(nomatch);
+    // Copies `size` bytes of the IP header at `from` into the record at `to`.
+    let copy = |a: &mut Asm, size: BpfSize, from: i16, to: i16| {
+        a.push(BpfInsn::ldx(size, 2, FP, IP + from));
+        a.push(BpfInsn::stx(size, FP, slot(to), 2));
+    };
+    a.bind(v4);
+    a.push(BpfInsn::st_imm(BpfSize::B, FP, slot(record::VERSION), 4));
+    copy(a, BpfSize::B, 9, record::PROTO);
+    copy(a, BpfSize::H, 2, record::IP_LEN);
+    copy(a, BpfSize::H, 4, record::IDENT);
+    a.alu(ALU64_AND_K, 1, 0, 0x0f);
+    a.jump(JMP_JLT_K, 1, 5, nomatch);
+    a.alu(ALU64_LSH_K, 1, 0, 2);
+    // Fragment offset (13 bits of bytes 6–7, read little-endian): a
+    // non-first fragment has no transport header.
+    a.push(BpfInsn::ldx(BpfSize::H, 2, FP, IP + 6));
+    a.alu(ALU64_AND_K, 2, 0, 0xff1f);
+    a.jump(JMP_JNE_K, 2, 0, terms);
+    a.goto(transport);
+    a.bind(v6);
+    a.push(BpfInsn::st_imm(BpfSize::B, FP, slot(record::VERSION), 6));
+    copy(a, BpfSize::B, 6, record::PROTO);
+    copy(a, BpfSize::H, 4, record::IP_LEN);
+    copy(a, BpfSize::H, 2, record::IDENT);
+    a.push(BpfInsn::mov64_imm(1, 40));
+    a.bind(transport);
+    a.extend([
+        BpfInsn::ldx(BpfSize::Dw, 3, FP, HDR_PTR),
+        BpfInsn::new(ALU64_ADD_X, 3, 1, 0, 0),
+        BpfInsn::mov64_reg(1, FP),
+        BpfInsn::add64_imm(1, i32::from(slot(record::TRANSPORT))),
+        BpfInsn::mov64_imm(2, 8),
+        // A failed read leaves zeros: no ports.
+        BpfInsn::call(FN_PROBE_READ_KERNEL),
+    ]);
+    a.bind(terms);
+    if let Some(p) = f.proto {
+        let ok = a.label();
+        a.push(BpfInsn::ldx(BpfSize::B, 1, FP, slot(record::PROTO)));
+        for n in ip_protocols(p) {
+            a.jump(JMP_JEQ_K, 1, i32::from(n), ok);
+        }
+        a.goto(nomatch);
+        a.bind(ok);
+    }
+    if let Some(host) = f.host {
+        let ok = a.label();
+        a.push(BpfInsn::ldx(BpfSize::B, 1, FP, slot(record::VERSION)));
+        let (version, octets, at): (i32, Vec<u8>, [i16; 2]) = match host {
+            IpAddr::V4(h) => (4, h.octets().to_vec(), [12, 16]),
+            IpAddr::V6(h) => (6, h.octets().to_vec(), [8, 24]),
+        };
+        a.jump(JMP_JNE_K, 1, version, nomatch);
+        for base in at {
+            let next = a.label();
+            for (i, w) in octets.chunks(4).enumerate() {
+                let word = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                a.push(BpfInsn::ldx(BpfSize::W, 1, FP, IP + base + 4 * i as i16));
+                // A 32-bit compare: the immediate is not sign-extended.
+                a.jump(JMP32_JNE_K, 1, word as i32, next);
+            }
+            a.goto(ok);
+            a.bind(next);
+        }
+        a.goto(nomatch);
+        a.bind(ok);
+    }
+    if let Some(port) = f.port {
+        let (has_ports, ok) = (a.label(), a.label());
+        a.push(BpfInsn::ldx(BpfSize::B, 1, FP, slot(record::PROTO)));
+        a.jump(JMP_JEQ_K, 1, i32::from(IPPROTO_TCP), has_ports);
+        a.jump(JMP_JEQ_K, 1, i32::from(IPPROTO_UDP), has_ports);
+        a.goto(nomatch);
+        a.bind(has_ports);
+        // Network order read little-endian: compare with the swapped port.
+        for at in [0, 2] {
+            a.push(BpfInsn::ldx(
+                BpfSize::H,
+                1,
+                FP,
+                slot(record::TRANSPORT) + at,
+            ));
+            a.jump(JMP32_JEQ_K, 1, i32::from(port.swap_bytes()), ok);
+        }
+        a.goto(nomatch);
+        a.bind(ok);
+    }
+    if let Some((lo, hi)) = f.len {
+        let v4 = a.label();
+        a.push(BpfInsn::ldx(BpfSize::B, 1, FP, slot(record::IP_LEN)));
+        a.alu(ALU64_LSH_K, 1, 0, 8);
+        a.push(BpfInsn::ldx(BpfSize::B, 2, FP, slot(record::IP_LEN) + 1));
+        a.alu(ALU64_OR_X, 1, 2, 0);
+        a.push(BpfInsn::ldx(BpfSize::B, 2, FP, slot(record::VERSION)));
+        a.jump(JMP_JNE_K, 2, 6, v4);
+        a.push(BpfInsn::add64_imm(1, IPV6_HEADER as i32));
+        a.bind(v4);
+        // IP lengths are at most 65535 + 40: the bounds fit an i32.
+        a.jump(JMP_JLT_K, 1, lo as i32, nomatch);
+        a.jump(JMP_JGT_K, 1, hi as i32, nomatch);
+    }
+    a.push(BpfInsn::st_imm(
+        BpfSize::B,
+        FP,
+        slot(record::KEPT),
+        i32::from(record::KEPT_HEADERS),
+    ));
+    a.extend(BpfInsn::ld_map_fd(1, chains));
+    a.extend([
+        BpfInsn::mov64_reg(2, FP),
+        BpfInsn::add64_imm(2, i32::from(KEY)),
+        BpfInsn::mov64_reg(3, FP),
+        BpfInsn::add64_imm(3, i32::from(VALUE)),
+        BpfInsn::mov64_imm(4, 0),
+        BpfInsn::call(FN_MAP_UPDATE_ELEM),
+    ]);
+    a.goto(emit);
+    a.bind(nomatch);
+    // A lookup first (no lock): most packets that fail were never in the
+    // map, and a delete takes the bucket's lock.
+    let key = |a: &mut Asm, helper| {
+        a.extend(BpfInsn::ld_map_fd(1, chains));
+        a.extend([
+            BpfInsn::mov64_reg(2, FP),
+            BpfInsn::add64_imm(2, i32::from(KEY)),
+            BpfInsn::call(helper),
+        ]);
+    };
+    key(a, FN_MAP_LOOKUP_ELEM);
+    a.jump(JMP_JEQ_K, 0, 0, exit);
+    key(a, FN_MAP_DELETE_ELEM);
+    a.goto(exit);
+}
+
+/// `BPF_MAP_TYPE_ARRAY`.
+const BPF_MAP_TYPE_ARRAY: u32 = 2;
+/// `BPF_MAP_TYPE_LRU_HASH`.
+const BPF_MAP_TYPE_LRU_HASH: u32 = 9;
+/// `BPF_MAP_LOOKUP_ELEM`.
+const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
+/// skb addresses the chain map holds (the least recently used go first).
+pub(crate) const CHAIN_ENTRIES: u32 = 16384;
+
+/// The `--iface` programs' two small maps: the chain map (skb addresses
+/// that matched) and the lost-record counter.
+#[derive(Debug)]
+pub(crate) struct IfaceMapFds {
+    chains: OwnedFd,
+    lost: OwnedFd,
+}
+
+impl IfaceMapFds {
+    /// Creates both maps.
+    pub(crate) fn new() -> Result<Self, BpfError> {
+        let create = |map_type, key_size, max_entries, name| {
+            let mut attr = MapCreateAttr {
+                map_type,
+                key_size,
+                value_size: 8,
+                max_entries,
+                map_name: name16(name),
+                ..MapCreateAttr::default()
+            };
+            bpf(BPF_MAP_CREATE, &mut attr)
+                .and_then(owned)
+                .map_err(|source| BpfError {
+                    cmd: "BPF_MAP_CREATE",
+                    source,
+                    log: None,
+                })
+        };
+        Ok(Self {
+            chains: create(BPF_MAP_TYPE_LRU_HASH, 8, CHAIN_ENTRIES, "lr_chains")?,
+            lost: create(BPF_MAP_TYPE_ARRAY, 4, 1, "lr_lost")?,
+        })
+    }
+
+    /// The descriptors the programs name, with the ring's.
+    pub(crate) fn maps(&self, ring: i32) -> IfaceMaps {
+        IfaceMaps {
+            ring,
+            chains: self.chains.as_raw_fd(),
+            lost: self.lost.as_raw_fd(),
+        }
+    }
+
+    /// Records the ring refused so far.
+    pub(crate) fn lost(&self) -> Result<u64, BpfError> {
+        #[repr(C)]
+        #[derive(Default)]
+        struct LookupAttr {
+            map_fd: u32,
+            _pad: u32,
+            key: u64,
+            value: u64,
+            flags: u64,
+        }
+        let key = 0u32;
+        let mut value = 0u64;
+        let mut attr = LookupAttr {
+            map_fd: self.lost.as_raw_fd() as u32,
+            key: std::ptr::from_ref(&key) as u64,
+            value: std::ptr::from_mut(&mut value) as u64,
+            ..LookupAttr::default()
+        };
+        bpf(BPF_MAP_LOOKUP_ELEM, &mut attr).map_err(|source| BpfError {
+            cmd: "BPF_MAP_LOOKUP_ELEM",
+            source,
+            log: None,
+        })?;
+        Ok(value)
+    }
 }
 
 /// The `BPF_PROG_LOAD` part of `union bpf_attr` up to `attach_btf_obj_fd`.
@@ -538,5 +1003,406 @@ mod tests {
             .find(|i| i[0] == 0x62 && i16::from_le_bytes([i[2], i[3]]) == slot(record::CODE))
             .unwrap();
         assert_eq!(code[4], 14);
+    }
+
+    /// A small eBPF interpreter for the `--iface` programs: enough of the
+    /// instruction set and helpers to run them against crafted packets.
+    mod vm {
+        use std::collections::BTreeMap;
+
+        pub(super) const STACK: u64 = 0x1000_0000;
+        pub(super) const CTX: u64 = 0x2000_0000;
+        pub(super) const SKB: u64 = 0x3000_0000;
+        pub(super) const PKT: u64 = 0x4000_0000;
+        const CHAIN_VALUE: u64 = 0x5000_0000;
+        const LOST: u64 = 0x6000_0000;
+        pub(super) const RING_FD: i32 = 100;
+        pub(super) const CHAINS_FD: i32 = 101;
+        pub(super) const LOST_FD: i32 = 102;
+
+        #[derive(Default)]
+        pub(super) struct Vm {
+            pub mem: BTreeMap<u64, Vec<u8>>,
+            pub chains: BTreeMap<u64, u64>,
+            pub records: Vec<Vec<u8>>,
+            pub ring_full: bool,
+        }
+
+        impl Vm {
+            fn region(&mut self, addr: u64, len: usize) -> Option<&mut [u8]> {
+                let (&base, bytes) = self.mem.range_mut(..=addr).next_back()?;
+                let at = usize::try_from(addr - base).ok()?;
+                bytes.get_mut(at..at + len)
+            }
+
+            fn read(&mut self, addr: u64, len: usize) -> u64 {
+                let b = self
+                    .region(addr, len)
+                    .unwrap_or_else(|| panic!("read of {len} at {addr:#x} outside memory"));
+                let mut v = [0u8; 8];
+                v[..len].copy_from_slice(b);
+                u64::from_le_bytes(v)
+            }
+
+            fn write(&mut self, addr: u64, len: usize, v: u64) {
+                let b = self
+                    .region(addr, len)
+                    .unwrap_or_else(|| panic!("write of {len} at {addr:#x} outside memory"));
+                b.copy_from_slice(&v.to_le_bytes()[..len]);
+            }
+
+            fn bytes(&mut self, addr: u64, len: usize) -> Option<Vec<u8>> {
+                self.region(addr, len).map(|b| b.to_vec())
+            }
+
+            /// Runs `p` with `ctx` as the tracepoint's arguments.
+            pub(super) fn run(&mut self, p: &[[u8; 8]], args: &[u64]) {
+                self.mem.insert(STACK - 512, vec![0xaa; 512]);
+                self.mem
+                    .insert(CTX, args.iter().flat_map(|a| a.to_le_bytes()).collect());
+                self.mem.entry(LOST).or_insert_with(|| vec![0; 8]);
+                self.mem.insert(CHAIN_VALUE, vec![0; 8]);
+                let mut r = [0u64; 11];
+                r[1] = CTX;
+                r[10] = STACK;
+                let mut pc = 0usize;
+                for _ in 0..10_000 {
+                    let i = p[pc];
+                    let (code, dst, src) = (i[0], usize::from(i[1] & 0x0f), usize::from(i[1] >> 4));
+                    let off = i16::from_le_bytes([i[2], i[3]]);
+                    let imm = i32::from_le_bytes([i[4], i[5], i[6], i[7]]);
+                    let addr = |base: u64| base.wrapping_add(off as i64 as u64);
+                    let size = |c: u8| match c & 0x18 {
+                        0x00 => 4,
+                        0x08 => 2,
+                        0x10 => 1,
+                        _ => 8,
+                    };
+                    pc += 1;
+                    match code {
+                        0x18 => {
+                            // ld_imm64: a map's fd.
+                            assert_eq!(src, 1);
+                            r[dst] = imm as u32 as u64;
+                            pc += 1;
+                        }
+                        0xb7 => r[dst] = imm as i64 as u64,
+                        0xbf => r[dst] = r[src],
+                        0xbc => r[dst] = r[src] & 0xffff_ffff,
+                        0x07 => r[dst] = r[dst].wrapping_add(imm as i64 as u64),
+                        0x0f => r[dst] = r[dst].wrapping_add(r[src]),
+                        0x4f => r[dst] |= r[src],
+                        0x57 => r[dst] &= imm as i64 as u64,
+                        0x67 => r[dst] <<= imm,
+                        0x77 => r[dst] >>= imm,
+                        c if c & 0x07 == 0x01 => {
+                            let n = size(c);
+                            r[dst] = self.read(addr(r[src]), n);
+                        }
+                        c if c & 0x07 == 0x03 && c & 0xe0 == 0x60 => {
+                            let n = size(c);
+                            self.write(addr(r[dst]), n, r[src]);
+                        }
+                        c if c & 0x07 == 0x02 => {
+                            let n = size(c);
+                            self.write(addr(r[dst]), n, imm as i64 as u64);
+                        }
+                        0xdb => {
+                            let at = addr(r[dst]);
+                            let v = self.read(at, 8).wrapping_add(r[src]);
+                            self.write(at, 8, v);
+                        }
+                        0x05 => pc = (pc as i64 + i64::from(off)) as usize,
+                        0x15 | 0x55 | 0xa5 | 0x25 | 0x16 | 0x56 => {
+                            let (a, b) = if code & 0x07 == 0x06 {
+                                (r[dst] & 0xffff_ffff, u64::from(imm as u32))
+                            } else {
+                                (r[dst], imm as i64 as u64)
+                            };
+                            let take = match code & 0xf0 {
+                                0x10 => a == b,
+                                0x50 => a != b,
+                                0xa0 => a < b,
+                                _ => a > b,
+                            };
+                            if take {
+                                pc = (pc as i64 + i64::from(off)) as usize;
+                            }
+                        }
+                        0x85 => r[0] = self.call(imm, &r),
+                        0x95 => return,
+                        other => panic!("opcode {other:#x} at {}", pc - 1),
+                    }
+                }
+                panic!("the program did not end");
+            }
+
+            fn call(&mut self, helper: i32, r: &[u64; 11]) -> u64 {
+                let key = |vm: &mut Self| vm.read(r[2], 8);
+                match helper {
+                    super::super::FN_MAP_LOOKUP_ELEM if r[1] == CHAINS_FD as u64 => {
+                        let k = key(self);
+                        if self.chains.contains_key(&k) {
+                            CHAIN_VALUE
+                        } else {
+                            0
+                        }
+                    }
+                    super::super::FN_MAP_LOOKUP_ELEM => {
+                        assert_eq!(r[1], LOST_FD as u64);
+                        LOST
+                    }
+                    super::super::FN_MAP_UPDATE_ELEM => {
+                        let (k, v) = (key(self), self.read(r[3], 8));
+                        self.chains.insert(k, v);
+                        0
+                    }
+                    super::super::FN_MAP_DELETE_ELEM => {
+                        let k = key(self);
+                        self.chains.remove(&k);
+                        0
+                    }
+                    super::super::FN_KTIME_GET_NS => 42,
+                    super::super::FN_GET_SMP_PROCESSOR_ID => 1,
+                    super::super::FN_PROBE_READ_KERNEL => {
+                        let n = r[2] as usize;
+                        match self.bytes(r[3], n) {
+                            Some(b) => {
+                                for (i, v) in b.into_iter().enumerate() {
+                                    self.write(r[1] + i as u64, 1, u64::from(v));
+                                }
+                                0
+                            }
+                            None => {
+                                for i in 0..n {
+                                    self.write(r[1] + i as u64, 1, 0);
+                                }
+                                -14i64 as u64
+                            }
+                        }
+                    }
+                    super::super::FN_RINGBUF_OUTPUT => {
+                        assert_eq!(r[1], RING_FD as u64);
+                        if self.ring_full {
+                            return -11i64 as u64;
+                        }
+                        let rec = self.bytes(r[2], r[3] as usize).unwrap();
+                        self.records.push(rec);
+                        0
+                    }
+                    other => panic!("helper {other}"),
+                }
+            }
+
+            pub(super) fn lost(&mut self) -> u64 {
+                self.read(LOST, 8)
+            }
+        }
+    }
+
+    use linerate_core::journey::filter::{read_headers, Verdict};
+
+    /// Offsets in the fake skb.
+    const LEN_OFF: i16 = 112;
+    const DATA_OFF: i16 = 200;
+    const HEAD_OFF: i16 = 192;
+    const NH_OFF: i16 = 180;
+    /// Where the IP header sits in the fake buffer.
+    const NH: u16 = 64;
+
+    fn iface_prog(filter: &IfaceFilter, header: HeaderAt) -> Vec<[u8; 8]> {
+        let spec = IfaceSpec {
+            base: ProgSpec {
+                code: 4,
+                len: Source::Arg0Member(LEN_OFF),
+                dev: None,
+                object_arg: 0,
+                drop_args: None,
+                lo: 0,
+                hi: 0,
+            },
+            header,
+            filter,
+        };
+        let maps = IfaceMaps {
+            ring: vm::RING_FD,
+            chains: vm::CHAINS_FD,
+            lost: vm::LOST_FD,
+        };
+        iface_program(&spec, &DevOffsets::default(), maps)
+            .iter()
+            .map(|i| i.to_le_bytes())
+            .collect()
+    }
+
+    /// Runs `prog` on an skb at `skb` whose IP header is `ip`.
+    fn run(m: &mut vm::Vm, prog: &[[u8; 8]], skb: u64, ip: &[u8], nh: u16) {
+        // The buffer goes on past the packet (skb_shared_info and more), as
+        // in the kernel: the 40-byte read may pass a short packet's end.
+        let mut buf = vec![0u8; usize::from(NH)];
+        buf.extend_from_slice(ip);
+        buf.resize(buf.len() + 64, 0);
+        m.mem.insert(vm::PKT, buf);
+        let mut s = vec![0u8; 256];
+        s[LEN_OFF as usize..][..4].copy_from_slice(&(ip.len() as u32).to_le_bytes());
+        s[DATA_OFF as usize..][..8].copy_from_slice(&(vm::PKT + u64::from(NH)).to_le_bytes());
+        s[HEAD_OFF as usize..][..8].copy_from_slice(&vm::PKT.to_le_bytes());
+        s[NH_OFF as usize..][..2].copy_from_slice(&nh.to_le_bytes());
+        m.mem.insert(skb, s);
+        m.run(prog, &[skb]);
+    }
+
+    /// IPv4 header (no options) + 8 transport bytes: ports, then zeros.
+    fn ipv4(proto: u8, src: [u8; 4], dst: [u8; 4], ports: (u16, u16), total: u16) -> Vec<u8> {
+        let t = total.to_be_bytes();
+        [
+            &[0x45, 0, t[0], t[1], 0x12, 0x34, 0, 0, 64, proto, 0, 0][..],
+            &src,
+            &dst,
+            &ports.0.to_be_bytes(),
+            &ports.1.to_be_bytes(),
+            &[0; 4],
+        ]
+        .concat()
+    }
+
+    /// IPv6 header + 8 transport bytes.
+    fn ipv6(
+        next: u8,
+        src: std::net::Ipv6Addr,
+        dst: std::net::Ipv6Addr,
+        ports: (u16, u16),
+        payload: u16,
+    ) -> Vec<u8> {
+        let p = payload.to_be_bytes();
+        [
+            &[0x60, 0, 0, 0, p[0], p[1], next, 64][..],
+            &src.octets(),
+            &dst.octets(),
+            &ports.0.to_be_bytes(),
+            &ports.1.to_be_bytes(),
+            &[0; 4],
+        ]
+        .concat()
+    }
+
+    #[test]
+    fn the_iface_program_judges_as_the_core_reading_does() {
+        let (s6, d6) = ("2001:2::1".parse().unwrap(), "2001:2::2".parse().unwrap());
+        let mut frag = ipv4(17, [198, 18, 0, 1], [198, 18, 0, 2], (40000, 5201), 128);
+        frag[6] = 0x00;
+        frag[7] = 0x20;
+        let mut opts = ipv4(17, [198, 18, 0, 1], [198, 18, 0, 2], (1, 1), 132);
+        opts[0] = 0x46;
+        opts.splice(20..20, [1, 1, 1, 0]);
+        opts[24..26].copy_from_slice(&40000u16.to_be_bytes());
+        opts[26..28].copy_from_slice(&5201u16.to_be_bytes());
+        let packets: Vec<Vec<u8>> = vec![
+            ipv4(17, [198, 18, 0, 1], [198, 18, 0, 2], (40000, 5201), 128),
+            ipv4(17, [198, 18, 0, 1], [198, 18, 0, 200], (5201, 9), 1500),
+            ipv4(6, [198, 18, 0, 1], [198, 18, 0, 2], (40000, 5201), 52),
+            ipv4(1, [198, 18, 0, 1], [198, 18, 0, 2], (5201, 5201), 84),
+            frag,
+            opts,
+            ipv6(17, s6, d6, (40000, 5201), 108),
+            ipv6(58, s6, d6, (0, 0), 64),
+            ipv6(6, d6, s6, (5201, 40000), 20),
+            vec![0u8; 48],
+        ];
+        let filters = [
+            "udp",
+            "tcp",
+            "icmp",
+            "port 5201",
+            "udp port 5201",
+            "host 198.18.0.2",
+            "host 198.18.0.200",
+            "host 2001:2::1",
+            "len 100..200",
+            "len 84",
+            "udp and port 5201 and host 198.18.0.1 and len 128",
+            "tcp port 5201 host 2001:2::2 len 60",
+        ];
+        let mut matched = 0;
+        for f in filters {
+            let filter = IfaceFilter::parse(f).unwrap();
+            for header in [
+                HeaderAt::Data(DATA_OFF),
+                HeaderAt::Network(HEAD_OFF, NH_OFF),
+            ] {
+                let prog = iface_prog(&filter, header);
+                for (i, ip) in packets.iter().enumerate() {
+                    let mut m = vm::Vm::default();
+                    let skb = vm::SKB + i as u64 * 0x1000;
+                    run(&mut m, &prog, skb, ip, NH);
+                    let want = filter.judge_headers(ip);
+                    let got = m.records.first();
+                    assert_eq!(
+                        got.is_some(),
+                        want == Verdict::Match,
+                        "`{f}` on packet {i}: {want:?}"
+                    );
+                    assert_eq!(m.chains.contains_key(&skb), want == Verdict::Match);
+                    if let Some(rec) = got {
+                        matched += 1;
+                        assert_eq!(rec.len(), record::SIZE as usize);
+                        let e = record::decode(rec, |_| None).unwrap();
+                        assert_eq!(e.skb, Some(skb));
+                        let Some(linerate_core::journey::Kept::Headers(h)) = e.kept else {
+                            panic!("kept by its headers")
+                        };
+                        let facts = read_headers(ip).unwrap();
+                        assert_eq!(Some(h.proto), facts.ip_proto);
+                        assert_eq!(Some(h.len), facts.len);
+                        if let Some((sp, dp)) = facts.ports {
+                            assert_eq!(
+                                h.transport[..4],
+                                [sp.to_be_bytes(), dp.to_be_bytes()].concat()[..]
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        assert!(matched > 20, "the filters match some packets: {matched}");
+    }
+
+    #[test]
+    fn events_without_headers_follow_the_chain() {
+        let filter = IfaceFilter::parse("udp port 5201").unwrap();
+        let udp = ipv4(17, [198, 18, 0, 1], [198, 18, 0, 2], (40000, 5201), 128);
+        let other = ipv4(17, [198, 18, 0, 1], [198, 18, 0, 2], (40000, 5202), 128);
+        let net = iface_prog(&filter, HeaderAt::Network(HEAD_OFF, NH_OFF));
+        let nowhere = iface_prog(&filter, HeaderAt::Nowhere);
+        let mut m = vm::Vm::default();
+        // Not matched yet: an event without headers writes nothing.
+        run(&mut m, &nowhere, vm::SKB, &udp, NH);
+        assert!(m.records.is_empty());
+        // No network header yet (0 or ~0): the chain decides.
+        run(&mut m, &net, vm::SKB, &udp, 0);
+        run(&mut m, &net, vm::SKB, &udp, 0xffff);
+        assert!(m.records.is_empty());
+        // A match, then the event without headers follows it.
+        run(&mut m, &net, vm::SKB, &udp, NH);
+        run(&mut m, &nowhere, vm::SKB, &udp, NH);
+        run(&mut m, &net, vm::SKB, &udp, 0xffff);
+        assert_eq!(m.records.len(), 3);
+        let kept: Vec<_> = m
+            .records
+            .iter()
+            .map(|r| record::decode(r, |_| None).unwrap().kept)
+            .collect();
+        use linerate_core::journey::Kept;
+        assert!(matches!(kept[0], Some(Kept::Headers(_))));
+        assert_eq!(kept[1..], [Some(Kept::Chain), Some(Kept::Chain)]);
+        // The address reused by a packet that does not match: out of the map.
+        run(&mut m, &net, vm::SKB, &other, NH);
+        run(&mut m, &nowhere, vm::SKB, &other, NH);
+        assert_eq!(m.records.len(), 3);
+        assert!(m.chains.is_empty());
+        // A full ring: the record is counted as lost.
+        m.ring_full = true;
+        run(&mut m, &net, vm::SKB, &udp, NH);
+        assert_eq!((m.records.len(), m.lost()), (3, 1));
     }
 }
