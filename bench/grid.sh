@@ -40,6 +40,13 @@
 # A linerate figure is marked "!" when any receiver flow was not fully
 # verified, saw a corrupt block or datagram, or reported an error.
 # ratio = linerate / the better peer, median of each tool over the rounds.
+# CPU cost (second table): the CPU time (user + system) of the client
+# process (/usr/bin/time) and of the server process (/proc/PID/stat ticks,
+# before and after the run), per GB received (TCP) or per datagram received
+# (UDP), median over the rounds. On veth the receive softirq runs inside the
+# sender's syscall, so both ends together are the whole cost; it does not
+# depend on what else the host runs the way throughput does, so it is the
+# figure to compare on a loaded host.
 # The host is a shared 2-vCPU VM: compare within one run only, quote the
 # figures as measured under its load.
 #
@@ -47,7 +54,7 @@
 # (198.18.78.1/24 ↔ 198.18.78.2/24), all servers up in b for the whole run,
 # clients in a; each client run bounded by T + 20 s; everything removed on
 # exit. About 16 cells × 3 tools × (T + 1.5) s per round.
-# Needs root, ip, iperf3, iperf (apt-get install iperf3 iperf), python3.
+# Needs root, ip, iperf3, iperf, time (apt-get install iperf3 iperf time), python3.
 #
 # usage: [T=3] [ROUNDS=5] [CELLS=regex] bench/grid.sh
 set -euo pipefail
@@ -63,7 +70,7 @@ P_LR=5300
 P_I3=5201
 P_I2=5001
 P_I2U=5002
-need ip iperf3 iperf python3 timeout
+need ip iperf3 iperf python3 timeout /usr/bin/time
 need_root
 linerate_bin
 TMPD=$(mktemp -d /tmp/lr-grid.XXXXXX)
@@ -75,9 +82,14 @@ bg_B iperf3 -s -B $IP_B -p $P_I3
 # not the server (which would then outlive the cleanup).
 ip netns exec "$B" iperf -s -B $IP_B -p $P_I2 -y C >"$TMPD/i2tcp.csv" 2>/dev/null & PIDS+=($!)
 ip netns exec "$B" iperf -s -u -B $IP_B -p $P_I2U -y C >"$TMPD/i2udp.csv" 2>/dev/null & PIDS+=($!)
+# ip netns exec execs the server: these are the servers' own PIDs.
+SRV_LR=${PIDS[0]} SRV_I3=${PIDS[1]} SRV_I2=${PIDS[2]} SRV_I2U=${PIDS[3]}
 sleep 0.5
 
-run() { inA timeout $((T + 20)) "$@"; }
+# The client's CPU time (user and system seconds) goes to $TMPD/ctime.
+run() { inA /usr/bin/time -f '%U %S' -o "$TMPD/ctime" timeout $((T + 20)) "$@"; }
+# CPU ticks (user + system, USER_HZ) a process has used so far.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 
 # linerate: "value ok|bad" (see the header).
 lr_cell() { # proto streams dir size
@@ -92,9 +104,10 @@ import json, sys
 d = json.load(sys.stdin)
 fl = [f for s in ("client", "server_side") for f in (d.get(s) or {}).get("flows", []) if f["role"] == "receiver"]
 el = max(f["elapsed_ns"] for f in fl) / 1e9
-v = sum(f["bytes"] for f in fl) * 8 / el if sys.argv[1] == "tcp" else sum(f["packets"] for f in fl) / el
+w = sum(f["bytes"] if sys.argv[1] == "tcp" else f["packets"] for f in fl)
+v = w * 8 / el if sys.argv[1] == "tcp" else w / el
 ok = all(f["verification"] == "full" and not f.get("error") and (f.get("recv") or {}).get("corrupt", 1) == 0 for f in fl)
-print(v, "ok" if ok else "bad")' "$1" || echo "nan bad"
+print(v, "ok" if ok else "bad", w)' "$1" || echo "nan bad 0"
 }
 
 i3_cell() {
@@ -106,9 +119,10 @@ i3_cell() {
 import json, sys
 e = json.load(sys.stdin)["end"]
 if sys.argv[1] == "tcp":
-    print(e["sum_received"]["bits_per_second"] + e.get("sum_received_bidir_reverse", {}).get("bits_per_second", 0))
+    r, b = e["sum_received"], e.get("sum_received_bidir_reverse", {})
+    print(r["bits_per_second"] + b.get("bits_per_second", 0), "-", r["bytes"] + b.get("bytes", 0))
 else:
-    s = e["sum"]; print((s["packets"] - s["lost_packets"]) / s["seconds"])' "$1" || echo nan
+    s = e["sum"]; got = s["packets"] - s["lost_packets"]; print(got / s["seconds"], "-", got)' "$1" || echo "nan - 0"
 }
 
 # iperf2 -y C lines: time,src_ip,src_port,dst_ip,dst_port,id,interval,bytes,bit/s[,jitter,lost,total,…]
@@ -140,7 +154,7 @@ for line in sys.stdin:
     else:
         got += int(f[7]) * 8
     longest = max(longest, int(f[7]) * 8 / float(f[8]))
-print(got / longest if longest else "nan")' "$proto" "$port"
+print(got / longest if longest else "nan", "-", got / 8 if proto == "tcp" else got)' "$proto" "$port"
 }
 
 CELL_LIST=()
@@ -157,13 +171,23 @@ for round in $(seq 1 "$ROUNDS"); do
         for k in 0 1 2; do
             tool=${tools[$(((k + round) % 3))]}
             printf 'round %s/%s: ' "$round" "$ROUNDS" >&2
+            case $tool in
+                linerate) srv=$SRV_LR ;;
+                iperf3) srv=$SRV_I3 ;;
+                iperf2) srv=$SRV_I2; [[ "$cell" == udp* ]] && srv=$SRV_I2U ;;
+            esac
+            t0=$(ticks "$srv")
+            : >"$TMPD/ctime"
             # shellcheck disable=SC2086
             case $tool in
                 linerate) v=$(lr_cell $cell) ;;
                 iperf3) v=$(i3_cell $cell) ;;
                 iperf2) v=$(i2_cell $cell) ;;
             esac
-            echo "$cell $tool $v" | tee -a "$TMPD/results" >&2
+            # CPU seconds of client and server in this run.
+            cpu=$(awk -v s=$(($(ticks "$srv") - t0)) -v hz="$(getconf CLK_TCK)" \
+                'NF == 2 && $1 ~ /^[0-9.]+$/ {c = $1 + $2} END {print c + s / hz}' "$TMPD/ctime")
+            echo "$cell $tool $v $cpu" | tee -a "$TMPD/results" >&2
         done
     done
 done
@@ -171,18 +195,21 @@ done
 python3 - "$TMPD/results" <<'PY'
 import math, statistics, sys
 from collections import defaultdict
-vals, bad, order = defaultdict(list), defaultdict(int), []
+vals, bad, order, cost = defaultdict(list), defaultdict(int), [], defaultdict(list)
 for line in open(sys.argv[1]):
-    if len(line.split()) < 6:
+    if len(line.split()) != 9:
         continue
-    proto, n, d, size, tool, v, *ok = line.split()
+    proto, n, d, size, tool, v, ok, work, cpu = line.split()
     cell = (proto, int(n), d, int(size))
     if cell not in order:
         order.append(cell)
     v = float(v)
     if not math.isnan(v):
         vals[cell, tool].append(v)
-    if ok and ok[0] != "ok":
+        if float(work) > 0:
+            # ms per GB (TCP) or ns per datagram (UDP)
+            cost[cell, tool].append(float(cpu) * (1e12 if proto == "tcp" else 1e9) / float(work))
+    if ok not in ("ok", "-"):
         bad[cell] += 1
 def med(cell, tool):
     v = vals.get((cell, tool))
@@ -205,6 +232,15 @@ for cell in order:
     name = f"{proto} {n}x {d}" + (f" {size} B" if proto == "udp" else "")
     mark = "!" if bad[cell] else " "
     print(f"{name:<26} {fmt(lr, scale):>9}{mark} {fmt(i3, scale):>10} {fmt(i2, scale):>10} {ratio:>6.2f}x")
+print("\nCPU time of client and server per GB received (TCP, ms) or per datagram received (UDP, ns), medians")
+print(f"{'cell':<26} {'linerate':>10} {'iperf3':>10} {'iperf2':>10} {'lr/best':>7}")
+for cell in order:
+    proto, n, d, size = cell
+    c = [statistics.median(cost[cell, t]) if cost.get((cell, t)) else float("nan") for t in ("linerate", "iperf3", "iperf2")]
+    peers = [x for x in c[1:] if not math.isnan(x)]
+    r = c[0] / min(peers) if peers and not math.isnan(c[0]) else float("nan")
+    name = f"{proto} {n}x {d}" + (f" {size} B" if proto == "udp" else "")
+    print(f"{name:<26} " + " ".join("—".rjust(10) if math.isnan(x) else f"{x:10.0f}" for x in c) + f" {r:6.2f}x")
 print(f"\nworst cell: {worst:.2f}x the better peer (target >= 1.00x in every cell)" if worst is not None else "")
 if any(bad.values()):
     print("! = a linerate run not fully verified, with corrupt data or an error, in that many rounds:",

@@ -111,7 +111,7 @@ pub(crate) struct ThroughputArgs {
 
     /// TCP receivers' low-water mark (SO_RCVLOWAT), bytes: a sleeping
     /// receiver is woken once this much is queued, not for every arriving
-    /// segment. Default: the block size, at most 128 KiB; 1 is the kernel's
+    /// segment. Default: 256 KiB (the receivers' buffer); 1 is the kernel's
     /// default (wake on every arrival).
     #[arg(long, value_name = "BYTES")]
     pub(crate) recv_lowat: Option<ByteCount>,

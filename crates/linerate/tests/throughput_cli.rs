@@ -287,8 +287,8 @@ fn human_output_has_the_seed_table_and_says_when_no_line_rate_is_known() {
     assert!(out.contains("% of max possible"));
     assert!(out.contains("no line rate known"));
     assert!(out.contains("CLOCK_MONOTONIC"));
-    // The receivers' wake-up threshold is said (default: the 128 KiB block).
-    assert!(out.contains("SO_RCVLOWAT 128 KiB"), "{out}");
+    // The receivers' wake-up threshold is said (default: 256 KiB, the receivers' buffer).
+    assert!(out.contains("SO_RCVLOWAT 256 KiB"), "{out}");
     // TCP packets are the kernel's segment counts, not estimates.
     assert!(
         out.contains("data segments as each end's kernel counted them"),

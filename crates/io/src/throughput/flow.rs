@@ -16,6 +16,7 @@ use linerate_core::pace::Pacer;
 use linerate_core::stats::interval::IntervalSeries;
 use linerate_core::throughput::model::{
     FlowDir, FlowReport, FlowRole, PacingReport, RecvPath, SendPath, Verification, ZeroCopyReport,
+    AUTO_RECV_LOWAT,
 };
 use linerate_core::throughput::receiver::FlowReceiver;
 use linerate_core::units::ByteCount;
@@ -40,12 +41,13 @@ const ZC_BYTES: usize = 8 << 20;
 pub fn typical_buffer_bytes(senders: usize) -> usize {
     (TYPICAL_TOTAL_BYTES / senders.max(1)).min(TYPICAL_APP_BUFFER_BYTES)
 }
-/// A TCP receiver's buffer, bytes: twice the default low-water mark, so one
-/// receive takes all that queued while the receiver slept. Measured on this
-/// machine kind (veth, one stream, 5 interleaved rounds under load): with
-/// 128 KiB the receiver's CPU per byte rose from 0.23–0.24 to 0.25–0.51
-/// ns/B (a receive per low-water mark, then a sleep with the rest queued).
-const TCP_RECV_BYTES: usize = 256 * 1024;
+/// A TCP receiver's buffer, bytes: the default low-water mark
+/// ([`AUTO_RECV_LOWAT`]), so one receive takes what queued while the
+/// receiver slept. Measured on this machine kind (veth, one stream, 5
+/// interleaved rounds under load, with a 128 KiB mark): with a 128 KiB
+/// buffer the receiver's CPU per byte rose from 0.23–0.24 to 0.25–0.51 ns/B
+/// (a receive per low-water mark, then a sleep with the rest queued).
+const TCP_RECV_BYTES: usize = AUTO_RECV_LOWAT as usize;
 /// Datagrams per sendmmsg/recvmmsg call and most segments per GSO send.
 pub const BATCH: usize = 64;
 /// Zero-copy buffers in flight before a sender waits for completions.
