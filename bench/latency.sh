@@ -31,6 +31,12 @@
 # to ping's time beside it, labelled as spanning more; ping prints
 # microseconds with 3 decimals (whole µs on older iputils).
 #
+# SWITCH=1 adds a fourth linerate run to the UDP and TCP rows: without kernel
+# stamps, while another socket holds the kernel's global receive-stamping
+# switch on (net_enable_timestamp: every packet then gets a CLOCK_REALTIME
+# stamp as it enters the stack), which measures what that switch alone costs
+# every exchange when a stamped sample is running.
+#
 # Spinning needs a CPU for each end: on a host with two CPUs and other load
 # its runs swing from microseconds to milliseconds for both tools alike; read
 # its rows only on a quiet host.
@@ -39,7 +45,7 @@
 # iputils-ping); builds linerate in release mode. Every load loop is bounded
 # by DURATION seconds (ICMP: by a count of requests).
 #
-# usage: [ROUNDS=3] [PROTOS="udp tcp icmp"] [MODES="blocking spin"] bench/latency.sh [DURATION_S]
+# usage: [ROUNDS=3] [PROTOS="udp tcp icmp"] [MODES="blocking spin"] [SWITCH=1] bench/latency.sh [DURATION_S]
 #   (default 5 s per run; about (8 udp + 16 tcp + 3 icmp) × ROUNDS × DURATION s)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -128,6 +134,17 @@ run_linerate() { # proto mode size stamps (default | all | app): server in b, cl
   [ "$mode" = spin ] && extra=(--spin)
   [ "$stamps" = all ] && extra+=(--stamp-every 1)
   [ "$stamps" = app ] && extra+=(--no-kernel-stamps)
+  local holder=
+  if [ "$stamps" = switch ]; then
+    extra+=(--no-kernel-stamps)
+    # SO_TIMESTAMPING (37) with SOFTWARE | RX_SOFTWARE: the global switch on.
+    python3 -c 'import socket, time, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, 37, (1 << 3) | (1 << 4))
+time.sleep(float(sys.argv[1]))' $((DURATION + 25)) &
+    holder=$!
+    sleep 0.2
+  fi
   if [ "$proto" = icmp ]; then
     ip netns exec "$NS_A" timeout $((DURATION + 20)) "$LR" latency "$B_IP" --icmp --size "$size" \
       --count "$ICMP_COUNT" "${extra[@]}" --json > "$out"
@@ -141,6 +158,7 @@ run_linerate() { # proto mode size stamps (default | all | app): server in b, cl
       "${extra[@]}" --json > "$out"
     kill "$LR_PID" 2>/dev/null || true; wait "$LR_PID" 2>/dev/null || true; LR_PID=
   fi
+  [ -n "$holder" ] && { kill "$holder" 2>/dev/null || true; wait "$holder" 2>/dev/null || true; }
   lr_summary "$out"
 }
 
@@ -180,6 +198,7 @@ for round in $(seq "$ROUNDS"); do
       echo "$row default $(run_linerate "$proto" "$mode" "$size" default)" >> "$results"
       echo "$row all $(run_linerate "$proto" "$mode" "$size" all)" >> "$results"
       echo "$row app $(run_linerate "$proto" "$mode" "$size" app)" >> "$results"
+      [ "${SWITCH:-0}" = 1 ] && echo "$row switch $(run_linerate "$proto" "$mode" "$size" switch)" >> "$results"
     fi
   done
 done
@@ -195,7 +214,8 @@ for line in open(sys.argv[1]):
         order.append(key)
     rows.setdefault((key, f[3]), []).append([float(x) for x in f[4:]])
 names = {"default": "linerate (default)", "all": "linerate --stamp-every 1",
-         "app": "linerate --no-kernel-stamps", "peeru": "ping -A -U (user to user)"}
+         "app": "linerate --no-kernel-stamps", "peeru": "ping -A -U (user to user)",
+         "switch": "linerate --no-kernel-stamps, switch on"}
 med = lambda v, i: statistics.median(x[i] for x in v)
 print(f"{'row':<22} {'tool':<28} {'p50 µs median (min-max)':>26} {'p99 µs median':>14}   ({sys.argv[2]} rounds)")
 for key in order:
@@ -203,7 +223,7 @@ for key in order:
     peer = "ping -A" if proto == "icmp" else "sockperf" + (" (14 B)" if int(size) < 14 else "")
     label = f"{proto} {size} B {mode}"
     p50 = {}
-    for tool in ("peer", "peeru", "default", "all", "app"):
+    for tool in ("peer", "peeru", "default", "all", "app", "switch"):
         v = rows.get((key, tool))
         if not v:
             continue
@@ -227,6 +247,8 @@ for key in order:
             line += f"; {p50['all'] / p50['peer']:.3f} with every exchange stamped"
         if "app" in p50:
             line += f"; {p50['app'] / p50['peer']:.3f} without kernel stamps"
+        if "switch" in p50:
+            line += f"; {p50['switch'] / p50['peer']:.3f} without, global receive-stamping switch on"
         print(line)
 PY
 echo "(veth between two namespaces, ${DURATION}s a run, ICMP ${ICMP_COUNT} requests; RTT from each tool's own clock: sockperf rdtsc, ping gettimeofday to SO_TIMESTAMP, linerate CLOCK_REALTIME application stamps)"
