@@ -215,7 +215,7 @@ for line in open(sys.argv[1]):
     rows.setdefault((key, f[3]), []).append([float(x) for x in f[4:]])
 names = {"default": "linerate (default)", "all": "linerate --stamp-every 1",
          "app": "linerate --no-kernel-stamps", "peeru": "ping -A -U (user to user)",
-         "switch": "linerate --no-kernel-stamps, switch on"}
+         "switch": "linerate no-stamps+switch"}
 med = lambda v, i: statistics.median(x[i] for x in v)
 print(f"{'row':<22} {'tool':<28} {'p50 µs median (min-max)':>26} {'p99 µs median':>14}   ({sys.argv[2]} rounds)")
 for key in order:
