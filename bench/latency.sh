@@ -8,14 +8,15 @@
 #         its own header; linerate's 1-byte row is set beside that);
 #   icmp  ICMP echo of 56 bytes against `ping -A` (adaptive: the next request
 #         as soon as the reply is in), blocking only (ping has no spinning
-#         mode).
+#         mode); and against `ping -A -U`, whose time runs user to user as
+#         linerate's full RTT does.
 #
 # Prints medians of p50/p99 per tool and the p50 ratio linerate/peer (target,
 # SPEC §5: linerate's p50 ≤ 1.05 × the peer's in the same mode). linerate runs
-# three ways: as it runs by default (UDP and TCP: kernel stamps on one
-# exchange in 4, stages from those, the RTT quoted from the other 3 in 4 that
-# stamp nothing; ICMP: every exchange stamped), with --stamp-every 1 (every
-# exchange stamped: the RTT includes what stamping costs; UDP and TCP) and
+# three ways: as it runs by default (kernel stamps on one exchange in 4,
+# stages from those, the RTT quoted from the other 3 in 4 that stamp nothing;
+# ICMP's keep the reply's receive stamp, as ping's do), with --stamp-every 1
+# (every exchange stamped: the RTT includes what stamping costs) and
 # with --no-kernel-stamps (application stamps only, like sockperf), so the
 # tool's own overhead and the cost of stamping are apart.
 #
@@ -23,10 +24,18 @@
 # returns, as linerate's RTT does (CLOCK_REALTIME application stamps). ping
 # does not: its time runs from gettimeofday before the send to the kernel's
 # receive stamp of the reply (SO_TIMESTAMP), so it leaves out the wake-up
-# and the receive call that linerate's RTT includes. The ICMP rows therefore
-# also print the sum of linerate's client tx and network medians, which
-# spans the interval ping times (a sum of medians, not the median of the
-# per-exchange sums: an estimate); ping prints whole microseconds.
+# and the receive call that linerate's RTT includes. The ICMP row's ratio
+# therefore sets ping's time beside linerate's like-for-like field,
+# `rtt_send_to_kernel_rx` (per exchange: the send call to the kernel's
+# receive stamp of the reply), and prints the ratio of linerate's full RTT
+# to ping's time beside it, labelled as spanning more; ping prints
+# microseconds with 3 decimals (whole µs on older iputils).
+#
+# SWITCH=1 adds a fourth linerate run to the UDP and TCP rows: without kernel
+# stamps, while another socket holds the kernel's global receive-stamping
+# switch on (net_enable_timestamp: every packet then gets a CLOCK_REALTIME
+# stamp as it enters the stack), which measures what that switch alone costs
+# every exchange when a stamped sample is running.
 #
 # Spinning needs a CPU for each end: on a host with two CPUs and other load
 # its runs swing from microseconds to milliseconds for both tools alike; read
@@ -36,7 +45,7 @@
 # iputils-ping); builds linerate in release mode. Every load loop is bounded
 # by DURATION seconds (ICMP: by a count of requests).
 #
-# usage: [ROUNDS=3] [PROTOS="udp tcp icmp"] [MODES="blocking spin"] bench/latency.sh [DURATION_S]
+# usage: [ROUNDS=3] [PROTOS="udp tcp icmp"] [MODES="blocking spin"] [SWITCH=1] bench/latency.sh [DURATION_S]
 #   (default 5 s per run; about (8 udp + 16 tcp + 3 icmp) × ROUNDS × DURATION s)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -91,9 +100,9 @@ run_sockperf() { # proto mode size
   echo "$(sp_pct "$out" 50.000) $(sp_pct "$out" 99.000)"
 }
 
-run_ping() { # size
+run_ping() { # size [-U]
   local out="$TMP/ping.txt"
-  ip netns exec "$NS_A" timeout $((DURATION + 20)) ping -A -n -c "$ICMP_COUNT" -s "$1" "$B_IP" > "$out" 2>&1 || true
+  ip netns exec "$NS_A" timeout $((DURATION + 20)) ping -A ${2:-} -n -c "$ICMP_COUNT" -s "$1" "$B_IP" > "$out" 2>&1 || true
   python3 - "$out" <<'PY'
 import re, statistics, sys
 t = sorted(float(m.group(1)) * 1000 for m in re.finditer(r"time=([0-9.]+) ms", open(sys.argv[1]).read()))
@@ -101,19 +110,21 @@ print(f"{statistics.median(t):.2f} {t[min(len(t) - 1, int(len(t) * 0.99))]:.2f}"
 PY
 }
 
-# linerate's RTT quote: p50 and p99 µs; for ICMP also the sum of the client
-# tx and network medians (send → kernel receive stamp, ping's interval).
+# linerate's RTT quote: p50 and p99 µs; for ICMP also the p50 and p99 of
+# rtt_send_to_kernel_rx (send → kernel receive stamp, ping's interval).
 lr_summary() {
   python3 - "$1" <<'PY'
 import json, sys
-run = json.load(open(sys.argv[1]))["runs"][0]
+doc = json.load(open(sys.argv[1]))
+run = doc["runs"][0]
 stages = {s["stage"]: s for s in run["stages"]}
 # The RTT linerate quotes: that of the unstamped exchanges when stamps were
 # sampled, else the (stamped or application-only) one.
 rtt = run.get("rtt_unstamped") or stages["rtt"]
 extra = ""
-if json.load(open(sys.argv[1]))["protocol"] == "icmp" and "client_tx" in stages and "network" in stages:
-    extra = f' {(stages["client_tx"]["p50_ns"] + stages["network"]["p50_ns"]) / 1000:.2f}'
+span = run.get("rtt_send_to_kernel_rx")
+if doc["protocol"] == "icmp" and span:
+    extra = f' {span["p50_ns"]/1000:.2f} {span["p99_ns"]/1000:.2f}'
 print(f'{rtt["p50_ns"]/1000:.2f} {rtt["p99_ns"]/1000:.2f}{extra}')
 PY
 }
@@ -123,6 +134,17 @@ run_linerate() { # proto mode size stamps (default | all | app): server in b, cl
   [ "$mode" = spin ] && extra=(--spin)
   [ "$stamps" = all ] && extra+=(--stamp-every 1)
   [ "$stamps" = app ] && extra+=(--no-kernel-stamps)
+  local holder=
+  if [ "$stamps" = switch ]; then
+    extra+=(--no-kernel-stamps)
+    # SO_TIMESTAMPING (37) with SOFTWARE | RX_SOFTWARE: the global switch on.
+    python3 -c 'import socket, time, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, 37, (1 << 3) | (1 << 4))
+time.sleep(float(sys.argv[1]))' $((DURATION + 25)) &
+    holder=$!
+    sleep 0.2
+  fi
   if [ "$proto" = icmp ]; then
     ip netns exec "$NS_A" timeout $((DURATION + 20)) "$LR" latency "$B_IP" --icmp --size "$size" \
       --count "$ICMP_COUNT" "${extra[@]}" --json > "$out"
@@ -136,6 +158,7 @@ run_linerate() { # proto mode size stamps (default | all | app): server in b, cl
       "${extra[@]}" --json > "$out"
     kill "$LR_PID" 2>/dev/null || true; wait "$LR_PID" 2>/dev/null || true; LR_PID=
   fi
+  [ -n "$holder" ] && { kill "$holder" 2>/dev/null || true; wait "$holder" 2>/dev/null || true; }
   lr_summary "$out"
 }
 
@@ -166,13 +189,16 @@ for round in $(seq "$ROUNDS"); do
     read -r proto size mode <<<"$row"
     if [ "$proto" = icmp ]; then
       echo "$row peer $(run_ping "$size")" >> "$results"
+      echo "$row peeru $(run_ping "$size" -U)" >> "$results"
       echo "$row default $(run_linerate icmp "$mode" "$size" default)" >> "$results"
+      echo "$row all $(run_linerate icmp "$mode" "$size" all)" >> "$results"
       echo "$row app $(run_linerate icmp "$mode" "$size" app)" >> "$results"
     else
       echo "$row peer $(run_sockperf "$proto" "$mode" "$size")" >> "$results"
       echo "$row default $(run_linerate "$proto" "$mode" "$size" default)" >> "$results"
       echo "$row all $(run_linerate "$proto" "$mode" "$size" all)" >> "$results"
       echo "$row app $(run_linerate "$proto" "$mode" "$size" app)" >> "$results"
+      [ "${SWITCH:-0}" = 1 ] && echo "$row switch $(run_linerate "$proto" "$mode" "$size" switch)" >> "$results"
     fi
   done
 done
@@ -188,7 +214,8 @@ for line in open(sys.argv[1]):
         order.append(key)
     rows.setdefault((key, f[3]), []).append([float(x) for x in f[4:]])
 names = {"default": "linerate (default)", "all": "linerate --stamp-every 1",
-         "app": "linerate --no-kernel-stamps"}
+         "app": "linerate --no-kernel-stamps", "peeru": "ping -A -U (user to user)",
+         "switch": "linerate no-stamps+switch"}
 med = lambda v, i: statistics.median(x[i] for x in v)
 print(f"{'row':<22} {'tool':<28} {'p50 µs median (min-max)':>26} {'p99 µs median':>14}   ({sys.argv[2]} rounds)")
 for key in order:
@@ -196,21 +223,32 @@ for key in order:
     peer = "ping -A" if proto == "icmp" else "sockperf" + (" (14 B)" if int(size) < 14 else "")
     label = f"{proto} {size} B {mode}"
     p50 = {}
-    for tool in ("peer", "default", "all", "app"):
+    for tool in ("peer", "peeru", "default", "all", "app", "switch"):
         v = rows.get((key, tool))
         if not v:
             continue
         p50[tool] = med(v, 0)
         lo, hi = min(x[0] for x in v), max(x[0] for x in v)
         print(f"{label:<22} {(peer if tool == 'peer' else names[tool]):<28} {p50[tool]:>10.2f} ({lo:.2f}-{hi:.2f}) {med(v, 1):>14.2f}")
-        if tool == "default" and len(v[0]) > 2:
-            print(f"{label:<22} {'linerate send → kernel rx':<28} {med(v, 2):>10.2f}   (client tx + network medians: ping's interval)")
-    if "peer" in p50 and "default" in p50:
+        if tool == "default" and len(v[0]) > 3:
+            p50["span"] = med(v, 2)
+            lo, hi = min(x[2] for x in v), max(x[2] for x in v)
+            print(f"{label:<22} {'linerate send→rx stamp':<28} {p50['span']:>10.2f} ({lo:.2f}-{hi:.2f}) {med(v, 3):>14.2f}   (rtt_send_to_kernel_rx: ping's span)")
+    if proto == "icmp" and "peer" in p50 and "span" in p50:
+        # ping times send → kernel receive stamp: compare like with like.
+        line = (f"{label:<22} p50 ratio to {peer}, same span (send→rx stamp): {p50['span'] / p50['peer']:.3f} (target <= 1.05); "
+                f"linerate's full RTT (to receive return) / ping's span: {p50['default'] / p50['peer']:.3f} (not like for like)")
+        if "peeru" in p50:
+            line += f"; full RTT / ping -U's (both user to user): {p50['default'] / p50['peeru']:.3f}"
+        print(line)
+    elif "peer" in p50 and "default" in p50:
         line = f"{label:<22} p50 ratio to {peer}: {p50['default'] / p50['peer']:.3f} default (target <= 1.05)"
         if "all" in p50:
             line += f"; {p50['all'] / p50['peer']:.3f} with every exchange stamped"
         if "app" in p50:
             line += f"; {p50['app'] / p50['peer']:.3f} without kernel stamps"
+        if "switch" in p50:
+            line += f"; {p50['switch'] / p50['peer']:.3f} without, global receive-stamping switch on"
         print(line)
 PY
 echo "(veth between two namespaces, ${DURATION}s a run, ICMP ${ICMP_COUNT} requests; RTT from each tool's own clock: sockperf rdtsc, ping gettimeofday to SO_TIMESTAMP, linerate CLOCK_REALTIME application stamps)"

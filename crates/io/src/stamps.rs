@@ -24,8 +24,8 @@ pub(crate) enum Want {
     /// scheduler stamp, and every stamp costs a clone on the reply's path).
     RxSnd,
     /// Receive stamps; transmit stamps only for the datagrams sent with
-    /// [`send_stamped`] or the writes made with [`write_stamped`] (an end
-    /// that stamps a sample of its exchanges).
+    /// [`send_stamped`] or [`send_stamped_all`] or the writes made with
+    /// [`write_stamped`] (an end that stamps a sample of its exchanges).
     RxTxOnRequest,
     /// Receive, scheduler and driver transmit stamps (datagrams).
     RxTx,
@@ -55,6 +55,22 @@ pub(crate) fn enable(fd: RawFd, want: Want) -> io::Result<()> {
 /// back on the error queue with the next OPT_ID key of the stamped sends.
 pub(crate) fn send_stamped(fd: RawFd, buf: &[u8], to: std::net::SocketAddr) -> io::Result<usize> {
     ts::send_stamped(fd, buf, Some(to), ts::SOF_TIMESTAMPING_TX_SOFTWARE)
+}
+
+/// Sends one datagram (or raw ICMP message) to `to` asking for its
+/// scheduler and driver transmit stamps (SCM_TSTAMP_SCHED and _SND), on a
+/// socket enabled with [`Want::RxTxOnRequest`]: a client's stamped exchange.
+pub(crate) fn send_stamped_all(
+    fd: RawFd,
+    buf: &[u8],
+    to: std::net::SocketAddr,
+) -> io::Result<usize> {
+    ts::send_stamped(
+        fd,
+        buf,
+        Some(to),
+        ts::SOF_TIMESTAMPING_TX_SCHED | ts::SOF_TIMESTAMPING_TX_SOFTWARE,
+    )
 }
 
 /// Turns on kernel software receive stamps for `sock`, for

@@ -106,11 +106,11 @@ pub(crate) struct LatencyArgs {
     #[arg(long)]
     pub(crate) no_kernel_stamps: bool,
 
-    /// UDP and TCP: kernel-stamp one exchange in N and dissect those; the
-    /// others stamp nothing on either end, so their RTT carries no stamping
-    /// cost and is the RTT quoted, with the stamped sample's beside it (the
-    /// difference is what stamping costs). 1: every exchange stamped. ICMP
-    /// stamps every exchange. [default: 4 for UDP and TCP]
+    /// Kernel-stamp one exchange in N and dissect those; the others stamp
+    /// nothing on either end (ICMP: only the reply's receive stamp, as
+    /// ping's SO_TIMESTAMP), so their RTT carries no stamping cost and is
+    /// the RTT quoted, with the stamped sample's beside it (the difference
+    /// is what stamping costs). 1: every exchange stamped. [default: 4]
     #[arg(long, value_name = "N")]
     pub(crate) stamp_every: Option<u32>,
 

@@ -388,11 +388,16 @@ fn run_stats(out: &mut Doc, run: &LatencyRun) {
     ])
     .optional(&["stddev", "p99.9", "p90"]);
     let unstamped = run.rtt_unstamped.as_ref().map(|x| ("RTT unstamped", x));
+    let to_kernel_rx = run
+        .rtt_send_to_kernel_rx
+        .as_ref()
+        .map(|x| ("send→rx stamp", x));
     let rows = run
         .stages
         .iter()
         .map(|s| (s.stage.title(), &s.summary))
-        .chain(unstamped);
+        .chain(unstamped)
+        .chain(to_kernel_rx);
     for (title, x) in rows {
         t.row(vec![
             title.to_string(),
@@ -434,6 +439,14 @@ fn run_stats(out: &mut Doc, run: &LatencyRun) {
     }
     if let Some(k) = &run.responder_kernel {
         out.para("  ", "  ", responder_kernel_line(k));
+    }
+    if run.rtt_send_to_kernel_rx.is_some() {
+        out.para(
+            "  ",
+            "  ",
+            "send→rx stamp: the send call to the kernel's receive stamp of the reply, per exchange: \
+             the span ping reports (it leaves out the wake-up and receive call that the RTT includes)",
+        );
     }
 }
 
@@ -688,6 +701,20 @@ mod tests {
         let back: Envelope<LatencyReport> =
             serde_json::from_str(&serde_json::to_string(&doc).unwrap()).unwrap();
         assert_eq!(back, doc);
+    }
+
+    #[test]
+    fn the_span_ping_reports_has_its_row_and_its_meaning() {
+        let mut doc = report();
+        let t = render(&doc, Width::Unlimited);
+        assert!(!t.contains("send→rx stamp"), "{t}");
+        let mut h = linerate_core::stats::Histogram::default();
+        h.record(4_990);
+        doc.result.runs[0].rtt_send_to_kernel_rx = h.summary();
+        let t = render(&doc, Width::Unlimited);
+        let row = t.lines().find(|l| l.contains("send→rx stamp")).unwrap();
+        assert!(row.contains("4.99"), "{t}");
+        assert!(t.contains("the span ping reports"), "{t}");
     }
 
     #[test]

@@ -292,16 +292,9 @@ impl Config {
         if req.no_udp_checksum && proto != EchoProtocol::Udp {
             return err(Parameter::NoUdpChecksum, "applies to UDP only");
         }
-        let stamp_every = match (proto, req.stamp_every) {
-            (_, Some(0)) => return err(Parameter::StampEvery, "must be at least 1"),
-            (EchoProtocol::Udp | EchoProtocol::Tcp, n) => n.unwrap_or(DEFAULT_STAMP_EVERY),
-            (EchoProtocol::Icmp, None | Some(1)) => 1,
-            (EchoProtocol::Icmp, Some(_)) => {
-                return err(
-                    Parameter::StampEvery,
-                    "applies to UDP and TCP only: ICMP stamps every exchange",
-                )
-            }
+        let stamp_every = match req.stamp_every {
+            Some(0) => return err(Parameter::StampEvery, "must be at least 1"),
+            n => n.unwrap_or(DEFAULT_STAMP_EVERY),
         };
         let size_bytes = match req.size {
             Some(b) => b.get(),
@@ -566,6 +559,8 @@ mod tests {
             (Setup::ClientOnly, Responder::Kernel)
         );
         assert_eq!(c.variants[0].size_bytes, 56);
+        // ICMP samples its transmit stamps as UDP and TCP do.
+        assert_eq!(c.stamp_every, DEFAULT_STAMP_EVERY);
         let c = config(|r| r.rate_per_s = Some(1000.0)).unwrap();
         assert_eq!(c.schedule.max_in_flight, MAX_IN_FLIGHT);
         assert_eq!(c.schedule.interval, Duration::from_millis(1));
@@ -645,15 +640,6 @@ mod tests {
             |r| r.stamp_every = Some(0),
             Parameter::StampEvery,
             "at least 1",
-        );
-        refused(
-            |r| {
-                r.peer = Peer::Server(lo());
-                r.protocol = EchoProtocol::Icmp;
-                r.stamp_every = Some(4);
-            },
-            Parameter::StampEvery,
-            "UDP and TCP only",
         );
         refused(
             |r| r.protocol = EchoProtocol::Icmp,

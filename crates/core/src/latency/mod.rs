@@ -218,6 +218,13 @@ pub fn dissect(
     s
 }
 
+/// The client's send call → the kernel's receive stamp of the reply, ns
+/// (the span `ping` reports; see [`LatencyRun::rtt_send_to_kernel_rx`]);
+/// `None` without a receive stamp or when the stamps are out of order.
+pub fn send_to_kernel_rx(c: &ClientStamps) -> Option<u64> {
+    c.rx_kernel_ns?.checked_sub(c.app_send_ns)
+}
+
 /// Checks the order of one side's stamps: send ≤ SCHED ≤ SND, RX_SW ≤ app.
 pub fn client_stamps_monotonic(c: &ClientStamps) -> bool {
     let sched = c.tx_sched_ns.unwrap_or(c.app_send_ns);
@@ -523,8 +530,9 @@ pub struct LatencyRun {
     #[serde(default = "one")]
     pub stamp_every: u64,
     /// RTT of the exchanges outside the stamped sample, which asked the
-    /// kernel for no stamp on either end: the response time without the
-    /// observer's cost. `None` when every exchange was stamped.
+    /// kernel for no stamp on either end (ICMP: no transmit stamp; the
+    /// reply's receive stamp stays on for the socket): the response time
+    /// without the observer's cost. `None` when every exchange was stamped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rtt_unstamped: Option<Summary>,
     /// What kernel stamping added to the median RTT, ns: the stamped
@@ -573,6 +581,17 @@ pub struct LatencyRun {
     /// set its link rate (the report's `link_emulation` spans every run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_emulation: Option<crate::emu::LinkAccount>,
+    /// Per exchange, the client's send call → the kernel's receive stamp
+    /// of the reply (CLOCK_REALTIME): the span `ping` reports (its time
+    /// runs from a user-space stamp before the send to the reply's
+    /// `SO_TIMESTAMP`), which leaves out the client's wake-up and receive
+    /// call that the RTT includes. Over the exchanges outside the stamped
+    /// sample (a receive stamp and no transmit stamp, as ping) when stamps
+    /// are sampled, else over every exchange with a receive stamp; set
+    /// for client-side-only runs (ICMP, plain echo), absent when no
+    /// exchange had a receive stamp.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_send_to_kernel_rx: Option<Summary>,
 }
 
 fn one() -> u64 {
@@ -608,6 +627,7 @@ impl LatencyRun {
             responder_kernel: None,
             link_bits_per_s: None,
             link_emulation: None,
+            rtt_send_to_kernel_rx: None,
         }
     }
 
@@ -889,6 +909,26 @@ mod tests {
             + s.get(Stage::Network).unwrap()
             + s.get(Stage::ClientRx).unwrap();
         assert_eq!(sum, s.get(Stage::Rtt).unwrap());
+    }
+
+    #[test]
+    fn the_span_ping_reports_is_send_to_kernel_rx() {
+        let c = client();
+        // Client tx + network of the same exchange, without the client rx.
+        let s = dissect(&c, None, false);
+        let span = s.get(Stage::ClientTx).unwrap() + s.get(Stage::Network).unwrap();
+        assert_eq!(send_to_kernel_rx(&c), Some(span as u64));
+        assert_eq!(send_to_kernel_rx(&c), Some(39_000));
+        let none = ClientStamps {
+            rx_kernel_ns: None,
+            ..c
+        };
+        assert_eq!(send_to_kernel_rx(&none), None);
+        let early = ClientStamps {
+            rx_kernel_ns: Some(999),
+            ..c
+        };
+        assert_eq!(send_to_kernel_rx(&early), None);
     }
 
     #[test]

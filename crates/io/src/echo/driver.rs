@@ -12,8 +12,8 @@ use linerate_core::progress::Progress;
 use linerate_core::result::Envelope;
 
 use super::{
-    run_client_in, run_remote, run_with_local_reflector, summarize, ClientConfig, EchoIoError,
-    Placement, ReflectorConfig,
+    run_client_in, run_remote, run_with_local_reflector, send_to_kernel_rx_summary, summarize,
+    ClientConfig, EchoIoError, Placement, ReflectorConfig,
 };
 use crate::stamps;
 
@@ -192,6 +192,9 @@ fn run_one(
                     cfg.bed.is_some(),
                 ));
                 r.responder_kernel = responder.and_then(|t| t.finish());
+                // No responder stamps: the span client-only tools (ping)
+                // report stands beside the RTT.
+                r.rtt_send_to_kernel_rx = send_to_kernel_rx_summary(&run);
                 r
             });
             (r, true)

@@ -26,7 +26,10 @@ use linerate_core::wire::echo::ReflectorStamps;
 pub use driver::{hardware_stamps, run, run_each, APP_TIMESTAMP_SOURCE, TIMESTAMP_SOURCE};
 pub use icmp::run_icmp_client;
 pub use remote::{run_remote, serve, RemoteRun};
-pub use session::{run_client, run_client_in, run_with_local_reflector, summarize, Placement};
+pub use session::{
+    run_client, run_client_in, run_with_local_reflector, send_to_kernel_rx_summary, summarize,
+    Placement,
+};
 pub use tcp::{run_tcp_client, TcpReflector};
 pub use udp::{run_udp_client, UdpReflector};
 
@@ -185,8 +188,9 @@ pub struct ClientConfig {
     /// only, for comparison with tools that stamp nothing).
     pub kernel_stamps: bool,
     /// With kernel stamps, one exchange in this many is stamped and
-    /// dissected; the others measure the RTT free of stamping cost (UDP to
-    /// a linerate reflector; 1: every exchange, the only choice elsewhere).
+    /// dissected; the others measure the RTT free of stamping cost (UDP
+    /// and TCP to a linerate reflector; ICMP, whose other exchanges keep
+    /// the reply's receive stamp; 1: every exchange).
     pub stamp_every: u32,
 }
 

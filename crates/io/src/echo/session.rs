@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 
 use linerate_core::latency::{
-    dissect, EchoProtocol, LatencyRun, ProbeCounts, ResponderStamps, StageStats,
+    dissect, send_to_kernel_rx, EchoProtocol, LatencyRun, ProbeCounts, ResponderStamps, StageStats,
 };
-use linerate_core::stats::Histogram;
+use linerate_core::stats::{Histogram, Summary};
 
 use crate::netns;
 
@@ -159,4 +159,25 @@ pub fn summarize(
     }
     .with_unstamped(&unstamped)
     .with_derived()
+}
+
+/// The client's send call → the kernel's receive stamp of each reply: the
+/// span `ping` reports (see `LatencyRun::rtt_send_to_kernel_rx`), over the
+/// exchanges outside the stamped sample that have the stamp (no transmit
+/// stamp asked, as ping asks none), or when there are none, over every
+/// exchange that has it. `None` when no exchange has it.
+pub fn send_to_kernel_rx_summary(run: &ClientRun) -> Option<Summary> {
+    let span = |outside_sample: bool| {
+        let mut h = Histogram::default();
+        for x in &run.exchanges {
+            if outside_sample && x.dissected {
+                continue;
+            }
+            if let Some(span) = send_to_kernel_rx(&x.client) {
+                h.record(span);
+            }
+        }
+        h.summary()
+    };
+    span(true).or_else(|| span(false))
 }

@@ -396,6 +396,45 @@ fn icmp_echo_to_loopback() {
     );
 }
 
+/// ICMP samples its transmit stamps: one request in 4 has them (and is
+/// dissected); every reply keeps its receive stamp, so the span ping
+/// reports comes from the others.
+#[test]
+fn icmp_echo_samples_its_transmit_stamps() {
+    if !std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+    }) {
+        if std::env::var("LINERATE_REQUIRE_PRIV").as_deref() == Ok("1") {
+            panic!("icmp_echo_samples_its_transmit_stamps needs root (LINERATE_REQUIRE_PRIV=1)");
+        }
+        eprintln!(
+            "SKIPPED: icmp_echo_samples_its_transmit_stamps needs root for a raw ICMP socket"
+        );
+        return;
+    }
+    let mut cfg = client("127.0.0.1:0".parse().unwrap(), 0, 56, 40);
+    cfg.stamp_every = 4;
+    let run = run_icmp_client(&cfg).unwrap();
+    assert_eq!((run.counts.received, run.stamp_every), (40, 4));
+    for x in &run.exchanges {
+        assert_eq!(x.dissected, x.seq % 4 == 0, "{x:?}");
+        // Only the sample asked for transmit stamps.
+        assert_eq!(x.client.tx_soft_ns.is_some(), x.dissected, "{x:?}");
+    }
+    assert_eq!(run.missing_tx_stamps, 0);
+    let with_rx = |dissected: bool| {
+        run.exchanges
+            .iter()
+            .filter(|x| x.dissected == dissected && x.client.rx_kernel_ns.is_some())
+            .count() as u64
+    };
+    assert!(with_rx(false) >= 27, "{run:?}");
+    // The span comes from the exchanges outside the sample.
+    let span = send_to_kernel_rx_summary(&run).unwrap();
+    assert_eq!(span.count, with_rx(false));
+}
+
 fn start_server(
     max_duration: Option<Duration>,
 ) -> (SocketAddr, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
