@@ -91,7 +91,7 @@ fn bad_input_is_a_usage_error() {
     );
     assert_usage_error(
         &["rfc2544", "--bed", "x", "--sweep", "window=64K"],
-        "--sweep: unknown key 'window' (expected mtu, gro, gso, tso, tx-checksum, rx-checksum, rps, tcp-rmem, tcp-wmem, rx-usecs)",
+        "--sweep: unknown key 'window' (expected mtu, gro, gso, tso, tx-checksum, rx-checksum, rps, tcp-rmem, tcp-wmem, rx-usecs, link)",
     );
 }
 
