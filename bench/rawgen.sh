@@ -20,7 +20,8 @@
 # packet-ring >= 1.0x trafgen, xdp-live >= 1.5 M frames/s (quiet host).
 # Quote figures from a busy host only as "measured under load".
 #
-# usage: sudo [RX=xdp|gro] bench/rawgen.sh [ROUNDS] [SECONDS]   (default 5 rounds of 3 s)
+# usage: sudo [RX=xdp|gro] [GENS="trafgen packet …"] bench/rawgen.sh [ROUNDS] [SECONDS]
+#        (default 5 rounds of 3 s, every generator)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-5}
@@ -84,9 +85,11 @@ window() {
 }
 median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : int((a[NR/2]+a[NR/2+1])/2)}'; }
 
-# trafgen1: trafgen with one process, beside the target's two (linerate's
-# generators are one thread), to compare per sending thread as well.
-GENS="trafgen trafgen1 packet packet-ring xdp xdp-live"
+# trafgen1: trafgen with one process, beside the target's two; packet1 and
+# packet-ring1: linerate's generators with one sender thread (packet and
+# packet-ring have one per CPU, as `linerate rfc2544` by default), to
+# compare per sending thread as well. GENS="…" runs a subset.
+GENS=${GENS:-"trafgen trafgen1 packet packet-ring packet1 packet-ring1 xdp xdp-live"}
 declare -A RES
 for g in $GENS; do RES[$g]=""; done
 for r in $(seq 1 "$ROUNDS"); do
@@ -95,6 +98,8 @@ for r in $(seq 1 "$ROUNDS"); do
             fps=$(window trafgen --cpus 2 --qdisc-path --dev lrga --conf "$CONF" --no-sock-mem)
         elif [ "$g" = trafgen1 ]; then
             fps=$(window trafgen --cpus 1 --qdisc-path --dev lrga --conf "$CONF" --no-sock-mem)
+        elif [ "${g%1}" != "$g" ]; then
+            fps=$(window "$FLOOD" lrga "${g%1}" "$((SECS + 2))" 64 1)
         else
             fps=$(window "$FLOOD" lrga "$g" "$((SECS + 2))")
         fi
@@ -102,14 +107,14 @@ for r in $(seq 1 "$ROUNDS"); do
         echo "round $r/$ROUNDS  $g: $fps frames/s" >&2
     done
 done
-T=$(echo "${RES[trafgen]}" | median)
-T1=$(echo "${RES[trafgen1]}" | median)
+T=$(echo "${RES[trafgen]:-}" | median)
+T1=$(echo "${RES[trafgen1]:-}" | median)
 ratio() { awk -v m="$1" -v t="$2" 'BEGIN { if (t > 0) printf "%.2f", m / t; else print "-" }'; }
 printf '\n%-12s %12s %10s %11s   %s\n' generator "median fps" "x trafgen" "x trafgen1" "rounds (frames/s at the peer's rx_packets)"
 for g in $GENS; do
     m=$(echo "${RES[$g]}" | median)
     printf '%-12s %12s %10s %11s  %s\n' "$g" "$m" "$(ratio "$m" "$T")" "$(ratio "$m" "$T1")" "${RES[$g]}"
 done
-echo "(trafgen: --cpus 2 --qdisc-path, trafgen1: --cpus 1; linerate's generators: one thread, packet and packet-ring through the qdisc, xdp and xdp-live skip it)"
+echo "(trafgen: --cpus 2 --qdisc-path, trafgen1: --cpus 1; packet and packet-ring: one sender thread per CPU ($(nproc)), packet1 and packet-ring1: one; all four through the qdisc, xdp and xdp-live (one thread) skip it)"
 echo "(receiving peer: RX=$RX)"
 echo "(host load: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs; quote ratios from a busy host as \"measured under load\")"

@@ -41,7 +41,8 @@ pub const SCHEMA: &str = "linerate.rfc2544";
 /// `host_load` (version-2 documents read back without them).
 /// Version 4: the receive path (`receiver`, `receiver_fallback`,
 /// `receiver_notes`; version-3 documents read back as AF_PACKET).
-pub const VERSION: u32 = 4;
+/// Version 5: `sender_threads` (version-4 documents read back as one).
+pub const VERSION: u32 = 5;
 
 /// The whole JSON document: the envelope around [`Rfc2544Result`].
 pub type Rfc2544Json = Envelope<Rfc2544Result>;
@@ -401,6 +402,32 @@ pub struct Config {
     pub qdisc_bypass: bool,
     /// Which receive path(s).
     pub rx_path: RxChoice,
+    /// Sender threads of the `sendmmsg` and TX-ring generators, each with
+    /// its own socket; `None`: one per CPU the process may run on
+    /// ([`sender_threads`]).
+    pub sender_threads: Option<u32>,
+}
+
+/// The sender threads `generator` runs with: the AF_PACKET generators
+/// (`sendmmsg`, TX ring) `asked` or else one per CPU (`cpus`, as trafgen
+/// starts one process per CPU), at least one; AF_XDP and XDP live frames
+/// send from one.
+pub fn sender_threads(generator: Generator, asked: Option<u32>, cpus: u32) -> u32 {
+    match generator {
+        Generator::Sendmmsg | Generator::TxRing => asked.unwrap_or(cpus).max(1),
+        Generator::AfXdp | Generator::XdpLive => 1,
+    }
+}
+
+/// What several sender threads mean for the per-frame checks (a note of
+/// the result; none for one thread).
+pub fn sender_notes(threads: u32) -> Vec<String> {
+    if threads <= 1 {
+        return Vec::new();
+    }
+    vec![format!(
+        "{threads} sender threads, each with its own socket, take the next due frames of one schedule (a batch of up to 64 consecutive sequence numbers at a time): the rate is the sum's, every frame has its own number, but two threads' batches can reach the link interleaved, so reordering counts include the generator's own; the ceiling uses every thread, a trial as many as its rate needs at 70 % of the ceiling's rate per thread"
+    )]
 }
 
 /// Why a [`Config`] cannot run.
@@ -483,6 +510,9 @@ impl Config {
         }
         if self.src_ip.is_ipv4() != self.dst_ip.is_ipv4() {
             return Err(ConfigError::Family(self.src_ip, self.dst_ip));
+        }
+        if self.sender_threads == Some(0) {
+            return Err(ConfigError::Zero("threads"));
         }
         Ok(())
     }
@@ -778,6 +808,11 @@ pub struct Rfc2544Result {
     pub link_bits_per_s: u64,
     /// The generator that ran.
     pub generator: Generator,
+    /// Threads the generator sends from, each with its own socket: the
+    /// ceiling uses all, a trial as many as its rate needs (absent before
+    /// version 5: one).
+    #[serde(default = "one_thread")]
+    pub sender_threads: u32,
     /// PACKET_QDISC_BYPASS was set.
     pub qdisc_bypass: bool,
     /// Trial time of rate trials, s.
@@ -828,6 +863,10 @@ pub struct Rfc2544Result {
     /// min–max of its runs (absent in version 2).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub spread: Vec<SizeSpread>,
+}
+
+fn one_thread() -> u32 {
+    1
 }
 
 /// One point and frame size run several times (or beside other points).
@@ -1230,6 +1269,7 @@ mod tests {
             link_bits_per_s: 100_000_000,
             link_emulation: None,
             generator: Generator::Sendmmsg,
+            sender_threads: 1,
             qdisc_bypass: false,
             trial_s: 1.0,
             resolution_pct: 0.5,
@@ -1545,6 +1585,7 @@ mod tests {
             generator: GeneratorChoice::Auto,
             qdisc_bypass: false,
             rx_path: RxChoice::Auto,
+            sender_threads: None,
         };
         assert_eq!(c.validate(), Ok(()));
         assert!((c.line_rate_fps(64).unwrap() - 1_488_095.2).abs() < 1.0);
@@ -1554,5 +1595,25 @@ mod tests {
         c.link = BitRate::from_bps(0);
         assert_eq!(c.validate(), Err(ConfigError::ZeroLink));
         assert!(!ConfigError::FrameTooSmall(40).to_string().contains("--"));
+        c.link = BitRate::from_bps(1_000_000_000);
+        c.sender_threads = Some(0);
+        assert_eq!(c.validate(), Err(ConfigError::Zero("threads")));
+    }
+
+    #[test]
+    fn sender_threads_per_cpu_for_the_af_packet_generators_only() {
+        assert_eq!(sender_threads(Generator::Sendmmsg, None, 2), 2);
+        assert_eq!(sender_threads(Generator::TxRing, Some(3), 2), 3);
+        assert_eq!(sender_threads(Generator::TxRing, None, 0), 1);
+        assert_eq!(sender_threads(Generator::AfXdp, Some(4), 2), 1);
+        assert_eq!(sender_threads(Generator::XdpLive, None, 8), 1);
+        assert!(sender_notes(1).is_empty());
+        assert!(sender_notes(2)[0].starts_with("2 sender threads"));
+        // Version-4 documents have no sender_threads: one thread.
+        let r = result(Limit::Device, vec![step(Verdict::Pass, 0)]);
+        let mut v = serde_json::to_value(r).unwrap();
+        v.as_object_mut().unwrap().remove("sender_threads");
+        let r: Rfc2544Result = serde_json::from_value(v).unwrap();
+        assert_eq!(r.sender_threads, 1);
     }
 }

@@ -4,9 +4,11 @@
 //! has. Prints the generator's own report on one line; the bench counts
 //! what arrived at the peer itself.
 //!
-//! usage: rawflood IFACE packet|packet-ring|xdp|xdp-live SECONDS [FRAME]
+//! usage: rawflood IFACE packet|packet-ring|xdp|xdp-live SECONDS [FRAME] [THREADS]
 //!        rawflood count IFACE SECONDS
-//! (run inside the interface's namespace, as root). `count` attaches the
+//! (run inside the interface's namespace, as root). THREADS: sender
+//! threads of packet and packet-ring (default: one per CPU, as `linerate
+//! rfc2544`). `count` attaches the
 //! RFC 2544 receiver's XDP counter to IFACE for SECONDS (frames of test
 //! stream 1 are counted and dropped in the driver, everything else
 //! passes) and prints its count: a receiving peer that costs every
@@ -16,6 +18,7 @@ use std::net::Ipv4Addr;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use linerate_core::rfc2544::sender_threads;
 use linerate_core::wire::testframe::TestFrameRepr;
 use linerate_io::packet::{FrameGenerator, Generator, RxCounter};
 
@@ -52,7 +55,7 @@ fn count(args: &[String], usage: &str) -> ExitCode {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: rawflood IFACE packet|packet-ring|xdp|xdp-live SECONDS [FRAME] | rawflood count IFACE SECONDS";
+    let usage = "usage: rawflood IFACE packet|packet-ring|xdp|xdp-live SECONDS [FRAME] [THREADS] | rawflood count IFACE SECONDS";
     if args.first().map(String::as_str) == Some("count") {
         return count(&args[1..], usage);
     }
@@ -70,15 +73,18 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let (Ok(secs), Ok(frame)) = (
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    let (Ok(secs), Ok(frame), Ok(threads)) = (
         secs.parse::<f64>(),
         args.get(3).map_or(Ok(64), |f| f.parse::<u32>()),
+        args.get(4).map_or(Ok(cpus), |t| t.parse::<u32>()),
     ) else {
         eprintln!("{usage}");
         return ExitCode::from(2);
     };
     let secs = secs.clamp(0.1, 60.0);
-    let mut g = match FrameGenerator::open(iface, false, path) {
+    let threads = sender_threads(path, Some(threads.clamp(1, 64)), cpus) as usize;
+    let mut g = match FrameGenerator::open_threads(iface, false, path, threads) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("rawflood: {}", linerate_core::error::chain(&e));
@@ -101,10 +107,11 @@ fn main() -> ExitCode {
     };
     let rep = g.run(&template, 1, u64::MAX, None, Duration::from_secs_f64(secs));
     println!(
-        "sent {} frames in {:.3} s: {:.0} fps (kernel-accepted; batches {}, ENOBUFS {}, errors {})",
+        "sent {} frames in {:.3} s: {:.0} fps (kernel-accepted; {} sender thread(s), batches {}, ENOBUFS {}, errors {})",
         rep.sent_frames,
         rep.elapsed.as_secs_f64(),
         rep.offered_fps,
+        rep.sender_threads,
         rep.batches,
         rep.enobufs,
         rep.errors

@@ -33,6 +33,9 @@ pub struct HarnessConfig {
     pub qdisc_bypass: bool,
     /// How frames are handed to the kernel.
     pub path: Generator,
+    /// Sender threads of the `sendmmsg` and TX-ring paths, each with its
+    /// own socket (at least 1; the other paths send from one).
+    pub sender_threads: usize,
     /// How the receiver counts them.
     pub rx_path: RxPath,
     /// Source of the frames (198.18.0.0/15 or 2001:2::/48).
@@ -177,8 +180,9 @@ impl Harness {
         let iface = cfg.tx.iface.clone();
         let bypass = cfg.qdisc_bypass;
         let path = cfg.path;
+        let threads = cfg.sender_threads;
         let gen_thread = spawn_in(cfg.tx.netns.as_deref(), "lr-gen", move || {
-            let mut g = match FrameGenerator::open(&iface, bypass, path) {
+            let mut g = match FrameGenerator::open_threads(&iface, bypass, path, threads) {
                 Ok(g) => g,
                 Err(e) => {
                     let _ = ready.send(Err(e));
@@ -314,6 +318,12 @@ impl Harness {
     /// The generator's send path.
     pub fn path(&self) -> Generator {
         self.cfg.path
+    }
+
+    /// The threads the generator sends from, each with its own socket.
+    pub fn sender_threads(&self) -> u32 {
+        let asked = u32::try_from(self.cfg.sender_threads).unwrap_or(u32::MAX);
+        linerate_core::rfc2544::sender_threads(self.cfg.path, Some(asked), 1)
     }
 
     /// The receiver's counting path.

@@ -34,6 +34,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use linerate_core::procedure::rfc2544::rx::RxTally;
@@ -136,24 +137,30 @@ pub fn iface_mac(iface: &str) -> Result<[u8; 6], PacketError> {
     })
 }
 
-/// The absolute pacing schedule of the sendmmsg, TX-ring and AF_XDP paths:
-/// the frames due `el` after the start (all `frames` when unpaced; at `fps`,
-/// frame k is due at k/fps). `None` when no more than `sent` are due: then
-/// it has waited a little first (slept when the next frame is over 300 µs
-/// away, 150 µs early for the timer's lateness; spun otherwise).
+/// The absolute pacing schedule of the AF_XDP path: the frames due `el`
+/// after the start (all `frames` when unpaced; at `fps`, frame k is due at
+/// k/fps). `None` when no more than `sent` are due: then it has waited a
+/// little first ([`pace_wait`]).
 fn pace_due(fps: Option<f64>, frames: u64, sent: u64, el: Duration) -> Option<u64> {
     let schedule = linerate_core::pace::FrameSchedule { fps, frames };
     let due = schedule.due(el.as_secs_f64());
     if due > sent {
         return Some(due);
     }
-    let wait = schedule.wait_s(sent, el.as_secs_f64());
+    pace_wait(&schedule, sent, el);
+    None
+}
+
+/// Waits a little for frame `next` of `schedule`, `el` after its start:
+/// sleeps when it is over 300 µs away (150 µs early, for the timer's
+/// lateness), spins once otherwise.
+fn pace_wait(schedule: &linerate_core::pace::FrameSchedule, next: u64, el: Duration) {
+    let wait = schedule.wait_s(next, el.as_secs_f64());
     if wait > 300e-6 {
         std::thread::sleep(Duration::from_secs_f64(wait - 150e-6));
-    } else if fps.is_some() {
+    } else if schedule.fps.is_some() {
         std::hint::spin_loop();
     }
-    None
 }
 
 /// `template` as stream `stream`: the frame count capped to what a run can
@@ -168,6 +175,16 @@ fn stream_frame(
     let mut proto = vec![0u8; t.buffer_len()];
     t.emit(&mut proto);
     (frames.min(u64::from(u32::MAX)), t, proto)
+}
+
+/// Sets a test frame's sequence number and transmit stamp (and an IPv6
+/// frame's UDP checksum) in place.
+fn stamp_frame(frame: &mut [u8], seq: u32, tx_ns: u64) {
+    if let Ok(mut f) = TestFrame::new_checked(frame) {
+        f.set_seq(seq);
+        f.set_tx_ns(tx_ns);
+        f.fill_udp_checksum();
+    }
 }
 
 /// What one generator run did.
@@ -208,6 +225,9 @@ pub struct GenReport {
     /// transmit stamp (XDP live frames: one call's frames; 0 or 1 for the
     /// other paths): a receiver can count those, not tell them apart.
     pub identical_frames: u64,
+    /// Threads that sent (each with its own socket): 1 but for the
+    /// `sendmmsg` and TX-ring paths opened with more.
+    pub sender_threads: u32,
 }
 
 impl GenReport {
@@ -215,6 +235,7 @@ impl GenReport {
     fn asking(frames: u64) -> Self {
         Self {
             asked_frames: frames,
+            sender_threads: 1,
             ..Self::default()
         }
     }
@@ -229,12 +250,26 @@ impl GenReport {
     }
 }
 
+/// One AF_PACKET sending socket and, on the TX-ring path, its ring: every
+/// sender thread has its own, as every trafgen process has.
+#[derive(Debug)]
+struct Lane {
+    sock: PacketSocket,
+    ring: Option<TxRing>,
+    /// The slot the kernel takes next: it walks the ring in order from where
+    /// the last run left it, and so do we.
+    ring_head: usize,
+}
+
 /// A paced AF_PACKET sender of test frames.
 #[derive(Debug)]
 pub struct FrameGenerator {
-    sock: PacketSocket,
-    ring: Option<TxRing>,
-    ring_head: usize,
+    /// The sender threads' sockets (at least one; the AF_XDP and XDP live
+    /// paths use only the first).
+    lanes: Vec<Lane>,
+    /// The last unpaced run's rate per sender thread, and its frame length:
+    /// how many threads a paced run needs.
+    per_thread_fps: Option<(usize, f64)>,
     xdp: Option<XdpTx>,
     live: Option<LiveFrames>,
     iface: String,
@@ -244,9 +279,136 @@ pub struct FrameGenerator {
     pub qdisc_bypass: bool,
 }
 
+/// The frames of one run, shared by its sender threads: each takes the next
+/// due sequence numbers, at most a batch at a time, from one counter. So the
+/// run keeps one absolute schedule whatever the number of threads (the rate
+/// is the sum's, not each thread's), and every frame has its own number.
+struct Claims {
+    schedule: linerate_core::pace::FrameSchedule,
+    /// The first sequence number nobody has taken.
+    next: AtomicU64,
+    start: Instant,
+    max_time: Duration,
+}
+
+/// Frames a sender thread has taken and not yet handed to the kernel:
+/// `first..first + n`.
+#[derive(Debug, Default)]
+struct Pending {
+    first: u64,
+    n: usize,
+}
+
+/// What a sender thread does next ([`Claims::next`]).
+enum Next {
+    /// Send its pending frames.
+    Send,
+    /// Nothing was due: it waited a little; ask again.
+    Again,
+    /// Every frame is taken, or the run's time is up.
+    Stop,
+}
+
+impl Claims {
+    fn new(fps: Option<f64>, frames: u64, max_time: Duration) -> Self {
+        Self {
+            schedule: linerate_core::pace::FrameSchedule { fps, frames },
+            next: AtomicU64::new(0),
+            start: Instant::now(),
+            max_time,
+        }
+    }
+
+    /// Decides a sender thread's next step: with frames `pending` it sends
+    /// them (unless the run's time is up); else it takes up to `max` of the
+    /// frames due now (their backlog goes into `rep.max_lag_frames` when
+    /// paced). When none is due it waits a little first ([`pace_wait`]).
+    fn next(&self, pending: &mut Pending, max: usize, rep: &mut GenReport) -> Next {
+        let el = self.start.elapsed();
+        if el > self.max_time {
+            rep.timed_out = true;
+            return Next::Stop;
+        }
+        if pending.n > 0 {
+            return Next::Send;
+        }
+        let due = self.schedule.due(el.as_secs_f64());
+        let mut next = self.next.load(Ordering::Relaxed);
+        loop {
+            if next >= self.schedule.frames {
+                return Next::Stop;
+            }
+            if due <= next {
+                pace_wait(&self.schedule, next, el);
+                return Next::Again;
+            }
+            let n = (due - next).min(max as u64);
+            match self.next.compare_exchange_weak(
+                next,
+                next + n,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    if self.schedule.fps.is_some() {
+                        rep.max_lag_frames = rep.max_lag_frames.max(due - next);
+                    }
+                    *pending = Pending {
+                        first: next,
+                        n: n as usize,
+                    };
+                    return Next::Send;
+                }
+                Err(now) => next = now,
+            }
+        }
+    }
+}
+
+/// What one sender thread did, and when the kernel last accepted a frame.
+type LaneRun = (GenReport, Instant);
+
+impl GenReport {
+    /// Adds one sender thread's counts.
+    fn add(&mut self, lane: &Self) {
+        self.sent_frames += lane.sent_frames;
+        self.batches += lane.batches;
+        self.short_batches += lane.short_batches;
+        self.enobufs += lane.enobufs;
+        self.errors += lane.errors;
+        if self.first_error.is_none() {
+            self.first_error.clone_from(&lane.first_error);
+        }
+        self.timed_out |= lane.timed_out;
+        self.max_lag_frames = self.max_lag_frames.max(lane.max_lag_frames);
+    }
+
+    /// Counts a failed call: the first error is kept.
+    fn failed(&mut self, e: &io::Error) {
+        self.errors += 1;
+        if self.first_error.is_none() {
+            self.first_error = Some(e.to_string());
+        }
+    }
+}
+
 impl FrameGenerator {
-    /// A sender on `iface` (in the calling thread's namespace) using `path`.
+    /// A sender on `iface` (in the calling thread's namespace) using `path`,
+    /// with one sender thread.
     pub fn open(iface: &str, qdisc_bypass: bool, path: Generator) -> Result<Self, PacketError> {
+        Self::open_threads(iface, qdisc_bypass, path, 1)
+    }
+
+    /// A sender on `iface` (in the calling thread's namespace) using `path`.
+    /// The `sendmmsg` and TX-ring paths send from `threads` threads (at
+    /// least one), each with its own socket (and ring); the AF_XDP and XDP
+    /// live paths from one.
+    pub fn open_threads(
+        iface: &str,
+        qdisc_bypass: bool,
+        path: Generator,
+        threads: usize,
+    ) -> Result<Self, PacketError> {
         let sock_err = |what| {
             let iface = iface.to_string();
             move |source| PacketError::Socket {
@@ -260,8 +422,6 @@ impl FrameGenerator {
             source,
         })?;
         let mac = raw::hwaddr(iface).map_err(sock_err("SIOCGIFHWADDR"))?;
-        let sock = PacketSocket::open(index, 0).map_err(sock_err("AF_PACKET socket"))?;
-        let _ = sock.set_sndbuf(4 << 20);
         if qdisc_bypass {
             if let Some(qdisc) = shaping_qdisc(iface) {
                 return Err(PacketError::BypassOnShapedLink {
@@ -269,10 +429,35 @@ impl FrameGenerator {
                     qdisc,
                 });
             }
-            sock.set_qdisc_bypass(true)
-                .map_err(sock_err("PACKET_QDISC_BYPASS"))?;
         }
         let mtu = raw::mtu(iface).map_err(sock_err("SIOCGIFMTU"))?;
+        let lanes = match path {
+            Generator::Sendmmsg | Generator::TxRing => threads.max(1),
+            Generator::AfXdp | Generator::XdpLive => 1,
+        };
+        let mut socks = Vec::with_capacity(lanes);
+        for _ in 0..lanes {
+            let sock = PacketSocket::open(index, 0).map_err(sock_err("AF_PACKET socket"))?;
+            let _ = sock.set_sndbuf(4 << 20);
+            if qdisc_bypass {
+                sock.set_qdisc_bypass(true)
+                    .map_err(sock_err("PACKET_QDISC_BYPASS"))?;
+            }
+            let ring = if path == Generator::TxRing {
+                // Slots for the largest frame the MTU allows (14 B Ethernet header).
+                Some(
+                    sock.tx_ring(mtu as usize + 14)
+                        .map_err(sock_err("PACKET_TX_RING"))?,
+                )
+            } else {
+                None
+            };
+            socks.push(Lane {
+                sock,
+                ring,
+                ring_head: 0,
+            });
+        }
         let xdp = if path == Generator::AfXdp {
             if let Some(qdisc) = shaping_qdisc(iface) {
                 return Err(PacketError::XdpOnShapedLink {
@@ -298,19 +483,9 @@ impl FrameGenerator {
         } else {
             None
         };
-        let ring = if path == Generator::TxRing {
-            // Slots for the largest frame the MTU allows (14 B Ethernet header).
-            Some(
-                sock.tx_ring(mtu as usize + 14)
-                    .map_err(sock_err("PACKET_TX_RING"))?,
-            )
-        } else {
-            None
-        };
         Ok(Self {
-            sock,
-            ring,
-            ring_head: 0,
+            lanes: socks,
+            per_thread_fps: None,
             xdp,
             live,
             iface: iface.to_string(),
@@ -335,9 +510,14 @@ impl FrameGenerator {
         &self.iface
     }
 
+    /// The sender threads (each with its own socket) a run may use.
+    pub fn threads(&self) -> usize {
+        self.lanes.len()
+    }
+
     /// The send path in use.
     pub fn path(&self) -> Generator {
-        if self.ring.is_some() {
+        if self.lanes[0].ring.is_some() {
             Generator::TxRing
         } else if self.xdp.is_some() {
             Generator::AfXdp
@@ -351,6 +531,15 @@ impl FrameGenerator {
     /// Sends `frames` copies of `template` (stream `stream`, sequence 0..),
     /// at `fps` (or as fast as possible with `None`), stopping at
     /// `max_time` whatever is left.
+    ///
+    /// With several sender threads (`sendmmsg` and TX ring), each takes the
+    /// next due frames of the one schedule, a batch at most, and sends them
+    /// on its own socket: sequence numbers are unique and consecutive within
+    /// a batch, but two threads' batches may reach the wire interleaved, so
+    /// a receiver sees some frames out of order. An unpaced run uses every
+    /// thread; a paced one as many as its rate needs (see the report's
+    /// `sender_threads`), once an unpaced run of the frame length measured
+    /// the rate per thread.
     pub fn run(
         &mut self,
         template: &TestFrameRepr,
@@ -359,9 +548,6 @@ impl FrameGenerator {
         fps: Option<f64>,
         max_time: Duration,
     ) -> GenReport {
-        if self.ring.is_some() {
-            return self.run_ring(template, stream, frames, fps, max_time);
-        }
         if self.xdp.is_some() {
             return self.run_xdp(template, stream, frames, fps, max_time);
         }
@@ -369,189 +555,212 @@ impl FrameGenerator {
             return self.run_live(template, stream, frames, fps, max_time);
         }
         let (frames, t, proto) = stream_frame(template, stream, frames);
-        self.sock.set_tx_protocol(if t.src_ip.is_ipv6() {
+        let ethertype = if t.src_ip.is_ipv6() {
             ETHERTYPE_IPV6
         } else {
             ETHERTYPE_IPV4
-        });
-        let mut bufs: Vec<Vec<u8>> = vec![proto; MAX_BATCH];
+        };
+        let claims = Claims::new(fps, frames, max_time);
+        let lane_run = |lane: &mut Lane| {
+            if lane.ring.is_some() {
+                send_ring(lane, &proto, &claims)
+            } else {
+                lane.sock.set_tx_protocol(ethertype);
+                send_mmsg(lane, &proto, &claims)
+            }
+        };
         let mut rep = GenReport::asking(frames);
-        let start = Instant::now();
-        let mut last_return = start;
-        while rep.sent_frames < frames {
-            let now = Instant::now();
-            let el = now.duration_since(start);
-            if el > max_time {
-                rep.timed_out = true;
-                break;
-            }
-            let Some(due) = pace_due(fps, frames, rep.sent_frames, el) else {
-                continue;
-            };
-            if fps.is_some() {
-                rep.max_lag_frames = rep.max_lag_frames.max(due - rep.sent_frames);
-            }
-            let n = ((due - rep.sent_frames) as usize).min(MAX_BATCH);
-            let ts = raw::realtime_ns();
-            for (i, b) in bufs.iter_mut().take(n).enumerate() {
-                if let Ok(mut f) = TestFrame::new_checked(&mut b[..]) {
-                    f.set_seq((rep.sent_frames + i as u64) as u32);
-                    f.set_tx_ns(ts);
-                    f.fill_udp_checksum();
+        let start = claims.start;
+        let mut last = start;
+        let active = self.threads_for(fps, proto.len());
+        let (first, rest) = self.lanes[..active]
+            .split_first_mut()
+            .expect("a generator has a socket");
+        std::thread::scope(|s| {
+            let mut others = Vec::new();
+            for (i, lane) in rest.iter_mut().enumerate() {
+                let spawned = std::thread::Builder::new()
+                    .name(format!("lr-gen{}", i + 1))
+                    .spawn_scoped(s, || lane_run(lane));
+                match spawned {
+                    Ok(h) => others.push(h),
+                    Err(e) => rep.failed(&e),
                 }
             }
-            rep.batches += 1;
-            match self.sock.send_batch(&bufs[..n]) {
-                Ok(k) => {
-                    rep.sent_frames += k as u64;
-                    if k < n {
-                        rep.short_batches += 1;
-                    }
-                    last_return = Instant::now();
-                }
-                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
-                    // A full queue (a shaper's or the device's): back off
-                    // instead of spinning; the frames stay due.
-                    rep.enobufs += 1;
-                    std::thread::sleep(Duration::from_micros(50));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
-                Err(e) => {
-                    rep.errors += 1;
-                    if rep.first_error.is_none() {
-                        rep.first_error = Some(e.to_string());
-                    }
-                    if rep.errors > 1000 {
-                        break;
-                    }
-                    std::thread::yield_now();
-                }
+            let mut runs = vec![lane_run(first)];
+            for h in others {
+                runs.push(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
             }
-        }
-        rep.elapsed = last_return.duration_since(start);
+            rep.sender_threads = runs.len() as u32;
+            for (r, at) in &runs {
+                rep.add(r);
+                last = last.max(*at);
+            }
+        });
+        rep.elapsed = last.duration_since(start);
         rep.close();
+        if fps.is_none() && rep.sent_frames > 0 {
+            let per_thread = rep.offered_fps / f64::from(rep.sender_threads);
+            self.per_thread_fps = Some((proto.len(), per_thread));
+        }
         rep
+    }
+
+    /// The sender threads a run at `fps` of `len`-byte frames uses: every
+    /// one unpaced, or when no unpaced run of that frame length has been
+    /// measured; else as many as the rate needs at 70 % of the measured
+    /// rate per thread (so a slow paced run does not keep every CPU
+    /// spinning, beside the receiver).
+    fn threads_for(&self, fps: Option<f64>, len: usize) -> usize {
+        let all = self.lanes.len();
+        match (fps, self.per_thread_fps) {
+            (Some(f), Some((l, per))) if l == len && per > 0.0 => {
+                ((f / (0.7 * per)).ceil() as usize).clamp(1, all)
+            }
+            _ => all,
+        }
     }
 }
 
-impl FrameGenerator {
-    /// The TX-ring path: frames are written into ring slots in order and
-    /// the kernel is kicked (`send(NULL, 0, MSG_DONTWAIT)`) after each
-    /// batch. A frame counts as sent when its slot comes back free (the
-    /// kernel released the skb); a slot the kernel marks WRONG_FORMAT counts
-    /// as an error. A frame a full qdisc refused stays queued and is retried
-    /// by the next kick. At the end it waits (up to 1 s) for queued frames.
-    fn run_ring(
-        &mut self,
-        template: &TestFrameRepr,
-        stream: u16,
-        frames: u64,
-        fps: Option<f64>,
-        max_time: Duration,
-    ) -> GenReport {
-        let (frames, _, proto) = stream_frame(template, stream, frames);
-        let len = proto.len();
-        let mut rep = GenReport::asking(frames);
-        let Some(ring) = self.ring.as_mut() else {
-            return rep;
-        };
-        let slots = ring.frames();
-        // The kernel walks the ring in order from where the last run left
-        // it; so do we.
-        let mut head = self.ring_head % slots;
-        let mut inflight: VecDeque<usize> = VecDeque::new();
-        let mut queued = 0u64;
-        let start = Instant::now();
-        let mut last_done = start;
-        let reap = |ring: &TxRing,
-                    inflight: &mut VecDeque<usize>,
-                    rep: &mut GenReport,
-                    last: &mut Instant| {
+/// One sender thread of the `sendmmsg` path: batches of up to 64 frames
+/// from the shared schedule, each patched (sequence number, transmit
+/// stamp) in its own buffer. Frames the kernel did not accept (a short
+/// count, ENOBUFS) stay this thread's and go again with the same numbers.
+fn send_mmsg(lane: &mut Lane, proto: &[u8], claims: &Claims) -> LaneRun {
+    let mut bufs: Vec<Vec<u8>> = vec![proto.to_vec(); MAX_BATCH];
+    let mut rep = GenReport::default();
+    let mut last = claims.start;
+    let mut p = Pending::default();
+    loop {
+        match claims.next(&mut p, MAX_BATCH, &mut rep) {
+            Next::Send => {}
+            Next::Again => continue,
+            Next::Stop => break,
+        }
+        let ts = raw::realtime_ns();
+        for (i, b) in bufs.iter_mut().take(p.n).enumerate() {
+            stamp_frame(&mut b[..], (p.first + i as u64) as u32, ts);
+        }
+        rep.batches += 1;
+        match lane.sock.send_batch(&bufs[..p.n]) {
+            Ok(k) => {
+                rep.sent_frames += k as u64;
+                if k < p.n {
+                    rep.short_batches += 1;
+                }
+                p.first += k as u64;
+                p.n -= k;
+                last = Instant::now();
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                // A full queue (a shaper's or the device's): back off
+                // instead of spinning; the frames stay due.
+                rep.enobufs += 1;
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+            Err(e) => {
+                rep.failed(&e);
+                if rep.errors > 1000 {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+        }
+    }
+    (rep, last)
+}
+
+/// One sender thread of the TX-ring path: frames from the shared schedule
+/// are written into its ring's slots in order and the kernel is kicked
+/// (`send(NULL, 0, MSG_DONTWAIT)`) after each batch. A frame counts as sent
+/// when its slot comes back free (the kernel released the skb); a slot the
+/// kernel marks WRONG_FORMAT counts as an error. A frame a full qdisc
+/// refused stays queued and is retried by the next kick; frames taken while
+/// the ring is full stay this thread's. At the end it waits (up to 1 s) for
+/// queued frames.
+fn send_ring(lane: &mut Lane, proto: &[u8], claims: &Claims) -> LaneRun {
+    let len = proto.len();
+    let mut rep = GenReport::default();
+    let mut last = claims.start;
+    let Some(ring) = lane.ring.as_mut() else {
+        return (rep, last);
+    };
+    let slots = ring.frames();
+    let mut head = lane.ring_head % slots;
+    let mut inflight: VecDeque<usize> = VecDeque::new();
+    // Slots handed back since the last look: sent (one clock read for all).
+    let reap =
+        |ring: &TxRing, inflight: &mut VecDeque<usize>, rep: &mut GenReport, last: &mut Instant| {
+            let sent = rep.sent_frames;
             while let Some(&i) = inflight.front() {
                 match ring.state(i) {
                     SlotState::Busy => break,
-                    SlotState::Free => {
-                        rep.sent_frames += 1;
-                        *last = Instant::now();
-                    }
+                    SlotState::Free => rep.sent_frames += 1,
                     SlotState::Refused => rep.errors += 1,
                 }
                 inflight.pop_front();
             }
+            if rep.sent_frames > sent {
+                *last = Instant::now();
+            }
         };
-        while queued < frames {
-            let el = start.elapsed();
-            if el > max_time {
-                rep.timed_out = true;
+    let mut p = Pending::default();
+    loop {
+        reap(ring, &mut inflight, &mut rep, &mut last);
+        let room = MAX_BATCH.min(slots - inflight.len()).max(1);
+        match claims.next(&mut p, room, &mut rep) {
+            Next::Send => {}
+            Next::Again => continue,
+            Next::Stop => break,
+        }
+        let ts = raw::realtime_ns();
+        let mut filled = 0;
+        while filled < p.n && inflight.len() < slots {
+            let seq = (p.first + filled as u64) as u32;
+            let ok = ring.fill(head, len, |d| {
+                d.copy_from_slice(proto);
+                stamp_frame(d, seq, ts);
+            });
+            if !ok {
                 break;
             }
-            reap(ring, &mut inflight, &mut rep, &mut last_done);
-            let Some(due) = pace_due(fps, frames, queued, el) else {
-                continue;
-            };
-            if fps.is_some() {
-                rep.max_lag_frames = rep.max_lag_frames.max(due - queued);
-            }
-            let want = ((due - queued) as usize).min(MAX_BATCH);
-            let ts = raw::realtime_ns();
-            let mut filled = 0;
-            while filled < want && inflight.len() < slots {
-                let seq = queued as u32;
-                let ok = ring.fill(head, len, |d| {
-                    d.copy_from_slice(&proto);
-                    if let Ok(mut f) = TestFrame::new_checked(d) {
-                        f.set_seq(seq);
-                        f.set_tx_ns(ts);
-                        f.fill_udp_checksum();
-                    }
-                });
-                if !ok {
-                    break;
-                }
-                inflight.push_back(head);
-                head = (head + 1) % slots;
-                queued += 1;
-                filled += 1;
-            }
-            rep.batches += 1;
-            match self.sock.kick() {
-                Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
-                    rep.enobufs += 1;
-                    std::thread::sleep(Duration::from_micros(50));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
-                Err(e) => {
-                    rep.errors += 1;
-                    if rep.first_error.is_none() {
-                        rep.first_error = Some(e.to_string());
-                    }
-                }
-            }
-            if filled == 0 {
-                // Ring full: let the kernel drain it.
-                std::thread::yield_now();
-            }
+            inflight.push_back(head);
+            head = (head + 1) % slots;
+            filled += 1;
         }
-        // Flush what is queued, for at most a second.
-        let flush_end = Instant::now() + Duration::from_secs(1);
-        while !inflight.is_empty() && Instant::now() < flush_end {
-            let _ = self.sock.kick();
-            reap(ring, &mut inflight, &mut rep, &mut last_done);
-            if !inflight.is_empty() {
-                std::thread::sleep(Duration::from_micros(200));
+        p.first += filled as u64;
+        p.n -= filled;
+        rep.batches += 1;
+        match lane.sock.kick() {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                rep.enobufs += 1;
+                std::thread::sleep(Duration::from_micros(50));
             }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+            Err(e) => rep.failed(&e),
         }
-        self.ring_head = head;
-        if !inflight.is_empty() {
-            rep.timed_out = true;
+        if filled == 0 {
+            // Ring full: let the kernel drain it.
+            std::thread::yield_now();
         }
-        rep.elapsed = last_done.duration_since(start);
-        rep.close();
-        rep
     }
+    // Flush what is queued, for at most a second.
+    let flush_end = Instant::now() + Duration::from_secs(1);
+    while !inflight.is_empty() && Instant::now() < flush_end {
+        let _ = lane.sock.kick();
+        reap(ring, &mut inflight, &mut rep, &mut last);
+        if !inflight.is_empty() {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    lane.ring_head = head;
+    if !inflight.is_empty() {
+        rep.timed_out = true;
+    }
+    (rep, last)
 }
-
 impl FrameGenerator {
     /// The AF_XDP path: frames are written into free UMEM chunks and put on
     /// the TX ring, published and kicked after each batch; a frame counts as
@@ -603,11 +812,7 @@ impl FrameGenerator {
                 let seq = queued as u32;
                 let ok = x.push(len, |d| {
                     d.copy_from_slice(&proto);
-                    if let Ok(mut f) = TestFrame::new_checked(d) {
-                        f.set_seq(seq);
-                        f.set_tx_ns(ts);
-                        f.fill_udp_checksum();
-                    }
+                    stamp_frame(d, seq, ts);
                 });
                 if !ok {
                     break;
@@ -952,11 +1157,7 @@ impl FrameGenerator {
             // Every frame of a call leaves back to back: that is the burst.
             rep.max_lag_frames = rep.max_lag_frames.max(n);
             rep.identical_frames = rep.identical_frames.max(n);
-            if let Ok(mut f) = TestFrame::new_checked(&mut buf[..]) {
-                f.set_seq(call);
-                f.set_tx_ns(raw::realtime_ns());
-                f.fill_udp_checksum();
-            }
+            stamp_frame(&mut buf[..], call, raw::realtime_ns());
             rep.batches += 1;
             last_call = Instant::now();
             match live.run(&buf, n as u32, LIVE_BATCH) {

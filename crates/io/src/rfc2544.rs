@@ -26,9 +26,9 @@ use linerate_core::procedure::rfc2544::{Action, Common, Event, Plan, Procedure};
 use linerate_core::progress::Progress;
 use linerate_core::result::{Envelope, Flag};
 use linerate_core::rfc2544::{
-    assess, live_notes, xdp_count_notes, Config, ConfigError, Generator, IfaceChange, Rfc2544Json,
-    Rfc2544Result, RxPath, SingleFrame, SizeReport, TestKind, TestTrace, GRO_FOR_LIVE_FRAMES,
-    SCHEMA, VERSION,
+    assess, live_notes, sender_notes, sender_threads, xdp_count_notes, Config, ConfigError,
+    Generator, IfaceChange, Rfc2544Json, Rfc2544Result, RxPath, SingleFrame, SizeReport, TestKind,
+    TestTrace, GRO_FOR_LIVE_FRAMES, SCHEMA, VERSION,
 };
 use linerate_core::units::{format_bits_per_s, group_thousands};
 
@@ -131,8 +131,14 @@ pub fn run(
         .flagged(flags))
 }
 
+/// CPUs this process may run on (1 when unknown).
+fn cpus() -> u32 {
+    std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
+}
+
 fn harness_config(cfg: &Config, path: Generator, rx_path: RxPath) -> HarnessConfig {
     HarnessConfig {
+        sender_threads: sender_threads(path, cfg.sender_threads, cpus()) as usize,
         tx: cfg.tx.clone(),
         rx: cfg.rx.clone(),
         qdisc_bypass: cfg.qdisc_bypass,
@@ -245,13 +251,19 @@ fn run_inner(
         }
     }
     let (mut harness, took, path) = started.ok_or(Rfc2544Error::NoGenerator)?;
+    let threads = harness.sender_threads();
     progress.step(&format!(
-        "linerate rfc2544: {} ({}) → {} ({}), generator {}{}, receiver {}",
+        "linerate rfc2544: {} ({}) → {} ({}), generator {}{}{}, receiver {}",
         cfg.tx.iface,
         cfg.tx.netns_label(),
         cfg.rx.iface,
         cfg.rx.netns_label(),
         path.name(),
+        if threads > 1 {
+            format!(" × {threads} threads")
+        } else {
+            String::new()
+        },
         if cfg.qdisc_bypass {
             " + PACKET_QDISC_BYPASS"
         } else {
@@ -278,7 +290,7 @@ fn run_inner(
     let generator_notes = if live {
         live_notes(counted_by_device, &changes)
     } else {
-        Vec::new()
+        sender_notes(threads)
     };
     let rx_user_space_stamps = harness.rx_user_stamps;
     let receiver = harness.rx_path();
@@ -297,6 +309,7 @@ fn run_inner(
         link_emulation: None,
         link_bits_per_s: cfg.link.bps(),
         generator: path,
+        sender_threads: threads,
         qdisc_bypass: cfg.qdisc_bypass,
         trial_s: cfg.trial.as_secs_f64(),
         resolution_pct: cfg.resolution_pct,

@@ -73,6 +73,7 @@ impl Pair {
             },
             qdisc_bypass: bypass,
             path: Generator::Sendmmsg,
+            sender_threads: 1,
             rx_path: RxPath::AfPacket,
             src_ip: [198, 18, 0, 1].into(),
             dst_ip: [198, 19, 255, 2].into(),
@@ -486,4 +487,57 @@ fn xdp_counter_counts_every_frame_sent_and_checks_a_sample() {
         other => panic!("a second XDP counter attached: {other:?}"),
     }
     drop(first);
+}
+
+#[test]
+fn sender_threads_send_every_frame_once_on_both_af_packet_paths() {
+    if !privileged("sender_threads_send_every_frame_once_on_both_af_packet_paths") {
+        return;
+    }
+    let pair = Pair::new("t");
+    for path in [Generator::Sendmmsg, Generator::TxRing] {
+        let mut cfg = pair.config(false);
+        cfg.path = path;
+        cfg.sender_threads = 2;
+        let mut h = Harness::start(cfg).unwrap();
+        assert_eq!(h.sender_threads(), 2);
+        h.warm_up(64, Duration::from_secs(5)).unwrap();
+        // Before any ceiling run a paced trial uses every thread: the two
+        // share one schedule, every sequence number goes once.
+        let spec = TrialSpec {
+            frame_bytes: 64,
+            fps: 5_000.0,
+            frames: 2_500,
+        };
+        let (o, rep) = h.trial(&spec, Duration::from_millis(200)).unwrap();
+        eprintln!("{path:?} 2 threads, 64 B at 5000 fps: {rep:?}");
+        assert_eq!(rep.sender_threads, 2, "{rep:?}");
+        if rep.timed_out {
+            eprintln!("NOTE {path:?}: the generator hit its time bound on this loaded host after {} of 2500 frames", rep.sent_frames);
+        } else {
+            assert_eq!(rep.sent_frames, 2_500, "{rep:?}");
+        }
+        assert!(rep.sent_frames > 0, "{rep:?}");
+        assert_eq!(o.received_frames, rep.sent_frames, "{o:?}");
+        assert_eq!(o.duplicates, 0);
+        // The ceiling sends from both; afterwards a slow paced trial needs
+        // only one, and still sends every frame once.
+        let c = h.ceiling(64, Duration::from_millis(200)).unwrap();
+        eprintln!("{path:?} 2-thread ceiling 64 B: {c:?}");
+        assert_eq!(c.sender_threads, 2, "{c:?}");
+        assert!(c.sent_frames > 1_000, "{c:?}");
+        std::thread::sleep(Duration::from_millis(200));
+        let spec = TrialSpec {
+            frame_bytes: 64,
+            fps: 1_000.0,
+            frames: 300,
+        };
+        let (o, rep) = h.trial(&spec, Duration::from_millis(200)).unwrap();
+        assert_eq!(rep.sender_threads, 1, "{rep:?}");
+        if !rep.timed_out {
+            assert_eq!(rep.sent_frames, 300, "{rep:?}");
+        }
+        assert_eq!(o.received_frames, rep.sent_frames, "{o:?}");
+        assert_eq!(o.duplicates, 0);
+    }
 }

@@ -165,10 +165,15 @@ pub(crate) struct Rfc2544Args {
     /// PACKET_QDISC_BYPASS (refused on shaped links: it would skip tc).
     #[arg(long)]
     pub(crate) qdisc_bypass: bool,
+    /// Sender threads of the packet and packet-ring generators, each with
+    /// its own socket and its share of the frames (default: one per CPU, as
+    /// trafgen starts one process per CPU).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub(crate) threads: Option<u32>,
     /// Line speed for the line-rate model (default: the bed's --link).
     #[arg(long, value_name = "SPEED")]
     pub(crate) link: Option<BitRate>,
-    /// One JSON document (schema linerate.rfc2544, version 4).
+    /// One JSON document (schema linerate.rfc2544, version 5).
     #[arg(long)]
     pub(crate) json: bool,
     #[command(flatten)]
@@ -255,6 +260,7 @@ fn config(args: &Rfc2544Args) -> Result<Config, Failure> {
         generator: args.generator.into(),
         qdisc_bypass: args.qdisc_bypass,
         rx_path: args.receiver.into(),
+        sender_threads: args.threads,
     };
     cfg.validate().map_err(|e| match e.setting() {
         Some(setting) => anyhow::Error::from(e).context(format!("--{setting}")),

@@ -120,7 +120,7 @@ fn json_with(o: &Output, code: i32) -> serde_json::Value {
     common::validate(SCHEMA, &j);
     let doc: Rfc2544Json = serde_json::from_value(j.clone()).unwrap();
     assert_eq!(serde_json::to_value(&doc).unwrap(), j, "round trip");
-    assert_eq!(doc.version, 4);
+    assert_eq!(doc.version, 5);
     assert!(doc.started_at.is_some() && doc.host.is_some());
     // The flags decide the exit code.
     assert_eq!(i32::from(doc.exit_code()), code, "{:?}", doc.flags);
@@ -224,6 +224,14 @@ fn bridge_bed_at_100m_finds_line_rate_for_1518_byte_frames() {
     assert_eq!(j["generator"], "af_packet_sendmmsg");
     assert!(
         j["generator_fallback"].as_str().unwrap().contains("tbf"),
+        "{j}"
+    );
+    // It sends from one thread per CPU by default, and says what that means.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+    assert_eq!(j["sender_threads"], cpus, "{j}");
+    assert_eq!(
+        j["generator_notes"].to_string().contains("sender threads"),
+        cpus > 1,
         "{j}"
     );
     let s = &j["sizes"][0];

@@ -243,6 +243,9 @@ pub fn blocks(doc: &Rfc2544Json) -> Doc {
         ),
     );
     let mut g = format!("generator: {generator}");
+    if r.sender_threads > 1 {
+        g.push_str(&format!(", {} sender threads", r.sender_threads));
+    }
     if let Some(why) = &r.generator_fallback {
         g.push_str(&format!(" (auto: faster generators not used: {why})"));
     }
