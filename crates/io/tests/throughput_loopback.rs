@@ -267,13 +267,14 @@ fn tcp_receivers_set_a_low_water_mark_and_streams_still_end_whole() {
             .cloned()
             .collect()
     };
-    // Default: the block size (64 KiB here), both ends' receivers.
+    // Default: 256 KiB whatever the block size (64 KiB here), both ends'
+    // receivers.
     let p = params(Protocol::Tcp, Direction::Bidir, 1);
     let o = run(addr, &p);
     check(&o, &p);
     for r in receivers(&o) {
-        assert_eq!(r.recv_lowat_bytes, Some(64 * 1024), "{}", r.path);
-        assert!(r.path.contains("rcvlowat 64 KiB"), "{}", r.path);
+        assert_eq!(r.recv_lowat_bytes, Some(256 * 1024), "{}", r.path);
+        assert!(r.path.contains("rcvlowat 256 KiB"), "{}", r.path);
     }
     // The kernel's own default, asked explicitly.
     let mut p = params(Protocol::Tcp, Direction::Reverse, 1);
