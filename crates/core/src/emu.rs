@@ -528,6 +528,55 @@ impl Timing {
     }
 }
 
+/// Timed wakes whose overshoot the emulator keeps to size its margin.
+pub const MARGIN_WINDOW: usize = 64;
+
+/// The wake margin as the emulator runs: its timer's overshoot measured at
+/// start is a floor; the overshoot of its recent timed wakes (the last
+/// [`MARGIN_WINDOW`]) can raise it, since a timer loaded by the test wakes
+/// later than an idle one (on a VM: 5 % of 1518-byte frames at 100 Mbit/s
+/// left 30–50 µs late with the start-up margin alone).
+#[derive(Debug, Clone)]
+pub struct WakeMargin {
+    floor_ns: u64,
+    recent: [u64; MARGIN_WINDOW],
+    len: usize,
+    next: usize,
+    margin_ns: u64,
+}
+
+impl WakeMargin {
+    /// Starts at `floor_ns` (the start-up [`Timing::wake_margin_ns`]).
+    pub fn new(floor_ns: u64) -> Self {
+        Self {
+            floor_ns,
+            recent: [0; MARGIN_WINDOW],
+            len: 0,
+            next: 0,
+            margin_ns: floor_ns,
+        }
+    }
+
+    /// The margin now, ns.
+    pub fn ns(&self) -> u64 {
+        self.margin_ns
+    }
+
+    /// Records how late a timed wake came (ns) and sizes the margin again:
+    /// [`Timing::margin_for`] the 95th percentile of the recent wakes, never
+    /// below the floor.
+    pub fn record(&mut self, overshoot_ns: u64) {
+        self.recent[self.next] = overshoot_ns;
+        self.next = (self.next + 1) % MARGIN_WINDOW;
+        self.len = (self.len + 1).min(MARGIN_WINDOW);
+        let mut v = self.recent;
+        let v = &mut v[..self.len];
+        v.sort_unstable();
+        let p95 = v[(self.len - 1) * 95 / 100];
+        self.margin_ns = Timing::margin_for(p95).max(self.floor_ns);
+    }
+}
+
 /// The emulator's own limit, measured at bed start on this host.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Capacity {
@@ -1038,5 +1087,33 @@ mod tests {
         // count as late instead of the CPU being held for it).
         assert_eq!(Timing::margin_for(5_000_000), MAX_WAKE_MARGIN_NS);
         assert_eq!(Timing::margin_for(u64::MAX), MAX_WAKE_MARGIN_NS);
+    }
+
+    #[test]
+    fn the_wake_margin_follows_the_recent_overshoot_above_its_floor() {
+        let mut m = WakeMargin::new(20_000);
+        assert_eq!(m.ns(), 20_000);
+        // Precise wakes never lower it below the start-up floor.
+        for _ in 0..MARGIN_WINDOW {
+            m.record(1_000);
+        }
+        assert_eq!(m.ns(), 20_000);
+        // A loaded timer: 1 wake in 10 comes 60 µs late; the 95th
+        // percentile of the window is then 60 µs.
+        for i in 0..MARGIN_WINDOW {
+            m.record(if i % 10 == 0 { 60_000 } else { 5_000 });
+        }
+        assert_eq!(m.ns(), 62_000);
+        // The load goes: the window forgets it.
+        for _ in 0..MARGIN_WINDOW {
+            m.record(5_000);
+        }
+        assert_eq!(m.ns(), 20_000);
+        // Never above the cap.
+        m.record(10_000_000);
+        for _ in 0..MARGIN_WINDOW {
+            m.record(10_000_000);
+        }
+        assert_eq!(m.ns(), MAX_WAKE_MARGIN_NS);
     }
 }

@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use linerate_core::emu::{Capacity, Counters, Direction, Impairments, Timing};
+use linerate_core::emu::{Capacity, Counters, Direction, Impairments, Timing, WakeMargin};
 use serde::{Deserialize, Serialize};
 
 use crate::packet::PacketError;
@@ -396,6 +396,8 @@ struct Engine {
     _cpu_latency: Option<std::fs::File>,
     /// When the current busy-wait began (the end of the last sleep).
     busy_since_ns: u64,
+    /// The wake margin, raised by late timed wakes.
+    margin: WakeMargin,
 }
 
 impl Engine {
@@ -419,6 +421,7 @@ impl Engine {
             timing,
             _cpu_latency: cpu_latency,
             busy_since_ns: monotonic_ns(),
+            margin: WakeMargin::new(timing.wake_margin_ns),
         })
     }
 
@@ -536,7 +539,7 @@ impl Engine {
     /// frame arrives or the next departure is a margin away.
     fn wait(&mut self) -> Result<(), EmuError> {
         let now = monotonic_ns();
-        let margin = self.timing.wake_margin_ns;
+        let margin = self.margin.ns();
         let next = self.next_due();
         if next.is_some_and(|d| d <= now + margin) {
             if now.saturating_sub(self.busy_since_ns) < MAX_SPIN_RUN_NS {
@@ -548,18 +551,26 @@ impl Engine {
         }
         let sleep = next.map_or(IDLE_SLEEP_NS, |d| (d - now - margin).min(IDLE_SLEEP_NS));
         let fds: Vec<_> = self.ports.iter().map(|p| p.sock.raw_fd()).collect();
-        self.sleep(&fds, sleep)
+        let woke_by_frame = self.sleep(&fds, sleep)?;
+        if next.is_some() && !woke_by_frame {
+            // A timed wake for a departure: how late it came.
+            let late = self.busy_since_ns.saturating_sub(now + sleep);
+            self.margin.record(late);
+        }
+        Ok(())
     }
 
-    /// Sleeps until one of `fds` is readable or `ns` pass.
-    fn sleep(&mut self, fds: &[std::os::fd::RawFd], ns: u64) -> Result<(), EmuError> {
-        crate::sys::emu::ppoll_readable(fds, ns).map_err(|source| PacketError::Socket {
-            what: "ppoll",
-            iface: self.ports[0].iface.clone(),
-            source,
-        })?;
+    /// Sleeps until one of `fds` is readable or `ns` pass; true when a
+    /// descriptor woke it.
+    fn sleep(&mut self, fds: &[std::os::fd::RawFd], ns: u64) -> Result<bool, EmuError> {
+        let readable =
+            crate::sys::emu::ppoll_readable(fds, ns).map_err(|source| PacketError::Socket {
+                what: "ppoll",
+                iface: self.ports[0].iface.clone(),
+                source,
+            })?;
         self.busy_since_ns = monotonic_ns();
-        Ok(())
+        Ok(readable)
     }
 
     /// Adds the kernel's receive-ring drops to each direction.
