@@ -44,13 +44,13 @@ use crate::sys::clock::{monotonic_ns, realtime_ns};
 use crate::sys::emu::RxRing;
 use crate::sys::packet::{self as raw, PacketSocket, ETH_P_ALL, MAX_BATCH, PACKET_OUTGOING};
 
-/// Longest busy-wait without a break, ns: a flood whose departures are
-/// closer together than the wake margin keeps the emulator busy; it then
-/// rests [`SPIN_REST_NS`] so that a real-time thread does not hold its CPU
-/// from the test's threads (the frames due meanwhile leave late, counted).
+/// Longest busy-wait at real-time priority without a sleep, ns: a flood
+/// whose departures are closer together than the wake margin keeps the
+/// emulator busy; beyond this it goes on at normal priority, yielding each
+/// turn, so that a real-time thread never holds a CPU from the test's
+/// threads and the kernel's softirq work (frames due meanwhile may leave
+/// late, counted); it is real-time again at its next sleep.
 pub const MAX_SPIN_RUN_NS: u64 = 200_000;
-/// The rest after [`MAX_SPIN_RUN_NS`] of busy-waiting, ns.
-pub const SPIN_REST_NS: u64 = 50_000;
 /// The emulator thread's real-time priority (`SCHED_FIFO`; 1 is the
 /// lowest): above every normal thread, below the kernel's own real-time
 /// threads.
@@ -398,6 +398,9 @@ struct Engine {
     busy_since_ns: u64,
     /// The wake margin, raised by late timed wakes.
     margin: WakeMargin,
+    /// Whether the thread runs real-time now (it leaves real-time
+    /// priority in a flood, see [`Engine::wait`]).
+    realtime_now: bool,
 }
 
 impl Engine {
@@ -422,6 +425,7 @@ impl Engine {
             _cpu_latency: cpu_latency,
             busy_since_ns: monotonic_ns(),
             margin: WakeMargin::new(timing.wake_margin_ns),
+            realtime_now: timing.realtime,
         })
     }
 
@@ -533,10 +537,10 @@ impl Engine {
     }
 
     /// Waits for the next event: busy-waits for a departure due within the
-    /// wake margin (resting [`SPIN_REST_NS`] after [`MAX_SPIN_RUN_NS`] of
-    /// busy-waiting without a break, so that a flood leaves the CPU to the
-    /// test's threads now and then); otherwise sleeps in `ppoll` until a
-    /// frame arrives or the next departure is a margin away.
+    /// wake margin (at normal priority, yielding, after [`MAX_SPIN_RUN_NS`]
+    /// of busy-waiting without a sleep: a flood shares the CPU with the
+    /// test); otherwise sleeps in `ppoll` until a frame arrives or the next
+    /// departure is a margin away.
     fn wait(&mut self) -> Result<(), EmuError> {
         let now = monotonic_ns();
         let margin = self.margin.ns();
@@ -546,7 +550,14 @@ impl Engine {
                 std::hint::spin_loop();
                 return Ok(());
             }
-            self.sleep(&[], SPIN_REST_NS)?;
+            // A flood: busy for longer than a departure's wait. It goes on
+            // at normal priority, yielding each turn, so the test's threads
+            // and the kernel's (softirq) share the CPU with it; real-time
+            // again at its next sleep.
+            if self.realtime_now {
+                self.realtime_now = crate::sys::emu::set_normal().is_err();
+            }
+            std::thread::yield_now();
             return Ok(());
         }
         let sleep = next.map_or(IDLE_SLEEP_NS, |d| (d - now - margin).min(IDLE_SLEEP_NS));
@@ -563,6 +574,9 @@ impl Engine {
     /// Sleeps until one of `fds` is readable or `ns` pass; true when a
     /// descriptor woke it.
     fn sleep(&mut self, fds: &[std::os::fd::RawFd], ns: u64) -> Result<bool, EmuError> {
+        if self.timing.realtime && !self.realtime_now {
+            self.realtime_now = crate::sys::emu::set_fifo(FIFO_PRIORITY).is_ok();
+        }
         let readable =
             crate::sys::emu::ppoll_readable(fds, ns).map_err(|source| PacketError::Socket {
                 what: "ppoll",

@@ -263,3 +263,10 @@ pub(crate) fn set_fifo(priority: i32) -> io::Result<()> {
     // SAFETY: `p` is a live sched_param; pid 0 is the calling thread.
     syscall!(sched_setscheduler(0, libc::SCHED_FIFO, &p)).map(|_| ())
 }
+
+/// Returns the calling thread to the normal scheduler (`SCHED_OTHER`).
+pub(crate) fn set_normal() -> io::Result<()> {
+    let p = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `p` is a live sched_param; pid 0 is the calling thread.
+    syscall!(sched_setscheduler(0, libc::SCHED_OTHER, &p)).map(|_| ())
+}
