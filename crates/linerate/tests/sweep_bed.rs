@@ -250,7 +250,7 @@ fn rfc2544_repeats_each_point_and_restores_the_bed() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|e| panic!("{e}: {err}\n{}", String::from_utf8_lossy(&o.stdout)));
     common::validate("linerate.rfc2544", &v);
-    assert_eq!(v["version"], 4);
+    assert_eq!(v["version"], linerate_core::rfc2544::VERSION);
     let sizes = v["sizes"].as_array().unwrap();
     assert_eq!(sizes.len(), 4, "{err}");
     assert_eq!(sizes[1]["settings"][0], serde_json::json!(["gro", "on"]));
