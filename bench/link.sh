@@ -98,8 +98,11 @@ for size in 1472 18; do
   doc=$("$LR" throughput --bed "${P}e100" --udp --size "$size" --time "$DURATION" --json 2>/dev/null || true)
   pct=$(jq -r '[.figures.directions[] | select(.role == "receiver") | .pct_of_max][0] // "?"' <<<"$doc")
   limited=$(jq -r '[.flags[] | select(.code == "emulator_limited")] | length' <<<"$doc")
-  ok=0; [ "$pct" != "?" ] && ok=$(test_ "$pct >= 99.5 || $limited > 0")
-  echo "UDP throughput 100M size $size: $pct % of the model, emulator_limited flags $limited (target >= 99.5 % or flagged): $(verdict "$ok")"
+  # 1518-byte frames: >= 99.5 % whatever the flags; 64-byte: or flagged.
+  ok=0; flagged_ok=0; [ "$size" = 18 ] && flagged_ok=1
+  [ "$pct" != "?" ] && ok=$(test_ "$pct >= 99.5 || ($flagged_ok && $limited > 0)")
+  target=">= 99.5 %"; [ "$flagged_ok" = 1 ] && target=">= 99.5 % or flagged"
+  echo "UDP throughput 100M size $size: $pct % of the model, emulator_limited flags $limited (target $target): $(verdict "$ok")"
 done
 
 # 5: rfc2544 single frames on a 100M bridge bed.
