@@ -704,42 +704,26 @@ fn spawn_icmp_receiver(
 
 fn receive_icmp(sock: &UdpSocket, how: Receive, sent_all: &AtomicBool) -> io::Result<Vec<Event>> {
     use linerate_core::wire::icmp::{icmp_message, Family, ECHO_REPLY_V4, HEADER_LEN};
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 65536];
-    let mut done_at = None;
-    while (out.len() as u64) < how.count {
-        match sock.recv(&mut buf) {
-            Ok(n) => {
-                let t = sys::clock::monotonic_ns();
-                if let Ok(m) = icmp_message(&buf[..n], Family::V4) {
-                    let ours = m.len() > HEADER_LEN
-                        && m[0] == ECHO_REPLY_V4
-                        && m[4..6] == ICMP_IDENT.to_be_bytes();
-                    if let Some(seq) = probe_seq(&m[HEADER_LEN.min(m.len())..]).filter(|_| ours) {
-                        out.push(Event::user(
-                            Point::UserRecv,
-                            t,
-                            seq,
-                            (m.len() - HEADER_LEN) as u32,
-                        ));
-                    }
+    receive_until(
+        how.count,
+        sent_all,
+        |b| sock.recv(b).map(Some),
+        |data, t, out| {
+            if let Ok(m) = icmp_message(data, Family::V4) {
+                let ours = m.len() > HEADER_LEN
+                    && m[0] == ECHO_REPLY_V4
+                    && m[4..6] == ICMP_IDENT.to_be_bytes();
+                if let Some(seq) = probe_seq(&m[HEADER_LEN.min(m.len())..]).filter(|_| ours) {
+                    out.push(Event::user(
+                        Point::UserRecv,
+                        t,
+                        seq,
+                        (m.len() - HEADER_LEN) as u32,
+                    ));
                 }
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) => {}
-            Err(e) => return Err(e),
-        }
-        if sent_all.load(Ordering::Acquire) {
-            let since = *done_at.get_or_insert_with(std::time::Instant::now);
-            if since.elapsed() > DRAIN {
-                break;
-            }
-        }
-    }
-    Ok(out)
+        },
+    )
 }
 
 /// UDP payload of the cost measurement's load.
