@@ -322,8 +322,7 @@ pub fn summarise(
     type Row = (Point, Option<String>, usize);
     let mut rows: BTreeMap<Row, Acc> = BTreeMap::new();
     let mut order = 0;
-    let mut drops: BTreeMap<(String, String, Option<String>, Option<String>), u64> =
-        BTreeMap::new();
+    let mut drops: super::DropCounts = BTreeMap::new();
     let mut chain_rows: Vec<BTreeSet<Row>> = Vec::new();
     let mut counts = IfaceCounts {
         matched: kept.len() as u64,
@@ -398,17 +397,7 @@ pub fn summarise(
         |rows: &BTreeSet<Row>| ends.is_some_and(|(f, l)| rows.contains(f) && rows.contains(l));
     counts.followed_first_to_last = chain_rows.iter().filter(|r| complete(r)).count() as u64;
     counts.elsewhere = elsewhere;
-    let mut drops: Vec<DropSite> = drops
-        .into_iter()
-        .map(|((reason, after, netns, location), count)| DropSite {
-            reason,
-            after,
-            netns,
-            location,
-            count,
-        })
-        .collect();
-    drops.sort_by_key(|d| std::cmp::Reverse(d.count));
+    let drops = DropSite::from_counts(drops);
     let example = kept
         .iter()
         .zip(&chain_rows)

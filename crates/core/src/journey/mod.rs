@@ -313,6 +313,28 @@ pub struct DropSite {
     pub count: u64,
 }
 
+/// Drops counted by (reason, step after, namespace, location).
+pub(crate) type DropCounts =
+    std::collections::BTreeMap<(String, String, Option<String>, Option<String>), u64>;
+
+impl DropSite {
+    /// The sites of `counts`, most drops first.
+    pub(crate) fn from_counts(counts: DropCounts) -> Vec<Self> {
+        let mut v: Vec<Self> = counts
+            .into_iter()
+            .map(|((reason, after, netns, location), count)| Self {
+                reason,
+                after,
+                netns,
+                location,
+                count,
+            })
+            .collect();
+        v.sort_by_key(|d| std::cmp::Reverse(d.count));
+        v
+    }
+}
+
 /// A rule-based tuning hint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Hint {

@@ -332,8 +332,7 @@ pub fn summarise(paths: &[ProbePath], devices: &[Device], topology: &str) -> Sum
     }
     let mut rows: BTreeMap<Key, Acc> = BTreeMap::new();
     let mut order = 0;
-    let mut drops: BTreeMap<(String, String, Option<String>, Option<String>), u64> =
-        BTreeMap::new();
+    let mut drops: super::DropCounts = BTreeMap::new();
     for p in paths {
         let mut seen: BTreeMap<(Point, Option<String>), usize> = BTreeMap::new();
         let mut netns: Option<String> = None;
@@ -419,17 +418,7 @@ pub fn summarise(paths: &[ProbePath], devices: &[Device], topology: &str) -> Sum
         })
         .collect();
     gaps.sort_by_key(|g| std::cmp::Reverse(g.duration.median_ns));
-    let mut drops: Vec<DropSite> = drops
-        .into_iter()
-        .map(|((reason, after, netns, location), count)| DropSite {
-            reason,
-            after,
-            netns,
-            location,
-            count,
-        })
-        .collect();
-    drops.sort_by_key(|d| std::cmp::Reverse(d.count));
+    let drops = DropSite::from_counts(drops);
     let followed = paths
         .iter()
         .filter(|p| p.started(devices) && p.delivered())
