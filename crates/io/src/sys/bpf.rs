@@ -233,23 +233,33 @@ pub(crate) struct MapCreateAttr {
     pub(crate) map_name: [u8; 16],
 }
 
-/// The `BPF_PROG_LOAD` part of `union bpf_attr`, up to
-/// `expected_attach_type` (the kernel zero-fills the rest).
+/// The `BPF_PROG_LOAD` part of `union bpf_attr`, up to `attach_btf_obj_fd`
+/// (the kernel zero-fills the rest): XDP programs leave the BTF fields 0.
 #[repr(C)]
 #[derive(Debug, Default)]
-struct ProgLoadAttr {
-    prog_type: u32,
-    insn_cnt: u32,
-    insns: u64,
-    license: u64,
-    log_level: u32,
-    log_size: u32,
-    log_buf: u64,
-    kern_version: u32,
-    prog_flags: u32,
-    prog_name: [u8; 16],
-    prog_ifindex: u32,
-    expected_attach_type: u32,
+pub(crate) struct ProgLoadAttr {
+    pub(crate) prog_type: u32,
+    pub(crate) insn_cnt: u32,
+    pub(crate) insns: u64,
+    pub(crate) license: u64,
+    pub(crate) log_level: u32,
+    pub(crate) log_size: u32,
+    pub(crate) log_buf: u64,
+    pub(crate) kern_version: u32,
+    pub(crate) prog_flags: u32,
+    pub(crate) prog_name: [u8; 16],
+    pub(crate) prog_ifindex: u32,
+    pub(crate) expected_attach_type: u32,
+    pub(crate) prog_btf_fd: u32,
+    pub(crate) func_info_rec_size: u32,
+    pub(crate) func_info: u64,
+    pub(crate) func_info_cnt: u32,
+    pub(crate) line_info_rec_size: u32,
+    pub(crate) line_info: u64,
+    pub(crate) line_info_cnt: u32,
+    pub(crate) attach_btf_id: u32,
+    pub(crate) attach_btf_obj_fd: u32,
+    pub(crate) _pad: u32,
 }
 
 /// The `BPF_PROG_TEST_RUN` part of `union bpf_attr` (`test`).
@@ -321,43 +331,62 @@ pub(crate) fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long
     ))
 }
 
-/// Loads the XDP program `insns` named `name` (at most 15 bytes) with
-/// `expected_attach_type`. On EINVAL/EACCES it loads again with the
+/// Loads `insns` as an XDP program named `name` (at most 15 bytes kept)
+/// with `expected_attach_type`. On EINVAL/EACCES it loads again with the
 /// verifier log on, to say why.
 pub(crate) fn load_xdp(
     insns: &[BpfInsn],
     name: &[u8],
     expected_attach_type: u32,
 ) -> Result<OwnedFd, BpfError> {
+    load_program(
+        insns,
+        ProgLoadAttr {
+            prog_type: BPF_PROG_TYPE_XDP,
+            prog_name: name16(name),
+            expected_attach_type,
+            ..ProgLoadAttr::default()
+        },
+    )
+}
+
+/// A program name as the kernel takes it: at most 15 bytes and a NUL.
+pub(crate) fn name16(name: &[u8]) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    let n = name.len().min(15);
+    out[..n].copy_from_slice(&name[..n]);
+    out
+}
+
+/// Loads `insns` with the type, name and attach fields of `attr` (GPL
+/// licensed). On EINVAL/EACCES it loads again with the verifier log on and
+/// keeps the log's last lines, which say why.
+pub(crate) fn load_program(insns: &[BpfInsn], attr: ProgLoadAttr) -> Result<OwnedFd, BpfError> {
     let license = b"GPL\0";
     let load = |log: Option<&mut Vec<u8>>| -> io::Result<libc::c_long> {
-        let mut prog_name = [0u8; 16];
-        let n = name.len().min(15);
-        prog_name[..n].copy_from_slice(&name[..n]);
-        let mut attr = ProgLoadAttr {
-            prog_type: BPF_PROG_TYPE_XDP,
+        let mut a = ProgLoadAttr {
             insn_cnt: insns.len() as u32,
             insns: insns.as_ptr() as u64,
             license: license.as_ptr() as u64,
-            prog_name,
-            expected_attach_type,
-            ..ProgLoadAttr::default()
+            ..attr
         };
         if let Some(buf) = log {
-            attr.log_level = 1;
-            attr.log_size = buf.len() as u32;
-            attr.log_buf = buf.as_mut_ptr() as u64;
+            a.log_level = 1;
+            a.log_size = buf.len() as u32;
+            a.log_buf = buf.as_mut_ptr() as u64;
         }
-        bpf(BPF_PROG_LOAD, &mut attr)
+        bpf(BPF_PROG_LOAD, &mut a)
     };
     let fd = match load(None) {
         Ok(fd) => fd,
         Err(source) => {
             let log = if matches!(source.raw_os_error(), Some(libc::EINVAL | libc::EACCES)) {
-                let mut buf = vec![0u8; 64 * 1024];
+                let mut buf = vec![0u8; 256 * 1024];
                 let _ = load(Some(&mut buf));
                 let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-                Some(String::from_utf8_lossy(&buf[..end]).into_owned())
+                let text = String::from_utf8_lossy(&buf[..end]).into_owned();
+                let tail: Vec<&str> = text.lines().rev().take(6).collect();
+                Some(tail.into_iter().rev().collect::<Vec<_>>().join("\n"))
                     .filter(|s| !s.trim().is_empty())
             } else {
                 None
@@ -532,7 +561,10 @@ mod tests {
     #[test]
     fn attr_layouts_match_linux_bpf_h() {
         // Offsets of union bpf_attr's members, from linux/bpf.h.
-        assert_eq!(size_of::<ProgLoadAttr>(), 72);
+        assert_eq!(std::mem::offset_of!(ProgLoadAttr, func_info), 80);
+        assert_eq!(std::mem::offset_of!(ProgLoadAttr, line_info), 96);
+        assert_eq!(std::mem::offset_of!(ProgLoadAttr, attach_btf_id), 108);
+        assert_eq!(std::mem::offset_of!(ProgLoadAttr, attach_btf_obj_fd), 112);
         assert_eq!(std::mem::offset_of!(ProgLoadAttr, log_buf), 32);
         assert_eq!(std::mem::offset_of!(ProgLoadAttr, prog_name), 48);
         assert_eq!(std::mem::offset_of!(ProgLoadAttr, expected_attach_type), 68);

@@ -33,8 +33,6 @@ use super::syscall;
 
 /// `BPF_MAP_CREATE`.
 const BPF_MAP_CREATE: libc::c_long = 0;
-/// `BPF_PROG_LOAD`.
-const BPF_PROG_LOAD: libc::c_long = 5;
 /// `BPF_RAW_TRACEPOINT_OPEN`.
 const BPF_RAW_TRACEPOINT_OPEN: libc::c_long = 17;
 /// `BPF_MAP_TYPE_RINGBUF` (Linux 5.8).
@@ -599,13 +597,13 @@ pub(crate) struct IfaceMapFds {
 impl IfaceMapFds {
     /// Creates both maps.
     pub(crate) fn new() -> Result<Self, BpfError> {
-        let create = |map_type, key_size, max_entries, name| {
+        let create = |map_type, key_size, max_entries, name: &str| {
             let mut attr = MapCreateAttr {
                 map_type,
                 key_size,
                 value_size: 8,
                 max_entries,
-                map_name: name16(name),
+                map_name: super::bpf::name16(name.as_bytes()),
                 ..MapCreateAttr::default()
             };
             bpf(BPF_MAP_CREATE, &mut attr)
@@ -659,34 +657,6 @@ impl IfaceMapFds {
     }
 }
 
-/// The `BPF_PROG_LOAD` part of `union bpf_attr` up to `attach_btf_obj_fd`.
-#[repr(C)]
-#[derive(Debug, Default)]
-struct TracingLoadAttr {
-    prog_type: u32,
-    insn_cnt: u32,
-    insns: u64,
-    license: u64,
-    log_level: u32,
-    log_size: u32,
-    log_buf: u64,
-    kern_version: u32,
-    prog_flags: u32,
-    prog_name: [u8; 16],
-    prog_ifindex: u32,
-    expected_attach_type: u32,
-    prog_btf_fd: u32,
-    func_info_rec_size: u32,
-    func_info: u64,
-    func_info_cnt: u32,
-    line_info_rec_size: u32,
-    line_info: u64,
-    line_info_cnt: u32,
-    attach_btf_id: u32,
-    attach_btf_obj_fd: u32,
-    _pad: u32,
-}
-
 /// The `raw_tracepoint` part of `union bpf_attr`.
 #[repr(C)]
 #[derive(Debug, Default)]
@@ -703,62 +673,20 @@ fn owned(fd: libc::c_long) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-fn name16(name: &str) -> [u8; 16] {
-    let mut out = [0u8; 16];
-    let n = name.len().min(15);
-    out[..n].copy_from_slice(&name.as_bytes()[..n]);
-    out
-}
-
 /// Loads `insns` as a `tp_btf` program attached to BTF type
 /// `attach_btf_id` (a `btf_trace_*` typedef of vmlinux). On EINVAL/EACCES it
 /// loads again with the verifier log on, to say why.
 pub(crate) fn load(insns: &[BpfInsn], attach_btf_id: u32, name: &str) -> Result<OwnedFd, BpfError> {
-    let license = b"GPL\0";
-    let load = |log: Option<&mut Vec<u8>>| -> io::Result<libc::c_long> {
-        let mut attr = TracingLoadAttr {
+    super::bpf::load_program(
+        insns,
+        super::bpf::ProgLoadAttr {
             prog_type: BPF_PROG_TYPE_TRACING,
-            insn_cnt: insns.len() as u32,
-            insns: insns.as_ptr() as u64,
-            license: license.as_ptr() as u64,
-            prog_name: name16(name),
+            prog_name: super::bpf::name16(name.as_bytes()),
             expected_attach_type: BPF_TRACE_RAW_TP,
             attach_btf_id,
-            ..TracingLoadAttr::default()
-        };
-        if let Some(buf) = log {
-            attr.log_level = 1;
-            attr.log_size = buf.len() as u32;
-            attr.log_buf = buf.as_mut_ptr() as u64;
-        }
-        bpf(BPF_PROG_LOAD, &mut attr)
-    };
-    match load(None) {
-        Ok(fd) => owned(fd).map_err(|source| BpfError {
-            cmd: "BPF_PROG_LOAD",
-            source,
-            log: None,
-        }),
-        Err(source) => {
-            let log = if matches!(source.raw_os_error(), Some(libc::EINVAL | libc::EACCES)) {
-                let mut buf = vec![0u8; 256 * 1024];
-                let _ = load(Some(&mut buf));
-                let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-                let text = String::from_utf8_lossy(&buf[..end]).into_owned();
-                // The last lines say why.
-                let tail: Vec<&str> = text.lines().rev().take(6).collect();
-                Some(tail.into_iter().rev().collect::<Vec<_>>().join("\n"))
-                    .filter(|s| !s.trim().is_empty())
-            } else {
-                None
-            };
-            Err(BpfError {
-                cmd: "BPF_PROG_LOAD",
-                source,
-                log,
-            })
-        }
-    }
+            ..Default::default()
+        },
+    )
 }
 
 /// Attaches a loaded `tp_btf` program; the returned link detaches on close.
@@ -803,7 +731,7 @@ impl Ringbuf {
         let mut attr = MapCreateAttr {
             map_type: BPF_MAP_TYPE_RINGBUF,
             max_entries: size,
-            map_name: name16("lr_journey"),
+            map_name: super::bpf::name16(b"lr_journey"),
             ..MapCreateAttr::default()
         };
         let map = bpf(BPF_MAP_CREATE, &mut attr)
@@ -928,17 +856,6 @@ mod tests {
 
     #[test]
     fn attr_layouts_match_linux_bpf_h() {
-        assert_eq!(
-            std::mem::offset_of!(TracingLoadAttr, expected_attach_type),
-            68
-        );
-        assert_eq!(std::mem::offset_of!(TracingLoadAttr, func_info), 80);
-        assert_eq!(std::mem::offset_of!(TracingLoadAttr, line_info), 96);
-        assert_eq!(std::mem::offset_of!(TracingLoadAttr, attach_btf_id), 108);
-        assert_eq!(
-            std::mem::offset_of!(TracingLoadAttr, attach_btf_obj_fd),
-            112
-        );
         assert_eq!(std::mem::offset_of!(MapCreateAttr, map_name), 28);
         assert_eq!(size_of::<RawTpAttr>(), 24);
     }
