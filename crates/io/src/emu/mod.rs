@@ -398,6 +398,8 @@ struct Engine {
     busy_since_ns: u64,
     /// The wake margin, raised by late timed wakes.
     margin: WakeMargin,
+    /// The ports' descriptors, for `ppoll` (kept: no allocation a sleep).
+    fds: Vec<std::os::fd::RawFd>,
     /// Whether the thread runs real-time now (it leaves real-time
     /// priority in a flood, see [`Engine::wait`]).
     realtime_now: bool,
@@ -415,6 +417,7 @@ impl Engine {
             dirs.push(Direction::new(c.west_to_east, s));
             dirs.push(Direction::new(c.east_to_west, s.wrapping_add(1)));
         }
+        let fds = ports.iter().map(|p: &Port| p.sock.raw_fd()).collect();
         Ok(Self {
             names: cables.iter().map(|c| c.name.clone()).collect(),
             ports,
@@ -426,6 +429,7 @@ impl Engine {
             busy_since_ns: monotonic_ns(),
             margin: WakeMargin::new(timing.wake_margin_ns),
             realtime_now: timing.realtime,
+            fds,
         })
     }
 
@@ -561,8 +565,10 @@ impl Engine {
             return Ok(());
         }
         let sleep = next.map_or(IDLE_SLEEP_NS, |d| (d - now - margin).min(IDLE_SLEEP_NS));
-        let fds: Vec<_> = self.ports.iter().map(|p| p.sock.raw_fd()).collect();
-        let woke_by_frame = self.sleep(&fds, sleep)?;
+        let fds = std::mem::take(&mut self.fds);
+        let woke_by_frame = self.sleep(&fds, sleep);
+        self.fds = fds;
+        let woke_by_frame = woke_by_frame?;
         if next.is_some() && !woke_by_frame {
             // A timed wake for a departure: how late it came.
             let late = self.busy_since_ns.saturating_sub(now + sleep);
