@@ -92,6 +92,34 @@ fn read_some(
     }
 }
 
+/// Empty non-blocking reads between two looks at the clock while spinning.
+const SPINS_PER_CLOCK_READ: u32 = 64;
+
+/// Spins on non-blocking reads into `buf` until one returns data (or the
+/// peer's end), an error, or `over()` says the wait is over (checked once
+/// every [`SPINS_PER_CLOCK_READ`] empty reads: `WouldBlock` then). The loop
+/// holds a read and nothing else, so a reply is seen within one system
+/// call, as in a peer's spinning loop.
+fn spin_read(
+    fd: std::os::fd::RawFd,
+    buf: &mut [u8],
+    stamped: bool,
+    mut over: impl FnMut() -> bool,
+) -> io::Result<(usize, u64)> {
+    let mut empty = 0u32;
+    loop {
+        match read_some(fd, buf, libc::MSG_DONTWAIT, stamped) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                empty += 1;
+                if empty.is_multiple_of(SPINS_PER_CLOCK_READ) && over() {
+                    return Err(e);
+                }
+            }
+            r => return r,
+        }
+    }
+}
+
 /// linerate's TCP reflector for one session.
 #[derive(Debug)]
 pub struct TcpReflector {
@@ -223,10 +251,7 @@ impl TcpReflector {
             (true, _) => Want::RxTxOnRequest,
         };
         stamps::enable(fd, want).map_err(sock_err("setsockopt SO_TIMESTAMPING"))?;
-        let flags = match cfg.mode {
-            ReflectorMode::Busy => libc::MSG_DONTWAIT,
-            ReflectorMode::Blocking | ReflectorMode::Batch => 0,
-        };
+        let busy = cfg.mode == ReflectorMode::Busy;
         let mut buf = vec![0u8; size];
         let mut copy_buf = if cfg.copy {
             vec![0u8; size]
@@ -237,8 +262,9 @@ impl TcpReflector {
         let mut seq = 0u64;
         let mut last = Instant::now();
         // The limits are checked once per request, and while waiting at
-        // each receive timeout (blocking) or every 64 empty reads (busy).
-        let mut idle_turns = 0u32;
+        // each receive timeout (blocking) or every few empty reads (busy).
+        let waited_enough =
+            |last: Instant| stop.load(Ordering::Relaxed) || last.elapsed() >= cfg.idle_timeout;
         'session: while !stop.load(Ordering::Relaxed)
             && start.elapsed() < cfg.max_duration
             && last.elapsed() < cfg.idle_timeout
@@ -249,7 +275,12 @@ impl TcpReflector {
             let mut got = 0;
             let mut rx_kernel = 0;
             while got < size {
-                match read_some(fd, &mut buf[got..], flags, stamped) {
+                let read = if busy {
+                    spin_read(fd, &mut buf[got..], stamped, || waited_enough(last))
+                } else {
+                    read_some(fd, &mut buf[got..], 0, stamped)
+                };
+                match read {
                     Ok((0, _)) => break 'session,
                     Ok((n, sw)) => {
                         got += n;
@@ -258,13 +289,9 @@ impl TcpReflector {
                         }
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        idle_turns = idle_turns.wrapping_add(1);
-                        if (flags == 0 || idle_turns.is_multiple_of(64))
-                            && (stop.load(Ordering::Relaxed) || last.elapsed() >= cfg.idle_timeout)
-                        {
+                        if waited_enough(last) {
                             break 'session;
                         }
-                        std::hint::spin_loop();
                     }
                     Err(_) => break 'session,
                 }
@@ -431,8 +458,10 @@ pub fn run_tcp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                     std::thread::sleep(wait);
                     continue;
                 };
-                let flags = if cfg.spin {
-                    libc::MSG_DONTWAIT
+                let read = if cfg.spin {
+                    let deadline =
+                        t.saturating_add(u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX));
+                    spin_read(fd, &mut reply[got..], stamped, || now() >= deadline)
                 } else {
                     let ms = wait.as_millis().max(1);
                     if ms != timeout_ms {
@@ -443,9 +472,9 @@ pub fn run_tcp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                             .map_err(sock_err("setsockopt SO_RCVTIMEO"))?;
                         timeout_ms = ms;
                     }
-                    0
+                    read_some(fd, &mut reply[got..], 0, stamped)
                 };
-                match read_some(fd, &mut reply[got..], flags, stamped) {
+                match read {
                     Ok((0, _)) => {
                         return Err(EchoIoError::Protocol(
                             "the responder closed the connection".into(),
@@ -481,9 +510,10 @@ pub fn run_tcp_client(cfg: &ClientConfig) -> Result<ClientRun, EchoIoError> {
                             rx_kernel = 0;
                         }
                     }
-                    // Spinning: nothing yet; blocking: the receive timeout
-                    // (the schedule then declares the reply late).
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::hint::spin_loop(),
+                    // The wait is over (spinning) or the receive timeout
+                    // passed (blocking): the schedule then declares the
+                    // reply late or the run over.
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) => return Err(sock_err("recvmsg")(e)),
                 }
             }
