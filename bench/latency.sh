@@ -28,8 +28,13 @@
 # therefore sets ping's time beside linerate's like-for-like field,
 # `rtt_send_to_kernel_rx` (per exchange: the send call to the kernel's
 # receive stamp of the reply), and prints the ratio of linerate's full RTT
-# to ping's time beside it, labelled as spanning more; ping prints
-# microseconds with 3 decimals (whole µs on older iputils).
+# to ping's time beside it, labelled as spanning more. ping prints its
+# times in ms with 3 decimals, i.e. in whole µs, so the median of its
+# replies is a whole number (5.00 for a true median anywhere from about 4.5
+# to 5.5 µs) and a ratio to it can be off by 10 % either way at these
+# spans; the target ratio therefore divides linerate's exact p50 by ping's
+# grouped median (interpolated within its 1 µs bin), and the ratio of the
+# two means (each unbiased) is printed beside it (see run_ping).
 #
 # SWITCH=1 adds a fourth linerate run to the UDP and TCP rows: without kernel
 # stamps, while another socket holds the kernel's global receive-stamping
