@@ -57,6 +57,9 @@
 # RT=1 runs every tool (peers and linerate alike) at real-time priority
 # (chrt -f 5): on a host loaded from elsewhere the rounds then measure the
 # tools rather than the scheduler. It starves other work while it runs.
+# On the 2-vCPU VM it was tried on, ping under chrt timed 7 µs where it
+# timed 4.3 µs without (linerate's same span: 4.3 µs either way; cause not
+# found): read the ICMP row from a run without RT=1.
 #
 # usage: [ROUNDS=3] [PROTOS="udp tcp icmp"] [MODES="blocking spin"] [SWITCH=1] [LR_BASE=PATH] [RT=1] bench/latency.sh [DURATION_S]
 #   (default 5 s per run; about (8 udp + 16 tcp + 3 icmp) × ROUNDS × DURATION s)
