@@ -539,6 +539,27 @@ mod unit {
     }
 
     #[test]
+    fn spin_read_returns_data_or_gives_up_when_told() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        let mut buf = [0u8; 4];
+        // Nothing to read: the clock is asked once per 64 empty reads, and
+        // the first "over" ends the wait.
+        let mut asked = 0;
+        let r = spin_read(b.as_raw_fd(), &mut buf, false, || {
+            asked += 1;
+            asked == 3
+        });
+        assert_eq!(r.unwrap_err().kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(asked, 3);
+        a.write_all(b"ping").unwrap();
+        let (n, stamp) = spin_read(b.as_raw_fd(), &mut buf, false, || false).unwrap();
+        assert_eq!((&buf[..n], stamp), (&b"ping"[..n], 0));
+        assert!(n >= 1);
+    }
+
+    #[test]
     fn the_hello_carries_size_and_sample() {
         assert_eq!(parse_hello_seq(hello_seq(64, 4)), (64, 4));
         // A hello from a client that stamps every exchange (or predates
