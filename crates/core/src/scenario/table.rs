@@ -51,8 +51,11 @@ pub struct CellSpec {
     /// The test whose result the figure comes from.
     #[serde(default)]
     pub test: Option<String>,
-    /// JSON pointer (RFC 6901) into the test's result document, e.g.
-    /// `/runs/0/figures/payload_bits_per_s`.
+    /// Where the figure is in the test's result document: a JSON pointer
+    /// (RFC 6901, e.g. `/runs/0/line_max/payload_bytes_per_s`) whose steps
+    /// may also be selectors `[KEY=VALUE]` picking the first array element
+    /// whose field KEY (dotted for nested fields) equals VALUE, e.g.
+    /// `/runs/[params.send_path=zerocopy]/figures/directions/[role=sender]/bytes_per_s`.
     #[serde(default)]
     pub at: String,
     /// Factor applied to the figure (e.g. 1e-6 for bytes/s to MB/s).
@@ -138,45 +141,79 @@ pub struct Footnote {
     pub message: String,
 }
 
-/// The warning and invalid flags (code, severity, message) in the `flags`
-/// arrays of `doc` and of every object on the way to `pointer`: those of
-/// the whole result and those of the part the figure is in.
-fn flags_on_path(doc: &Value, pointer: &str) -> Vec<(String, Severity, String)> {
-    let mut out = Vec::new();
-    let mut at = Some(doc);
-    let mut push = |v: &Value| {
-        for f in v
-            .get("flags")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let sev = f
-                .get("severity")
-                .and_then(|s| serde_json::from_value::<Severity>(s.clone()).ok());
-            let (Some(code), Some(sev)) = (f.get("code").and_then(Value::as_str), sev) else {
-                continue;
-            };
-            if sev != Severity::Info {
-                let msg = f.get("message").and_then(Value::as_str).unwrap_or_default();
-                out.push((code.to_string(), sev, msg.to_string()));
+/// One step of a cell's path: an RFC 6901 token (`runs`, `0`), or a
+/// selector `[KEY=VALUE]` that picks the first element of an array whose
+/// field KEY (dotted for a nested one: `params.send_path`) equals VALUE
+/// (compared with strings as they are, with numbers and booleans as
+/// written in JSON).
+fn step<'a>(v: &'a Value, token: &str) -> Option<&'a Value> {
+    if let Some(sel) = token.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+        let (key, want) = sel.split_once('=')?;
+        let matches = |e: &Value| {
+            let field = key.split('.').try_fold(e, |v, k| v.get(k));
+            match field {
+                Some(Value::String(s)) => s == want,
+                Some(f @ (Value::Number(_) | Value::Bool(_))) => f.to_string() == want,
+                _ => false,
             }
-        }
-    };
-    let tokens: Vec<&str> = pointer.split('/').skip(1).collect();
-    for token in std::iter::once(None).chain(tokens.iter().map(Some)) {
-        if let Some(t) = token {
-            let t = t.replace("~1", "/").replace("~0", "~");
-            at = at.and_then(|v| match v {
-                Value::Object(m) => m.get(&t),
-                Value::Array(a) => t.parse::<usize>().ok().and_then(|i| a.get(i)),
-                _ => None,
-            });
-        }
-        match at {
-            Some(v @ Value::Object(_)) => push(v),
-            Some(_) => {}
+        };
+        return v.as_array()?.iter().find(|e| matches(e));
+    }
+    let t = token.replace("~1", "/").replace("~0", "~");
+    match v {
+        Value::Object(m) => m.get(&t),
+        Value::Array(a) => t.parse::<usize>().ok().and_then(|i| a.get(i)),
+        _ => None,
+    }
+}
+
+/// Every value on the way from `doc` to `path` (a cell's `at`), `doc`
+/// first; shorter than the path when a step finds nothing.
+fn walk<'a>(doc: &'a Value, path: &str) -> Vec<&'a Value> {
+    let mut out = vec![doc];
+    for token in path.split('/').skip(1) {
+        match out.last().and_then(|v| step(v, token)) {
+            Some(v) => out.push(v),
             None => break,
+        }
+    }
+    out
+}
+
+/// The value at `path` in `doc` (see [`CellSpec::at`]).
+pub fn resolve<'a>(doc: &'a Value, path: &str) -> Option<&'a Value> {
+    let steps = path.split('/').skip(1).count();
+    let on_way = walk(doc, path);
+    (on_way.len() == steps + 1)
+        .then(|| on_way.last().copied())
+        .flatten()
+}
+
+/// The warning and invalid flags (code, severity, message) of the result
+/// the figure at `path` belongs to: the `flags` array of the deepest object
+/// on the way that has one (a run of a multi-run document carries its own;
+/// the document's own flags gather every run's, and count only for figures
+/// outside any run).
+fn flags_on_path(doc: &Value, path: &str) -> Vec<(String, Severity, String)> {
+    let on_way = walk(doc, path);
+    let Some(flags) = on_way
+        .iter()
+        .rev()
+        .find_map(|v| v.get("flags").and_then(Value::as_array))
+    else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for f in flags {
+        let sev = f
+            .get("severity")
+            .and_then(|s| serde_json::from_value::<Severity>(s.clone()).ok());
+        let (Some(code), Some(sev)) = (f.get("code").and_then(Value::as_str), sev) else {
+            continue;
+        };
+        if sev != Severity::Info {
+            let msg = f.get("message").and_then(Value::as_str).unwrap_or_default();
+            out.push((code.to_string(), sev, msg.to_string()));
         }
     }
     out
@@ -242,7 +279,7 @@ fn cell(
             return out;
         }
     };
-    match doc.pointer(&c.at).map(|v| (v, v.as_f64())) {
+    match resolve(doc, &c.at).map(|v| (v, v.as_f64())) {
         Some((_, Some(x))) => out.value = Some(x * c.scale.unwrap_or(1.0)),
         Some((Value::Null, None)) => {
             out.missing = Some(format!("{} is null in test '{test}'s result", c.at))

@@ -164,9 +164,10 @@ fn cells_read_figures_flags_and_references() {
     let c = &t.rows[0].cells[0];
     assert_eq!(c.value, Some(9.5));
     assert_eq!(c.within_tolerance, Some(true));
-    assert_eq!(c.marks, [1, 2]);
+    // The run's own flags, not the document's (which gather every run's).
+    assert_eq!(c.marks, [1]);
     let codes: Vec<&str> = t.footnotes.iter().map(|f| f.code.as_str()).collect();
-    assert_eq!(codes, ["steal", "cpu_bound"]);
+    assert_eq!(codes, ["cpu_bound"]);
     assert_eq!(t.rows[0].cells[1].text.as_deref(), Some("-"));
 
     let docs = BTreeMap::from([("tp".to_string(), Err("bed down".to_string()))]);
@@ -178,4 +179,24 @@ fn cells_read_figures_flags_and_references() {
         .missing
         .as_deref()
         .is_some_and(|m| m.contains("not a number")));
+}
+
+#[test]
+fn selectors_pick_array_elements_by_field() {
+    let doc = json!({"runs": [
+        {"params": {"send_path": "ideal"}, "link": 100, "x": 1.0},
+        {"params": {"send_path": "zerocopy"}, "link": 1000, "x": 2.0, "flags": [{"code": "c", "severity": "warning", "message": "m"}]}
+    ]});
+    assert_eq!(
+        table::resolve(&doc, "/runs/[params.send_path=zerocopy]/x"),
+        Some(&json!(2.0))
+    );
+    assert_eq!(
+        table::resolve(&doc, "/runs/[link=100]/x"),
+        Some(&json!(1.0))
+    );
+    assert_eq!(table::resolve(&doc, "/runs/[link=10]/x"), None);
+    assert_eq!(table::resolve(&doc, "/runs/1/x"), Some(&json!(2.0)));
+    assert_eq!(table::resolve(&doc, "/runs/1/x/deeper"), None);
+    assert_eq!(table::resolve(&doc, ""), Some(&doc));
 }
