@@ -96,8 +96,19 @@ fn severity(s: linerate_core::result::Severity) -> &'static str {
     }
 }
 
-/// The whole scenario result as blocks (text and HTML share them).
+/// The whole scenario result as blocks (text and HTML share them), its
+/// flags last.
 pub fn doc(env: &Envelope<ScenarioResult>) -> Doc {
+    let mut d = blocks(env);
+    if !env.flags.is_empty() {
+        d.blank();
+        crate::flags::add(&mut d, &env.flags);
+    }
+    d
+}
+
+/// [`doc`] without the flags (`report` shows them in a section of their own).
+pub fn blocks(env: &Envelope<ScenarioResult>) -> Doc {
     let r = &env.result;
     let mut d = Doc::new();
     let seed = r
@@ -134,10 +145,6 @@ pub fn doc(env: &Envelope<ScenarioResult>) -> Doc {
     for t in &r.tables {
         d.blank();
         d.append(table_doc(t));
-    }
-    if !env.flags.is_empty() {
-        d.blank();
-        crate::flags::add(&mut d, &env.flags);
     }
     d
 }
