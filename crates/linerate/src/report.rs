@@ -254,7 +254,10 @@ impl Rendered {
 /// (and plots) under its id.
 fn scenario_section(v: serde_json::Value, source: &str) -> anyhow::Result<(Section, Vec<Named>)> {
     let doc: Envelope<linerate_core::scenario::ScenarioResult> = typed(v, source)?;
-    let heading = format!("linerate scenario {}: {}", doc.result.name, doc.result.title);
+    let heading = format!(
+        "linerate scenario {}: {}",
+        doc.result.name, doc.result.title
+    );
     let mut s = section_of(&doc, source, heading);
     let mut body = linerate_report::scenario::blocks(&doc);
     let mut plots = Vec::new();

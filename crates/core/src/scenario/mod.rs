@@ -201,7 +201,13 @@ impl Loaded {
         let scenario: Scenario = toml::from_str(text).map_err(|e| ScenarioError {
             line: e.span().map_or(0, |s| line_of(text, s.start)),
             key: None,
-            message: e.message().trim_end().to_string(),
+            message: e
+                .message()
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join("; "),
         })?;
         let loaded = Self {
             scenario,

@@ -144,8 +144,8 @@ pub struct Footnote {
 /// One step of a cell's path: an RFC 6901 token (`runs`, `0`), or a
 /// selector `[KEY=VALUE]` that picks the first element of an array whose
 /// field KEY (dotted for a nested one: `params.send_path`) equals VALUE
-/// (compared with strings as they are, with numbers and booleans as
-/// written in JSON).
+/// (strings as they are; numbers as numbers, so `1e8` matches
+/// 100000000; booleans as `true`/`false`).
 fn step<'a>(v: &'a Value, token: &str) -> Option<&'a Value> {
     if let Some(sel) = token.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
         let (key, want) = sel.split_once('=')?;
@@ -153,7 +153,8 @@ fn step<'a>(v: &'a Value, token: &str) -> Option<&'a Value> {
             let field = key.split('.').try_fold(e, |v, k| v.get(k));
             match field {
                 Some(Value::String(s)) => s == want,
-                Some(f @ (Value::Number(_) | Value::Bool(_))) => f.to_string() == want,
+                Some(Value::Number(n)) => n.as_f64().is_some_and(|n| want.parse() == Ok(n)),
+                Some(Value::Bool(b)) => want.parse() == Ok(*b),
                 _ => false,
             }
         };
