@@ -5,17 +5,10 @@
 
 mod common;
 
-use std::process::{Command, Output};
+use common::linerate;
 
 use linerate_core::result::Envelope;
 use linerate_core::scenario::{ScenarioResult, SCHEMA};
-
-fn linerate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .args(args)
-        .output()
-        .expect("the linerate binary runs")
-}
 
 const BUILTIN: [(&str, &str); 2] = [
     ("seed000", include_str!("../../../scenarios/seed000.toml")),

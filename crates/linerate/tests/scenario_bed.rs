@@ -8,35 +8,19 @@
 
 mod common;
 
+use common::linerate;
 use std::collections::BTreeSet;
-use std::process::{Command, Output};
 
 use linerate_core::result::Severity;
 use linerate_core::scenario::{Loaded, ScenarioResult, SCHEMA};
-
-fn linerate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .args(args)
-        .output()
-        .expect("the linerate binary runs")
-}
-
-/// Sweeps the scenario's bed when dropped, also when an assertion fails
-/// midway (the scenario removes it itself; this is the safety net).
-struct Swept(String);
-
-impl Drop for Swept {
-    fn drop(&mut self) {
-        let _ = linerate(&["testbed", "sweep", "--prefix", &self.0]);
-    }
-}
 
 fn run_builtin(name: &str, text: &str) {
     if !linerate_bed::privileges::require(&format!("scenario_{name}_short_on_a_bed")) {
         return;
     }
     let spec = Loaded::parse(text).unwrap();
-    let _swept = Swept(format!("sc-{}", &spec.hash[..8]));
+    // The scenario removes its bed itself; this is the safety net.
+    let _swept = common::Swept(format!("sc-{}", &spec.hash[..8]));
     let o = linerate(&["--no-save", "scenario", "run", name, "--short", "--json"]);
     let err = String::from_utf8_lossy(&o.stderr);
     // 1: a figure's preconditions failed (flagged invalid); still a result.
