@@ -5,7 +5,6 @@
 //! tables printed (`linerate_report::scenario`).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
 
 use anyhow::anyhow;
 use clap::{Args, Parser as _, Subcommand};
@@ -366,11 +365,12 @@ fn execute(
             })?;
         }
     }
-    let interrupt = linerate_io::signal::interrupt_flag();
+    // Set by whichever thread takes the first termination signal.
+    let interrupted = linerate_io::signal::interrupted;
     let mut runs = Vec::new();
     let mut docs = BTreeMap::new();
     for (t, (argv, cli)) in l.scenario.test.iter().zip(&plan.tests) {
-        if interrupt.load(Ordering::Relaxed) {
+        if interrupted() {
             docs.insert(t.id.clone(), Err("not run: interrupted".to_string()));
             continue;
         }
@@ -416,7 +416,7 @@ fn execute(
         .filter_map(|f| serde_json::from_value::<Flag>(f).ok())
         .filter(|f| f.severity == linerate_core::result::Severity::Invalid)
         .collect();
-    if interrupt.load(Ordering::Relaxed) {
+    if interrupted() {
         flags.push(Flag::invalid(
             "interrupted",
             "the scenario was interrupted: later tests did not run",
@@ -443,6 +443,9 @@ fn execute(
     sctx.output(&doc, json, || {
         linerate_report::scenario::render(&doc, ctx.width)
     })?;
+    if let Some(sig) = linerate_io::signal::interrupt_signal() {
+        return Err(Failure::Interrupted(sig));
+    }
     if !failed.is_empty() {
         return Err(Failure::Usage(anyhow!(
             "scenario {}: test(s) {} failed (see above)",

@@ -190,7 +190,7 @@ pub fn plan(
         d.para(
             "  table: ",
             "         ",
-            format!("{title}: rows {}", rows.join(", ")),
+            format!("{title}: rows {}", rows.join("; ")),
         );
     }
     d.text(width)
