@@ -136,7 +136,11 @@ fn malformed_files_name_file_line_and_key() {
         &[":10:", "test[1].count"],
     );
     let table = format!("{BASE}\n[[table]]\ntitle = \"x\"\ncolumns = [\"a\"]\n[[table.row]]\nlabel = \"r\"\ncells = [{{ test = \"nope\", at = \"/a\" }}]\n");
-    refused("table", &table, &[":12:", "table[1].row", "'nope'"]);
+    refused(
+        "table",
+        &table,
+        &[":17:", "table[1].row[1].cells", "'nope'"],
+    );
     refused("syntax", "[scenario\nname = 1\n", &[":1:"]);
     let o = linerate(&["scenario", "run", "no-such-scenario"]);
     assert_eq!(o.status.code(), Some(2));

@@ -350,48 +350,40 @@ impl Loaded {
                 option_words(key, value).map_err(|m| self.error_at("bed", None, key, m))?;
             }
         }
+        let mut rows_before = 0;
         for (ti, t) in s.table.iter().enumerate() {
             for (ri, row) in t.row.iter().enumerate() {
+                // Rows are `[[table.row]]` headers counted through the file.
+                let refuse = |message: String| ScenarioError {
+                    line: self.key_line("table.row", Some(rows_before + ri), "cells"),
+                    key: Some(format!("table[{}].row[{}].cells", ti + 1, ri + 1)),
+                    message,
+                };
                 if row.cells.len() != t.columns.len() {
-                    return Err(self.error_at(
-                        "table",
-                        Some(ti),
-                        "row",
-                        format!(
-                            "row {} ('{}') has {} cells for {} columns",
-                            ri + 1,
-                            row.label,
-                            row.cells.len(),
-                            t.columns.len()
-                        ),
-                    ));
+                    return Err(refuse(format!(
+                        "row '{}' has {} cells for {} columns",
+                        row.label,
+                        row.cells.len(),
+                        t.columns.len()
+                    )));
                 }
                 for cell in &row.cells {
                     let Some(test) = &cell.test else { continue };
                     if !s.test.iter().any(|x| x.id == *test) {
-                        return Err(self.error_at(
-                            "table",
-                            Some(ti),
-                            "row",
-                            format!(
-                                "row '{}' reads test '{}', which the scenario does not run",
-                                row.label, test
-                            ),
-                        ));
+                        return Err(refuse(format!(
+                            "row '{}' reads test '{test}', which the scenario does not run",
+                            row.label
+                        )));
                     }
                     if !cell.at.is_empty() && !cell.at.starts_with('/') {
-                        return Err(self.error_at(
-                            "table",
-                            Some(ti),
-                            "row",
-                            format!(
-                                "row '{}': at = '{}' is not a JSON pointer (it starts with '/')",
-                                row.label, cell.at
-                            ),
-                        ));
+                        return Err(refuse(format!(
+                            "row '{}': at = '{}' is not a JSON pointer (it starts with '/')",
+                            row.label, cell.at
+                        )));
                     }
                 }
             }
+            rows_before += t.row.len();
         }
         Ok(())
     }

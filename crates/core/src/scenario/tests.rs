@@ -111,7 +111,11 @@ fn an_unknown_command_names_its_key() {
 #[test]
 fn a_table_reading_a_missing_test_is_refused() {
     let e = err(&GOOD.replace("test = \"tp\"", "test = \"nope\""));
-    assert_eq!(e.key.as_deref(), Some("table[1].row"), "{e}");
+    assert_eq!(
+        (e.line, e.key.as_deref()),
+        (32, Some("table[1].row[1].cells")),
+        "{e}"
+    );
     assert!(e.message.contains("'nope'"), "{e}");
 }
 
