@@ -448,7 +448,7 @@ fn execute(
     }
     if !failed.is_empty() {
         return Err(Failure::Usage(anyhow!(
-            "scenario {}: test(s) {} failed (see above)",
+            "scenario {}: test(s) {} could not run (the error is beside each in the result)",
             h.name,
             failed.join(", ")
         )));

@@ -167,3 +167,39 @@ fn a_loopback_scenario_runs_without_privileges() {
     let cell = &e.result.tables[0].rows[0].cells[0];
     assert!(cell.value.is_some_and(|v| v > 0.0), "{cell:?}");
 }
+
+#[test]
+fn a_test_that_cannot_run_is_recorded_and_the_others_still_run() {
+    // Nothing listens on port 1 of loopback: the session cannot start.
+    let text = format!(
+        "{BASE}\n[[test]]\nid = \"down\"\ncommand = \"latency\"\nargs = [\"127.0.0.1\"]\nport = 1\ncount = 5\n\n[[table]]\ntitle = \"x\"\ncolumns = [\"rtt\", \"down\"]\n[[table.row]]\nlabel = \"r\"\ncells = [{{ test = \"rtt\", at = \"/runs/0/stages/[stage=rtt]/p50_ns\" }}, {{ test = \"down\", at = \"/runs/0\" }}]\n"
+    );
+    let f = File::new("down", &text);
+    let o = linerate(&[
+        "--no-save",
+        "scenario",
+        "run",
+        f.0.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let e = common::round_trip::<ScenarioResult>(SCHEMA, &doc);
+    let (ok, down) = (&e.result.tests[0], &e.result.tests[1]);
+    assert!(ok.result.is_some() && ok.error.is_none());
+    assert!(down.result.is_none() && down.error.is_some());
+    let cells = &e.result.tables[0].rows[0].cells;
+    assert!(cells[0].value.is_some(), "{cells:?}");
+    assert!(
+        cells[1]
+            .missing
+            .as_deref()
+            .is_some_and(|m| m.contains("failed")),
+        "{cells:?}"
+    );
+}
