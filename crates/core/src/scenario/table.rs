@@ -142,14 +142,18 @@ pub struct Footnote {
 }
 
 /// One step of a cell's path: an RFC 6901 token (`runs`, `0`), or a
-/// selector `[KEY=VALUE]` that picks the first element of an array whose
-/// field KEY (dotted for a nested one: `params.send_path`) equals VALUE
+/// selector `[KEY=VALUE]` (or several, `[K1=V1,K2=V2]`, all to hold) that
+/// picks the first element of an array whose field KEY (dotted for a
+/// nested one: `params.send_path`) equals VALUE
 /// (strings as they are; numbers as numbers, so `1e8` matches
 /// 100000000; booleans as `true`/`false`).
 fn step<'a>(v: &'a Value, token: &str) -> Option<&'a Value> {
     if let Some(sel) = token.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
-        let (key, want) = sel.split_once('=')?;
-        let matches = |e: &Value| {
+        let conditions: Vec<(&str, &str)> = sel
+            .split(',')
+            .map(|c| c.split_once('='))
+            .collect::<Option<_>>()?;
+        let holds = |e: &Value, key: &str, want: &str| {
             let field = key.split('.').try_fold(e, |v, k| v.get(k));
             match field {
                 Some(Value::String(s)) => s == want,
@@ -158,6 +162,7 @@ fn step<'a>(v: &'a Value, token: &str) -> Option<&'a Value> {
                 _ => false,
             }
         };
+        let matches = |e: &Value| conditions.iter().all(|(k, w)| holds(e, k, w));
         return v.as_array()?.iter().find(|e| matches(e));
     }
     let t = token.replace("~1", "/").replace("~0", "~");

@@ -200,6 +200,13 @@ fn selectors_pick_array_elements_by_field() {
         Some(&json!(1.0))
     );
     assert_eq!(table::resolve(&doc, "/runs/[link=10]/x"), None);
+    let both = "/runs/[params.send_path=zerocopy,link=1e3]/x";
+    assert_eq!(table::resolve(&doc, both), Some(&json!(2.0)));
+    assert_eq!(
+        table::resolve(&doc, "/runs/[params.send_path=ideal,link=1000]/x"),
+        None
+    );
+    assert_eq!(table::resolve(&doc, "/runs/[link]/x"), None);
     assert_eq!(table::resolve(&doc, "/runs/1/x"), Some(&json!(2.0)));
     assert_eq!(table::resolve(&doc, "/runs/1/x/deeper"), None);
     assert_eq!(table::resolve(&doc, ""), Some(&doc));
