@@ -19,9 +19,10 @@ use crate::output::{elog, print, print_json};
 use crate::{Ctx, Failure};
 
 /// The built-in scenarios: name and file text.
-pub(crate) const BUILTIN: [(&str, &str); 2] = [
+pub(crate) const BUILTIN: [(&str, &str); 3] = [
     ("seed000", include_str!("../../../scenarios/seed000.toml")),
     ("seed001", include_str!("../../../scenarios/seed001.toml")),
+    ("seed002", include_str!("../../../scenarios/seed002.toml")),
 ];
 
 /// Flags of `linerate scenario`.

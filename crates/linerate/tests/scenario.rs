@@ -10,9 +10,10 @@ use common::linerate;
 use linerate_core::result::Envelope;
 use linerate_core::scenario::{ScenarioResult, SCHEMA};
 
-const BUILTIN: [(&str, &str); 2] = [
+const BUILTIN: [(&str, &str); 3] = [
     ("seed000", include_str!("../../../scenarios/seed000.toml")),
     ("seed001", include_str!("../../../scenarios/seed001.toml")),
+    ("seed002", include_str!("../../../scenarios/seed002.toml")),
 ];
 
 #[test]

@@ -98,3 +98,8 @@ fn seed000_short_on_a_bed() {
 fn seed001_short_on_a_bed() {
     run_builtin("seed001", include_str!("../../../scenarios/seed001.toml"));
 }
+
+#[test]
+fn seed002_short_on_a_bed() {
+    run_builtin("seed002", include_str!("../../../scenarios/seed002.toml"));
+}
