@@ -35,6 +35,7 @@ pub mod progress;
 pub mod qdisc;
 pub mod result;
 pub mod rfc2544;
+pub mod scenario;
 pub mod stats;
 pub mod sweep;
 pub mod testbed;

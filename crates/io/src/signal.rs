@@ -63,7 +63,11 @@ pub fn interrupt_flag() -> Arc<AtomicBool> {
         let _ = std::thread::Builder::new()
             .name("lr-signals".into())
             .spawn(move || {
-                if wait_for_termination_signal().is_ok() {
+                if let Ok(sig) = wait_for_termination_signal() {
+                    // Also process-wide: whichever waiting thread takes
+                    // the signal, `interrupted` says so (a scenario stops
+                    // before its next test).
+                    interrupt(sig);
                     f.store(true, Ordering::Relaxed);
                     if let Ok(sig) = wait_for_termination_signal() {
                         std::process::exit(128 + sig);

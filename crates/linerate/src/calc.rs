@@ -4,7 +4,7 @@ use linerate_core::calc::{Carried, Config, Request, SizeList, SCHEMA, VERSION};
 use linerate_core::result::Envelope;
 
 use crate::flags::CalcArgs;
-use crate::output::{print, print_json};
+use crate::output::print;
 use crate::Failure;
 
 /// `linerate calc`.
@@ -33,12 +33,12 @@ pub(crate) fn run(args: &CalcArgs, ctx: &crate::Ctx) -> Result<(), Failure> {
     let t0 = linerate_io::host::unix_now_ns();
     let result = config.run();
     args.plot.write(&linerate_core::plot::of_calc(&result))?;
-    if args.json {
-        let host = linerate_io::host::facts();
-        print_json(&Envelope::new(SCHEMA, VERSION, result).started(t0).on(host))
-    } else if args.csv {
-        print(&linerate_report::calc::csv(&result))
-    } else {
-        print(&linerate_report::calc::table(&result, ctx.width))
+    if args.csv {
+        return print(&linerate_report::calc::csv(&result));
     }
+    let host = linerate_io::host::facts();
+    let doc = Envelope::new(SCHEMA, VERSION, result).started(t0).on(host);
+    ctx.output(&doc, args.json, || {
+        linerate_report::calc::table(&doc.result, ctx.width)
+    })
 }

@@ -116,6 +116,11 @@ pub(crate) enum Command {
     /// their kernel reasons, hints and the tracer's own cost. JSON: schema linerate.journey
     /// version 1.
     Journey(crate::journey::JourneyArgs),
+    /// Experiments as TOML files: a bed, tests (each a command's options), tables with
+    /// reference figures; built-in replays of the seed notes (list, show NAME, run FILE|NAME).
+    ///
+    /// JSON: schema linerate.scenario version 1 (docs/SCENARIOS.md documents the file format).
+    Scenario(crate::scenario::ScenarioArgs),
 }
 
 /// Flags of `linerate calc`.

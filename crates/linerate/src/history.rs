@@ -73,7 +73,13 @@ pub(crate) struct Results {
     ended: Rc<Cell<bool>>,
     measuring: Option<Measuring>,
     load: LoadSample,
+    /// A scenario's test: the document and the id it was saved as go here
+    /// instead of to stdout.
+    capture: Option<Capture>,
 }
+
+/// Where a scenario's test leaves its document ([`Results::captured`]).
+pub(crate) type Capture = Rc<std::cell::RefCell<Option<(Value, Option<i64>)>>>;
 
 impl Results {
     /// From the global flags; `--json-stream` on a command that does not
@@ -94,7 +100,46 @@ impl Results {
             ended: Rc::default(),
             measuring,
             load: LoadSample::now(),
+            capture: None,
         })
+    }
+
+    /// The results of one test of a scenario (`cli`: its own command
+    /// line): saved like the command's own under `tag` (unless
+    /// `--no-save`), captured instead of printed.
+    pub(crate) fn captured(&self, cli: &Cli, tag: &str) -> (Self, Capture) {
+        let capture = Capture::default();
+        let results = Self {
+            path: self.path.clone(),
+            save: self.save,
+            tag: Some(tag.to_string()),
+            stream: false,
+            ended: Rc::default(),
+            measuring: measuring(&cli.command),
+            load: LoadSample::now(),
+            capture: Some(Rc::clone(&capture)),
+        };
+        (results, capture)
+    }
+
+    /// The results of a whole scenario: its document saved as command
+    /// `scenario` under `tag`.
+    pub(crate) fn scenario(&self, tag: &str) -> Self {
+        Self {
+            path: self.path.clone(),
+            save: self.save,
+            tag: Some(tag.to_string()),
+            stream: false,
+            ended: Rc::default(),
+            measuring: Some(Measuring {
+                command: "scenario",
+                bed: None,
+                of: None,
+                interval: Duration::from_secs(1),
+            }),
+            load: LoadSample::now(),
+            capture: None,
+        }
     }
 
     /// The database: `--history PATH`, else the user's data directory.
@@ -110,10 +155,9 @@ impl Results {
     }
 
     /// Saves `text` (unless `--no-save`); a failure is one warning line.
-    fn save(&self, text: &str) {
-        let Some(m) = self.measuring.as_ref().filter(|_| self.save) else {
-            return;
-        };
+    /// Returns the id it was saved as.
+    fn save(&self, text: &str) -> Option<i64> {
+        let m = self.measuring.as_ref().filter(|_| self.save)?;
         let load = self.load.until_now();
         let saved = self.path().and_then(|path| {
             let entry = Entry {
@@ -125,13 +169,18 @@ impl Results {
             Ok(Store::open(&path)?.save(&entry)?)
         });
         match saved {
-            Ok(id) if std::io::stderr().is_terminal() => {
-                crate::output::elog!(
-                    "linerate: saved as result {id} (`linerate history show {id}`)"
-                );
+            Ok(id) => {
+                if std::io::stderr().is_terminal() {
+                    crate::output::elog!(
+                        "linerate: saved as result {id} (`linerate history show {id}`)"
+                    );
+                }
+                Some(id)
             }
-            Ok(_) => {}
-            Err(e) => crate::output::elog!("linerate: warning: the result was not saved: {e:#}"),
+            Err(e) => {
+                crate::output::elog!("linerate: warning: the result was not saved: {e:#}");
+                None
+            }
         }
     }
 }
@@ -165,6 +214,12 @@ impl Ctx {
     ) -> Result<(), Failure> {
         let mut text = serde_json::to_string_pretty(doc).map_err(anyhow::Error::from)?;
         text.push('\n');
+        if let Some(capture) = &self.results.capture {
+            let value = serde_json::to_value(doc).map_err(anyhow::Error::from)?;
+            let id = self.results.save(&text);
+            *capture.borrow_mut() = Some((value, id));
+            return Ok(());
+        }
         if self.results.stream {
             stream::emit(
                 "end",

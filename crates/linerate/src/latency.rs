@@ -258,7 +258,7 @@ fn load_config(args: &LatencyArgs, spec: &str) -> Result<(Config, LoadPlan, Load
 }
 
 /// The flags as a validated run.
-fn config(args: &LatencyArgs) -> Result<Config, Failure> {
+pub(crate) fn config(args: &LatencyArgs) -> Result<Config, Failure> {
     config_with(args, args.sweep.clone(), args.time)
 }
 

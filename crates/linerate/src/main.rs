@@ -19,6 +19,7 @@ mod output;
 mod progress;
 mod report;
 mod rfc2544;
+mod scenario;
 mod server;
 mod stream;
 mod testbed;
@@ -81,7 +82,7 @@ impl IntoFlags for Vec<Flag> {
 }
 
 /// Commands the specification lists that are not built yet.
-const NOT_BUILT: [(&str, &str); 1] = [("scenario", "experiments as files and the seed replays")];
+const NOT_BUILT: [(&str, &str); 0] = [];
 
 fn main() -> ExitCode {
     if let Some((name, what)) = std::env::args()
@@ -134,6 +135,7 @@ fn main() -> ExitCode {
         Command::Report(args) => finish(report::run(&args, &ctx)),
         Command::Exporter(args) => finish(exporter::run(&args, &ctx)),
         Command::Journey(args) => finish(journey::run(&args, &ctx)),
+        Command::Scenario(args) => finish(scenario::run(&args, &ctx)),
     }
 }
 

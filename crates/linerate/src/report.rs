@@ -127,8 +127,9 @@ pub(crate) struct Rendered {
 }
 
 /// The schemas `report` renders.
-const SCHEMAS: [&str; 5] = [
+const SCHEMAS: [&str; 6] = [
     linerate_core::calc::SCHEMA,
+    linerate_core::scenario::SCHEMA,
     linerate_core::latency::SCHEMA,
     linerate_core::throughput::model::SCHEMA,
     linerate_core::throughput::model::SCENARIOS_SCHEMA,
@@ -239,6 +240,7 @@ impl Rendered {
                 s.body = linerate_report::rfc2544::blocks(&doc);
                 (s, plot::of_rfc2544(&doc.result))
             }
+            linerate_core::scenario::SCHEMA => scenario_section(v, source)?,
             other => bail!(
                 "{source}: `{other}` documents are not rendered by `report` (it renders {})",
                 SCHEMAS.join(", ")
@@ -246,6 +248,29 @@ impl Rendered {
         };
         Ok(Self { section, plots })
     }
+}
+
+/// A scenario as one section: its tables, then each test's own rendering
+/// (and plots) under its id.
+fn scenario_section(v: serde_json::Value, source: &str) -> anyhow::Result<(Section, Vec<Named>)> {
+    let doc: Envelope<linerate_core::scenario::ScenarioResult> = typed(v, source)?;
+    let heading = format!(
+        "linerate scenario {}: {}",
+        doc.result.name, doc.result.title
+    );
+    let mut s = section_of(&doc, source, heading);
+    let mut body = linerate_report::scenario::blocks(&doc);
+    let mut plots = Vec::new();
+    for t in &doc.result.tests {
+        let Some(result) = &t.result else { continue };
+        let test = Rendered::from_value(result.clone(), &format!("{source}: test {}", t.id))?;
+        body.blank();
+        body.line(format!("Test {}: {}", t.id, test.section.heading));
+        body.append(test.section.body);
+        plots.extend(test.plots);
+    }
+    s.body = body;
+    Ok((s, plots))
 }
 
 /// A version-1 throughput document stored neither its derived figures nor

@@ -263,7 +263,9 @@ fn shaper_for(a: &UpArgs, spec: &BedSpec) -> (Shaper, Option<String>) {
     }
 }
 
-fn up(a: &UpArgs, t0: u64, width: Width) -> Result<(), Failure> {
+/// The bed `testbed up`'s flags describe, validated (also used by
+/// `linerate scenario` for its `[bed]`).
+pub(crate) fn spec(a: &UpArgs) -> Result<BedSpec, Failure> {
     let mut spec = BedSpec::new(a.name.clone(), a.topo);
     (spec.link, spec.loss_pct, spec.mtu, spec.rps) = (a.link, a.loss, a.mtu, a.rps);
     (spec.tcp_rmem, spec.tcp_wmem) = (a.tcp_rmem, a.tcp_wmem);
@@ -271,6 +273,11 @@ fn up(a: &UpArgs, t0: u64, width: Width) -> Result<(), Failure> {
     spec.impair = impairments(a)?;
     (spec.shaper, spec.shaper_note) = shaper_for(a, &spec);
     spec.validate()?;
+    Ok(spec)
+}
+
+fn up(a: &UpArgs, t0: u64, width: Width) -> Result<(), Failure> {
+    let spec = spec(a)?;
     if a.dry_run {
         let plan = Plan::build(&spec, HostFacts::detect());
         let (doc, topo) = (plan.document(&spec), spec.topology.as_str());

@@ -256,7 +256,7 @@ impl ThroughputArgs {
     /// The validated points: the target resolved (a bed to its
     /// namespaces, address, link and MTU), per point one run per send path
     /// and the bed settings it needs.
-    fn config(&self) -> Result<Vec<Point>, Failure> {
+    pub(crate) fn config(&self) -> Result<Vec<Point>, Failure> {
         let target = if let Some(name) = &self.bed {
             let bed = linerate_bed::target::throughput(name, self.ipv6, self.port);
             Target::Bed(bed.with_context(|| format!("testbed '{name}'"))?)

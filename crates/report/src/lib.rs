@@ -21,6 +21,7 @@ pub mod journey;
 pub mod latency;
 pub mod plot;
 pub mod rfc2544;
+pub mod scenario;
 pub mod table;
 pub mod testbed;
 pub mod throughput;

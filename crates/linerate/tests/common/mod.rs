@@ -170,3 +170,21 @@ pub(crate) fn interrupt(
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
+
+/// `linerate <args>`, run to its end.
+pub(crate) fn linerate(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(args)
+        .output()
+        .expect("the linerate binary runs")
+}
+
+/// Sweeps the beds named with this prefix when dropped, also when an
+/// assertion fails midway.
+pub(crate) struct Swept(pub(crate) String);
+
+impl Drop for Swept {
+    fn drop(&mut self) {
+        let _ = linerate(&["testbed", "sweep", "--prefix", &self.0]);
+    }
+}

@@ -1,0 +1,321 @@
+//! A scenario's tables: how they are written (`[[table]]`) and what they
+//! hold once the tests ran — each cell a figure read from a test's result
+//! document by a JSON pointer, scaled, beside its reference figure, marked
+//! with the flags that concern it.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::result::Severity;
+
+/// `[[table]]`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableSpec {
+    /// The table's title.
+    pub title: String,
+    /// Column headings (with their units), one per cell of each row.
+    pub columns: Vec<String>,
+    /// Where the reference figures come from (e.g. "NXP AN11053, Table 1").
+    #[serde(default)]
+    pub reference: Option<String>,
+    /// A note printed under the table.
+    #[serde(default)]
+    pub note: Option<String>,
+    /// `[[table.row]]`: the rows, in order.
+    #[serde(default)]
+    pub row: Vec<RowSpec>,
+}
+
+/// `[[table.row]]`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RowSpec {
+    /// The row's label (first column).
+    pub label: String,
+    /// One cell per column.
+    pub cells: Vec<CellSpec>,
+    /// Why the measured figures differ from the reference ones: printed
+    /// under the table.
+    #[serde(default)]
+    pub why: Option<String>,
+}
+
+/// One cell: a figure from a test's result, or a fixed text, or empty (`{}`).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CellSpec {
+    /// The test whose result the figure comes from.
+    #[serde(default)]
+    pub test: Option<String>,
+    /// Where the figure is in the test's result document: a JSON pointer
+    /// (RFC 6901, e.g. `/runs/0/line_max/payload_bytes_per_s`) whose steps
+    /// may also be selectors `[KEY=VALUE]` picking the first array element
+    /// whose field KEY (dotted for nested fields) equals VALUE, e.g.
+    /// `/runs/[params.send_path=zerocopy]/figures/directions/[role=sender]/bytes_per_s`.
+    #[serde(default)]
+    pub at: String,
+    /// Factor applied to the figure (e.g. 1e-6 for bytes/s to MB/s).
+    #[serde(default)]
+    pub scale: Option<f64>,
+    /// Digits after the decimal point [default: 2].
+    #[serde(default)]
+    pub digits: Option<u8>,
+    /// A fixed text instead of a figure.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// The published figure, in the same unit as the scaled one.
+    #[serde(default)]
+    pub reference: Option<f64>,
+    /// How far (percent of the reference) the figure may be from it to
+    /// count as agreeing.
+    #[serde(default)]
+    pub tolerance_pct: Option<f64>,
+}
+
+/// A table with its figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TableResult {
+    /// The title.
+    pub title: String,
+    /// Column headings.
+    pub columns: Vec<String>,
+    /// Where the reference figures come from.
+    pub reference: Option<String>,
+    /// The rows.
+    pub rows: Vec<RowResult>,
+    /// A note under the table.
+    pub note: Option<String>,
+    /// The flags the cells are marked with, numbered from 1.
+    pub footnotes: Vec<Footnote>,
+}
+
+/// A row with its figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RowResult {
+    /// The label.
+    pub label: String,
+    /// The cells.
+    pub cells: Vec<CellResult>,
+    /// Why the figures differ from the reference ones.
+    pub why: Option<String>,
+}
+
+/// A cell with its figure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CellResult {
+    /// The figure, scaled (None: a text cell, an empty one, or not in the
+    /// result: see `missing`).
+    pub value: Option<f64>,
+    /// Digits to show.
+    pub digits: u8,
+    /// A fixed text.
+    pub text: Option<String>,
+    /// Why a figure asked for is absent (the test failed, the pointer
+    /// found nothing, the value is not a number).
+    pub missing: Option<String>,
+    /// The reference figure.
+    pub reference: Option<f64>,
+    /// Whether the figure is within `tolerance_pct` of the reference (None
+    /// without both).
+    pub within_tolerance: Option<bool>,
+    /// Footnote numbers of the flags that concern the figure.
+    pub marks: Vec<u32>,
+}
+
+/// A flag a cell is marked with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Footnote {
+    /// Its number in the table.
+    pub mark: u32,
+    /// The test that raised it.
+    pub test: String,
+    /// The flag's code.
+    pub code: String,
+    /// Its severity.
+    pub severity: Severity,
+    /// Its message.
+    pub message: String,
+}
+
+/// One step of a cell's path: an RFC 6901 token (`runs`, `0`), or a
+/// selector `[KEY=VALUE]` (or several, `[K1=V1,K2=V2]`, all to hold) that
+/// picks the first element of an array whose field KEY (dotted for a
+/// nested one: `params.send_path`) equals VALUE
+/// (strings as they are; numbers as numbers, so `1e8` matches
+/// 100000000; booleans as `true`/`false`).
+fn step<'a>(v: &'a Value, token: &str) -> Option<&'a Value> {
+    if let Some(sel) = token.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+        let conditions: Vec<(&str, &str)> = sel
+            .split(',')
+            .map(|c| c.split_once('='))
+            .collect::<Option<_>>()?;
+        let holds = |e: &Value, key: &str, want: &str| {
+            let field = key.split('.').try_fold(e, |v, k| v.get(k));
+            match field {
+                Some(Value::String(s)) => s == want,
+                Some(Value::Number(n)) => n.as_f64().is_some_and(|n| want.parse() == Ok(n)),
+                Some(Value::Bool(b)) => want.parse() == Ok(*b),
+                _ => false,
+            }
+        };
+        let matches = |e: &Value| conditions.iter().all(|(k, w)| holds(e, k, w));
+        return v.as_array()?.iter().find(|e| matches(e));
+    }
+    let t = token.replace("~1", "/").replace("~0", "~");
+    match v {
+        Value::Object(m) => m.get(&t),
+        Value::Array(a) => t.parse::<usize>().ok().and_then(|i| a.get(i)),
+        _ => None,
+    }
+}
+
+/// Every value on the way from `doc` to `path` (a cell's `at`), `doc`
+/// first; shorter than the path when a step finds nothing.
+fn walk<'a>(doc: &'a Value, path: &str) -> Vec<&'a Value> {
+    let mut out = vec![doc];
+    for token in path.split('/').skip(1) {
+        match out.last().and_then(|v| step(v, token)) {
+            Some(v) => out.push(v),
+            None => break,
+        }
+    }
+    out
+}
+
+/// The value at `path` in `doc` (see [`CellSpec::at`]).
+pub fn resolve<'a>(doc: &'a Value, path: &str) -> Option<&'a Value> {
+    let steps = path.split('/').skip(1).count();
+    let on_way = walk(doc, path);
+    (on_way.len() == steps + 1)
+        .then(|| on_way.last().copied())
+        .flatten()
+}
+
+/// The warning and invalid flags (code, severity, message) of the result
+/// the figure at `path` belongs to: the `flags` array of the deepest object
+/// on the way that has one (a run of a multi-run document carries its own;
+/// the document's own flags gather every run's, and count only for figures
+/// outside any run).
+fn flags_on_path(doc: &Value, path: &str) -> Vec<(String, Severity, String)> {
+    let on_way = walk(doc, path);
+    let Some(flags) = on_way
+        .iter()
+        .rev()
+        .find_map(|v| v.get("flags").and_then(Value::as_array))
+    else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for f in flags {
+        let sev = f
+            .get("severity")
+            .and_then(|s| serde_json::from_value::<Severity>(s.clone()).ok());
+        let (Some(code), Some(sev)) = (f.get("code").and_then(Value::as_str), sev) else {
+            continue;
+        };
+        if sev != Severity::Info {
+            let msg = f.get("message").and_then(Value::as_str).unwrap_or_default();
+            out.push((code.to_string(), sev, msg.to_string()));
+        }
+    }
+    out
+}
+
+/// The tables of `specs` filled from the tests' documents (`docs`: test id
+/// to its result document, or to why there is none).
+pub fn fill(
+    specs: &[TableSpec],
+    docs: &BTreeMap<String, Result<Value, String>>,
+) -> Vec<TableResult> {
+    specs.iter().map(|t| fill_one(t, docs)).collect()
+}
+
+fn fill_one(spec: &TableSpec, docs: &BTreeMap<String, Result<Value, String>>) -> TableResult {
+    let mut footnotes: Vec<Footnote> = Vec::new();
+    let rows = spec
+        .row
+        .iter()
+        .map(|r| RowResult {
+            label: r.label.clone(),
+            why: r.why.clone(),
+            cells: r
+                .cells
+                .iter()
+                .map(|c| cell(c, docs, &mut footnotes))
+                .collect(),
+        })
+        .collect();
+    TableResult {
+        title: spec.title.clone(),
+        columns: spec.columns.clone(),
+        reference: spec.reference.clone(),
+        note: spec.note.clone(),
+        rows,
+        footnotes,
+    }
+}
+
+fn cell(
+    c: &CellSpec,
+    docs: &BTreeMap<String, Result<Value, String>>,
+    notes: &mut Vec<Footnote>,
+) -> CellResult {
+    let mut out = CellResult {
+        value: None,
+        digits: c.digits.unwrap_or(2),
+        text: c.text.clone(),
+        missing: None,
+        reference: c.reference,
+        within_tolerance: None,
+        marks: Vec::new(),
+    };
+    let Some(test) = &c.test else { return out };
+    let doc = match docs.get(test) {
+        Some(Ok(doc)) => doc,
+        Some(Err(why)) => {
+            out.missing = Some(why.clone());
+            return out;
+        }
+        None => {
+            out.missing = Some(format!("test '{test}' did not run"));
+            return out;
+        }
+    };
+    match resolve(doc, &c.at).map(|v| (v, v.as_f64())) {
+        Some((_, Some(x))) => out.value = Some(x * c.scale.unwrap_or(1.0)),
+        Some((Value::Null, None)) => {
+            out.missing = Some(format!("{} is null in test '{test}'s result", c.at))
+        }
+        Some((_, None)) => {
+            out.missing = Some(format!("{} is not a number in test '{test}'s result", c.at))
+        }
+        None => out.missing = Some(format!("no {} in test '{test}'s result", c.at)),
+    }
+    if let (Some(v), Some(r), Some(tol)) = (out.value, c.reference, c.tolerance_pct) {
+        out.within_tolerance = Some(r != 0.0 && ((v - r) / r).abs() * 100.0 <= tol);
+    }
+    for (code, severity, message) in flags_on_path(doc, &c.at) {
+        let mark = match notes.iter().find(|n| n.test == *test && n.code == code) {
+            Some(n) => n.mark,
+            None => {
+                let mark = u32::try_from(notes.len() + 1).unwrap_or(u32::MAX);
+                notes.push(Footnote {
+                    mark,
+                    test: test.clone(),
+                    code,
+                    severity,
+                    message,
+                });
+                mark
+            }
+        };
+        if !out.marks.contains(&mark) {
+            out.marks.push(mark);
+        }
+    }
+    out
+}
