@@ -173,18 +173,25 @@ pub struct Pattern {
 impl Pattern {
     /// The first `len` bytes of the pattern of (`session`, `flow`).
     pub fn new(session: u32, flow: u16, len: usize) -> Self {
+        let mut bytes = vec![0; len];
+        Self::write(session, flow, &mut bytes);
+        Self { bytes }
+    }
+
+    /// Writes the first `dst.len()` bytes of the pattern of (`session`,
+    /// `flow`) into `dst`: what [`Pattern::new`] holds, without a buffer of
+    /// its own (a sender filling its send buffer needs no second copy).
+    pub fn write(session: u32, flow: u16, dst: &mut [u8]) {
         let mut state = (u64::from(session) << 16 | u64::from(flow)) ^ 0x6c69_6e65_7261_7465;
-        let mut bytes = Vec::with_capacity(len + 8);
-        while bytes.len() < len {
+        for chunk in dst.chunks_mut(8) {
             state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
             let mut z = state;
             z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
             z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
             z ^= z >> 31;
-            bytes.extend_from_slice(&z.to_le_bytes());
+            let n = chunk.len();
+            chunk.copy_from_slice(&z.to_le_bytes()[..n]);
         }
-        bytes.truncate(len);
-        Self { bytes }
     }
 
     /// The pattern bytes.
@@ -268,6 +275,16 @@ mod tests {
         }
         .emit(&mut [0u8; 3])
         .is_err());
+    }
+
+    #[test]
+    fn pattern_written_in_place_is_the_pattern() {
+        let mut buf = [0u8; 13];
+        Pattern::write(7, 3, &mut buf);
+        assert_eq!(&buf[..], Pattern::new(7, 3, 13).bytes());
+        // A shorter pattern is a prefix of a longer one.
+        assert_eq!(Pattern::new(7, 3, 5).bytes(), &buf[..5]);
+        assert_ne!(&buf[..], Pattern::new(7, 4, 13).bytes());
     }
 
     #[test]

@@ -327,33 +327,38 @@ fn run_sender(job: &FlowJob) -> FlowReport {
         seq: 0,
         deadline: job.duration_ns,
     };
-    // Each path fills its buffers from the pattern, then drops it.
-    let pattern = Pattern::new(job.session, job.flow, job.size - HEADER_LEN);
+    // Each path fills its buffers from the pattern, then drops it (the
+    // ideal path writes it straight into its one send buffer: a block-sized
+    // pattern freed would stay resident in the thread's malloc arena).
+    let pattern = || Pattern::new(job.session, job.flow, job.size - HEADER_LEN);
     let mut zc = None;
     let (path, result) = match job.send_path {
-        SendPath::Ideal => ("ideal".to_string(), send_ideal(&mut st, pattern)),
+        SendPath::Ideal => ("ideal".to_string(), send_ideal(&mut st)),
         SendPath::Typical => (
             format!(
                 "typical ({} MiB application buffer)",
                 job.typical_bytes >> 20
             ),
-            send_typical(&mut st, pattern),
+            send_typical(&mut st, pattern()),
         ),
         SendPath::Zerocopy => {
             let mut z = ZeroCopyReport::default();
-            let r = send_zerocopy(&mut st, pattern, &mut z);
+            let r = send_zerocopy(&mut st, pattern(), &mut z);
             zc = Some(z);
             ("zerocopy".to_string(), r)
         }
         SendPath::Sendfile => (
             "sendfile (memfd)".to_string(),
-            send_sendfile(&mut st, pattern),
+            send_sendfile(&mut st, pattern()),
         ),
         SendPath::Mmsg => (
             format!("mmsg (sendmmsg x{BATCH})"),
-            send_mmsg(&mut st, pattern),
+            send_mmsg(&mut st, pattern()),
         ),
-        SendPath::Gso => ("gso (UDP_SEGMENT)".to_string(), send_gso(&mut st, pattern)),
+        SendPath::Gso => (
+            "gso (UDP_SEGMENT)".to_string(),
+            send_gso(&mut st, pattern()),
+        ),
     };
     if let DataSock::Tcp(s) = &job.sock {
         let _ = s.shutdown(std::net::Shutdown::Write);
@@ -389,12 +394,12 @@ fn io_err(call: &str) -> impl Fn(io::Error) -> NetError + '_ {
     move |e| NetError::call(call, e)
 }
 
-fn send_ideal(st: &mut SendState<'_>, pattern: Pattern) -> Result<(), NetError> {
+fn send_ideal(st: &mut SendState<'_>) -> Result<(), NetError> {
     let mut buf = vec![0u8; st.job.size];
-    pattern
-        .fill_probe(&st.header(0), &mut buf)
+    st.header(0)
+        .emit(&mut buf)
         .map_err(|e| NetError::call("probe", io::Error::other(e)))?;
-    drop(pattern);
+    Pattern::write(st.job.session, st.job.flow, &mut buf[HEADER_LEN..]);
     while st.ready() {
         let seq = st.seq;
         let h = st.header(seq);
