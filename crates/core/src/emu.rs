@@ -556,6 +556,37 @@ impl Timing {
     }
 }
 
+/// The last `N` samples (ns) of something the emulator measures as it
+/// runs, and their quantiles.
+#[derive(Debug, Clone)]
+struct Recent<const N: usize> {
+    v: [u64; N],
+    len: usize,
+    next: usize,
+}
+
+impl<const N: usize> Recent<N> {
+    fn new() -> Self {
+        Self {
+            v: [0; N],
+            len: 0,
+            next: 0,
+        }
+    }
+
+    /// Keeps `x` (forgetting the oldest of a full window) and returns the
+    /// `num/den` quantile of the samples kept (lower of two at a tie).
+    fn push_quantile(&mut self, x: u64, num: usize, den: usize) -> u64 {
+        self.v[self.next] = x;
+        self.next = (self.next + 1) % N;
+        self.len = (self.len + 1).min(N);
+        let mut v = self.v;
+        let v = &mut v[..self.len];
+        v.sort_unstable();
+        v[(self.len - 1) * num / den]
+    }
+}
+
 /// Timed wakes whose overshoot the emulator keeps to size its margin.
 pub const MARGIN_WINDOW: usize = 64;
 
@@ -567,9 +598,7 @@ pub const MARGIN_WINDOW: usize = 64;
 #[derive(Debug, Clone)]
 pub struct WakeMargin {
     floor_ns: u64,
-    recent: [u64; MARGIN_WINDOW],
-    len: usize,
-    next: usize,
+    recent: Recent<MARGIN_WINDOW>,
     margin_ns: u64,
 }
 
@@ -578,9 +607,7 @@ impl WakeMargin {
     pub fn new(floor_ns: u64) -> Self {
         Self {
             floor_ns,
-            recent: [0; MARGIN_WINDOW],
-            len: 0,
-            next: 0,
+            recent: Recent::new(),
             margin_ns: floor_ns,
         }
     }
@@ -594,13 +621,7 @@ impl WakeMargin {
     /// [`Timing::margin_for`] the 95th percentile of the recent wakes, never
     /// below the floor.
     pub fn record(&mut self, overshoot_ns: u64) {
-        self.recent[self.next] = overshoot_ns;
-        self.next = (self.next + 1) % MARGIN_WINDOW;
-        self.len = (self.len + 1).min(MARGIN_WINDOW);
-        let mut v = self.recent;
-        let v = &mut v[..self.len];
-        v.sort_unstable();
-        let p95 = v[(self.len - 1) * 95 / 100];
+        let p95 = self.recent.push_quantile(overshoot_ns, 95, 100);
         self.margin_ns = Timing::margin_for(p95).max(self.floor_ns);
     }
 }
@@ -625,9 +646,7 @@ pub const MAX_SEND_LEAD_NS: u64 = 20_000;
 /// emulator reproduces is the wire, not the wire plus its own send.
 #[derive(Debug, Clone)]
 pub struct SendLead {
-    recent: [u64; SEND_COST_WINDOW],
-    len: usize,
-    next: usize,
+    recent: Recent<SEND_COST_WINDOW>,
     samples: u64,
     lead_ns: u64,
 }
@@ -642,9 +661,7 @@ impl SendLead {
     /// No cost measured yet: a lead of 0.
     pub fn new() -> Self {
         Self {
-            recent: [0; SEND_COST_WINDOW],
-            len: 0,
-            next: 0,
+            recent: Recent::new(),
             samples: 0,
             lead_ns: 0,
         }
@@ -664,14 +681,11 @@ impl SendLead {
     /// egress's transmit stamp) and sizes the lead again: the median of
     /// the recent costs, at most [`MAX_SEND_LEAD_NS`].
     pub fn record(&mut self, cost_ns: u64) {
-        self.recent[self.next] = cost_ns;
-        self.next = (self.next + 1) % SEND_COST_WINDOW;
-        self.len = (self.len + 1).min(SEND_COST_WINDOW);
         self.samples += 1;
-        let mut v = self.recent;
-        let v = &mut v[..self.len];
-        v.sort_unstable();
-        self.lead_ns = v[(self.len - 1) / 2].min(MAX_SEND_LEAD_NS);
+        self.lead_ns = self
+            .recent
+            .push_quantile(cost_ns, 1, 2)
+            .min(MAX_SEND_LEAD_NS);
     }
 }
 
