@@ -61,10 +61,6 @@ use crate::sys::timestamping::{self as ts, TxKind};
 /// threads and the kernel's softirq work (frames due meanwhile may leave
 /// late, counted); it is real-time again at its next sleep.
 pub const MAX_SPIN_RUN_NS: u64 = 200_000;
-/// A busy-wait longer than [`MAX_SPIN_RUN_NS`] for a departure at least
-/// this far away (ns) is not a flood but a wake margin longer than the
-/// frames' spacing: the emulator naps half the wait, real-time, instead.
-pub const MIN_NAP_WAIT_NS: u64 = 20_000;
 /// The emulator thread's real-time priority (`SCHED_FIFO`; 1 is the
 /// lowest): above every normal thread, below the kernel's own real-time
 /// threads.
@@ -665,10 +661,9 @@ impl Engine {
     }
 
     /// Waits for the next event: busy-waits for a departure due within the
-    /// wake margin (after [`MAX_SPIN_RUN_NS`] of busy-waiting without a
-    /// sleep: napping half the wait if the departure is at least
-    /// [`MIN_NAP_WAIT_NS`] away, else at normal priority, yielding: a flood
-    /// shares the CPU with the test); otherwise sleeps in `ppoll` until a frame arrives or the next
+    /// wake margin (at normal priority, yielding, after [`MAX_SPIN_RUN_NS`]
+    /// of busy-waiting without a sleep: a flood shares the CPU with the
+    /// test); otherwise sleeps in `ppoll` until a frame arrives or the next
     /// departure is a margin away.
     fn wait(&mut self) -> Result<(), EmuError> {
         let now = monotonic_ns();
@@ -678,18 +673,6 @@ impl Engine {
             if now.saturating_sub(self.busy_since_ns) < MAX_SPIN_RUN_NS {
                 std::hint::spin_loop();
                 return Ok(());
-            }
-            if let Some(d) = next.filter(|d| *d > now + MIN_NAP_WAIT_NS) {
-                // Not a flood: a wake margin longer than the frames'
-                // spacing (a loaded timer) kept it awake between them. It
-                // naps half the wait at real-time priority, so the CPU is
-                // the others' meanwhile and it is back on time, instead of
-                // waiting at normal priority behind them (1518-byte frames
-                // at 100M left up to milliseconds late that way).
-                let fds = std::mem::take(&mut self.fds);
-                let woke = self.sleep(&fds, (d - now) / 2);
-                self.fds = fds;
-                return woke.map(drop);
             }
             // A flood: busy for longer than a departure's wait. It goes on
             // at normal priority, yielding each turn, so the test's threads
