@@ -118,6 +118,8 @@ pub struct Chain {
     pub headers: Headers,
     /// It passed the interface.
     pub on_iface: bool,
+    /// It reached a socket (or its end: see [`is_delivery`]).
+    pub delivered: bool,
 }
 
 type Place = (Point, Option<String>, Option<u32>);
@@ -163,6 +165,15 @@ impl Chains {
         let free = |i: usize, s: &Self| !s.places[i].contains(&at);
         let i = match kept {
             Kept::Chain => match self.by_addr.get(&addr) {
+                // After its delivery a packet only has its payload copied
+                // and its buffer freed; UDP frees most buffers without a
+                // tracepoint, so the address stays in the kernel's map and
+                // the next buffer there, not matched where it was first
+                // seen, would be taken for this packet.
+                Some(&i) if self.chains[i].delivered && !after_delivery(e.point) => {
+                    self.orphans += 1;
+                    return;
+                }
                 Some(&i) => i,
                 None => {
                     // Its match happened before the trace began.
@@ -192,6 +203,7 @@ impl Chains {
                             events: Vec::new(),
                             headers: h,
                             on_iface: false,
+                            delivered: false,
                         });
                         self.places.push(BTreeSet::new());
                         let i = self.chains.len() - 1;
@@ -209,6 +221,7 @@ impl Chains {
             c.on_iface = true;
             self.on_iface += 1;
         }
+        c.delivered |= is_delivery(e.point);
         c.events.push(e);
     }
 
@@ -258,7 +271,9 @@ pub struct IfaceCounts {
     /// Events kept because an earlier event on their skb matched (their
     /// headers could not be read there).
     pub chain_events: u64,
-    /// Chain events whose match came before the trace began (left out).
+    /// Chain events whose match came before the trace began, or that came
+    /// on a buffer address after its packet's delivery (the address reused
+    /// by a packet not matched): left out.
     pub orphan_events: u64,
     /// Records the programs could not write because the ring buffer was
     /// full.
@@ -463,6 +478,14 @@ fn is_delivery(p: Point) -> bool {
     matches!(
         p,
         Point::SkDataReady | Point::SkbCopyDatagramIovec | Point::ConsumeSkb
+    )
+}
+
+/// True for the events that may follow a delivery on the same buffer.
+fn after_delivery(p: Point) -> bool {
+    matches!(
+        p,
+        Point::SkbCopyDatagramIovec | Point::ConsumeSkb | Point::KfreeSkb
     )
 }
 
@@ -740,8 +763,18 @@ mod tests {
                 evs.push(ev(Point::SkbCopyDatagramIovec, t + 800_000, skb, None, h));
             }
         }
+        // The address of the last one reused by a packet matched nowhere:
+        // its qdisc event is no step of the delivered packet.
+        evs.push(ev(
+            Point::QdiscDequeue,
+            3_950_000,
+            0xa3,
+            Some("eth0"),
+            Kept::Chain,
+        ));
         evs.sort_by_key(|e| e.time_ns);
         let names = |_: u32| None;
+        assert_eq!(chains(evs.clone()).orphans(), 1);
         let IfaceSummary {
             steps,
             gaps,
