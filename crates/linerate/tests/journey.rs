@@ -803,6 +803,67 @@ fn iface_follows_a_router_s_forwarding_to_the_socket() {
     iface_across(Topology::Router, "jir", "198.19.0.1");
 }
 
+/// `--iface` on a pair bed with `--loss` and a shaped link: the datagrams
+/// the loss drops show with the kernel's reason where they were dropped,
+/// the others are followed through the link's qdisc to the socket.
+#[test]
+fn iface_shows_the_loss_drops_and_the_qdisc() {
+    let _one_tracer = one_tracer();
+    if !linerate_bed::privileges::require("iface_shows_the_loss_drops_and_the_qdisc") {
+        return;
+    }
+    let name = format!("jil{}", std::process::id());
+    let mut spec = BedSpec::new(name.clone(), Topology::Pair);
+    spec.loss_pct = Some(50.0);
+    spec.link = Some(linerate_core::units::BitRate::from_mbps(100));
+    let _bed = Bed::up(&spec).expect("bed up");
+    let (a, b) = (format!("lr-{name}-a"), format!("lr-{name}-b"));
+    const PORT: u16 = 47_021;
+    const SENT: u64 = 40;
+    let rx = udp_receiver(&b, "198.18.0.2", PORT, SENT);
+    let filter = format!("udp and port {PORT}");
+    let child = attached_journey(&[
+        "--iface", "lr-b", "--netns", &b, "--filter", &filter, "--count", "1000", "--time", "3s",
+    ]);
+    udp_send(&a, "198.18.0.2", &[PORT], SENT);
+    let o = child.wait_with_output().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    let doc = common::round_trip::<IfaceResult>(iface::SCHEMA, &doc);
+    let received = rx.join().unwrap().unwrap();
+    let r = &doc.result;
+    assert_eq!(r.packets.matched, SENT, "{:#?}", r.packets);
+    // Every datagram the receiver did not get is a drop (50 %: some of 40).
+    assert!(received > 0 && received < SENT, "{received}");
+    assert_eq!(r.packets.dropped, SENT - received, "{:#?}", r.drops);
+    assert_eq!(r.packets.followed_first_to_last, received, "{:#?}", r.steps);
+    let nft = r
+        .drops
+        .iter()
+        .find(|d| d.reason == "NETFILTER_DROP")
+        .unwrap_or_else(|| panic!("{:#?}", r.drops));
+    assert_eq!(nft.count, SENT - received);
+    assert_eq!(nft.after, "net:netif_receive_skb on lr-b");
+    assert_eq!(nft.netns.as_deref(), Some(b.as_str()));
+    assert!(doc.flags.iter().any(|f| f.code == iface::codes::DROPS));
+    // The shaped link's qdisc on a's egress, between the queue and the
+    // driver, for every datagram.
+    let row = |p: Point| {
+        r.steps
+            .iter()
+            .position(|s| s.point == p && s.dev.as_deref() == Some("lr-a"))
+            .unwrap_or_else(|| panic!("no {p:?} on lr-a: {:#?}", r.steps))
+    };
+    let path = [
+        row(Point::NetDevQueue),
+        row(Point::QdiscEnqueue),
+        row(Point::QdiscDequeue),
+        row(Point::NetDevStartXmit),
+    ];
+    assert!(path.windows(2).all(|w| w[0] < w[1]), "{:#?}", r.steps);
+    assert_eq!(r.steps[path[1]].packets, SENT);
+    assert_eq!(r.steps[path[1]].netns.as_deref(), Some(a.as_str()));
+}
+
 /// The kernel's verifier takes the `--iface` programs for every kind of
 /// term (IPv4 and IPv6 hosts, lengths, ports, each protocol), and they
 /// detach when asked and when dropped.
