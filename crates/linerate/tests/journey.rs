@@ -834,8 +834,12 @@ fn iface_shows_the_loss_drops_and_the_qdisc() {
     assert_eq!(r.packets.matched, SENT, "{:#?}", r.packets);
     // Every datagram the receiver did not get is a drop (50 %: some of 40).
     assert!(received > 0 && received < SENT, "{received}");
-    assert_eq!(r.packets.dropped, SENT - received, "{:#?}", r.drops);
-    assert_eq!(r.packets.followed_first_to_last, received, "{:#?}", r.steps);
+    let why = format!(
+        "received {received}: {:#?} {:#?} {:#?}",
+        r.packets, r.drops, r.steps
+    );
+    assert_eq!(r.packets.dropped, SENT - received, "{why}");
+    assert_eq!(r.packets.followed_first_to_last, received, "{why}");
     let nft = r
         .drops
         .iter()

@@ -209,7 +209,7 @@ pub fn render_iface(doc: &Envelope<IfaceResult>, width: Width) -> String {
         "",
         "",
         &format!(
-            "followed from the first row to the last {}, dropped {} (matching elsewhere on the host, not through {}: {}; events followed by skb address only: {}; records lost from the ring: {}). Times from each packet's first event, {}.",
+            "followed from the first row to their end (delivered where the table shows deliveries) {}, dropped {} (matching elsewhere on the host, not through {}: {}; events followed by skb address only: {}; records lost from the ring: {}). Times from each packet's first event, {}.",
             p.followed_first_to_last,
             p.dropped,
             r.iface,

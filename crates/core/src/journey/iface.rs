@@ -311,7 +311,7 @@ pub struct IfaceResult {
     pub gaps: Vec<Gap>,
     /// Drops, most frequent first.
     pub drops: Vec<DropSite>,
-    /// The first packet followed from the first to the last row, event by
+    /// The first packet followed from the first row to its end, event by
     /// event (time from its first event).
     pub example: Vec<ExampleEvent>,
 }
@@ -468,7 +468,7 @@ pub struct IfaceSummary {
     pub drops: Vec<DropSite>,
     /// Counts (the ring's and orphans' left for the caller).
     pub counts: IfaceCounts,
-    /// The first packet followed from the first row to the last.
+    /// The first packet followed from the first row to its end.
     pub example: Vec<ExampleEvent>,
 }
 
