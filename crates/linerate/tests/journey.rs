@@ -107,6 +107,13 @@ fn interrupt(child: std::process::Child) -> Output {
 /// `linerate journey --json <args>` once its programs are attached (its
 /// progress line says so); later stderr is read and dropped.
 fn attached_journey(args: &[&str]) -> std::process::Child {
+    journey_once(args, "attached")
+}
+
+/// `linerate journey --json <args>` once a progress line holding `marker`
+/// was printed (the setup before it, BTF and the programs, can take
+/// seconds on a loaded host); later stderr is read and dropped.
+fn journey_once(args: &[&str], marker: &str) -> std::process::Child {
     use std::io::BufRead as _;
     let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
         .args(["journey", "--json"])
@@ -119,8 +126,8 @@ fn attached_journey(args: &[&str]) -> std::process::Child {
     let attached = err
         .by_ref()
         .map_while(Result::ok)
-        .any(|l| l.contains("attached"));
-    assert!(attached, "{args:?}: the journey never attached");
+        .any(|l| l.contains(marker));
+    assert!(attached, "{args:?}: the journey never printed {marker:?}");
     std::thread::spawn(move || err.for_each(drop));
     child
 }
@@ -530,14 +537,22 @@ fn sigint_ends_a_journey_with_its_result() {
     }
     let name = format!("js{}", std::process::id());
     let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).expect("bed up");
-    let child = Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .args(["journey", "--bed", &name, "--json", "--count", "100000"])
-        .args(["--rate", "100", "--cost-time", "0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_secs(2));
+    // Interrupted once the probes are being sent (not after a fixed time:
+    // under load the setup alone can outlast it, and no probe is sent).
+    let child = journey_once(
+        &[
+            "--bed",
+            &name,
+            "--count",
+            "100000",
+            "--rate",
+            "100",
+            "--cost-time",
+            "0",
+        ],
+        "sending",
+    );
+    std::thread::sleep(Duration::from_secs(1));
     let o = interrupt(child);
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&o.stderr)));
@@ -576,7 +591,6 @@ fn a_kernel_answered_ping_on_a_bed_shows_the_responders_stages() {
 /// host a's interface to host b's, time never going backwards in a packet.
 #[test]
 fn iface_follows_any_applications_matching_packets() {
-    use std::net::UdpSocket;
     let _one_tracer = one_tracer();
     if !linerate_bed::privileges::require("iface_follows_any_applications_matching_packets") {
         return;
@@ -588,38 +602,12 @@ fn iface_follows_any_applications_matching_packets() {
     const SENT: u64 = 20;
     // A receiver in b on PORT (none on PORT + 1: those are dropped, and
     // must not count either).
-    let rx = linerate_io::netns::spawn_in(Some(&b), "rx", || {
-        let s = UdpSocket::bind(("198.18.0.2", PORT)).unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(100)))
-            .unwrap();
-        let mut buf = [0u8; 2048];
-        let mut n = 0u64;
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while n < SENT && Instant::now() < deadline {
-            if s.recv(&mut buf).is_ok() {
-                n += 1;
-            }
-        }
-        n
-    })
-    .unwrap();
+    let rx = udp_receiver(&b, "198.18.0.2", PORT, SENT);
     let filter = format!("udp and port {PORT}");
     let child = attached_journey(&[
         "--iface", "lr-b", "--netns", &b, "--filter", &filter, "--count", "1000", "--time", "3s",
     ]);
-    linerate_io::netns::spawn_in(Some(&a), "tx", || {
-        let s = UdpSocket::bind(("0.0.0.0", 0)).unwrap();
-        for i in 0..SENT {
-            let payload = vec![b'x'; 100 + i as usize];
-            s.send_to(&payload, ("198.18.0.2", PORT)).unwrap();
-            s.send_to(&payload, ("198.18.0.2", PORT + 1)).unwrap();
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    })
-    .unwrap()
-    .join()
-    .unwrap()
-    .unwrap();
+    udp_send(&a, "198.18.0.2", &[PORT, PORT + 1], SENT);
     let o = child.wait_with_output().unwrap();
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
     let doc = common::round_trip::<IfaceResult>(iface::SCHEMA, &doc);
@@ -667,6 +655,217 @@ fn iface_follows_any_applications_matching_packets() {
     assert!(text.contains("net:netif_receive_skb"), "{text}");
     assert!(text.contains(&format!("{SENT} matched")), "{text}");
     assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+}
+
+/// A receiver in namespace `ns` on `addr:port`, bound when this returns
+/// (a datagram sent before would be dropped), that reads up to `n`
+/// datagrams (at most 15 s); joins with how many it read.
+fn udp_receiver(
+    ns: &str,
+    addr: &'static str,
+    port: u16,
+    n: u64,
+) -> std::thread::JoinHandle<Result<u64, linerate_io::netns::NetnsError>> {
+    let (bound, is_bound) = std::sync::mpsc::channel();
+    let rx = linerate_io::netns::spawn_in(Some(ns), "rx", move || {
+        let s = std::net::UdpSocket::bind((addr, port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        bound.send(()).unwrap();
+        let mut buf = [0u8; 2048];
+        let mut got = 0u64;
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while got < n && Instant::now() < deadline {
+            if s.recv(&mut buf).is_ok() {
+                got += 1;
+            }
+        }
+        got
+    })
+    .unwrap();
+    is_bound.recv().expect("the receiver binds");
+    rx
+}
+
+/// Sends `n` datagrams (100 + i bytes) from namespace `ns` to each of
+/// `ports` on `dst`, 10 ms apart.
+fn udp_send(ns: &str, dst: &'static str, ports: &[u16], n: u64) {
+    let ports = ports.to_vec();
+    linerate_io::netns::spawn_in(Some(ns), "tx", move || {
+        let s = std::net::UdpSocket::bind(("0.0.0.0", 0)).unwrap();
+        for i in 0..n {
+            let payload = vec![b'x'; 100 + i as usize];
+            for &p in &ports {
+                s.send_to(&payload, (dst, p)).unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    })
+    .unwrap()
+    .join()
+    .unwrap()
+    .unwrap();
+}
+
+/// `--iface lr-b` on a bridge or router bed follows another application's
+/// datagrams from a through the DUT's forwarding to the socket in b: the
+/// steps in path order and in their namespaces, times never backwards.
+fn iface_across(topology: Topology, tag: &str, dst: &'static str) {
+    let name = format!("{tag}{}", std::process::id());
+    let _bed = Bed::up(&BedSpec::new(name.clone(), topology)).expect("bed up");
+    let ns = |h: &str| format!("lr-{name}-{h}");
+    if topology == Topology::Bridge {
+        wait_forwarding(&name);
+    }
+    const PORT: u16 = 47_011;
+    const SENT: u64 = 20;
+    // Neighbour resolution (the router's ARP for b) before the trace.
+    udp_send(&ns("a"), dst, &[PORT + 1], 1);
+    let rx = udp_receiver(&ns("b"), dst, PORT, SENT);
+    let filter = format!("udp and port {PORT}");
+    let b = ns("b");
+    let child = attached_journey(&[
+        "--iface", "lr-b", "--netns", &b, "--filter", &filter, "--count", "1000", "--time", "3s",
+    ]);
+    udp_send(&ns("a"), dst, &[PORT], SENT);
+    let o = child.wait_with_output().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    let doc = common::round_trip::<IfaceResult>(iface::SCHEMA, &doc);
+    assert_eq!(rx.join().unwrap().unwrap(), SENT);
+    let r = &doc.result;
+    assert_eq!(r.packets.matched, SENT, "{:#?}", r.packets);
+    assert_eq!(r.packets.dropped, 0, "{:#?}", r.drops);
+    assert_eq!(r.packets.followed_first_to_last, SENT, "{:#?}", r.steps);
+    let at = |point: Point, dev: Option<&str>, host: &str| {
+        let i = r
+            .steps
+            .iter()
+            .position(|s| s.point == point && s.dev.as_deref() == dev)
+            .unwrap_or_else(|| panic!("no {point:?} on {dev:?}: {:#?}", r.steps));
+        assert_eq!(r.steps[i].netns, Some(ns(host)), "{point:?} on {dev:?}");
+        assert_eq!(r.steps[i].packets, SENT, "{point:?} on {dev:?}");
+        i
+    };
+    // Into the DUT, forwarded out of its other port, into b, queued to
+    // the receiver's socket (by the skb address: UDP's delivery carries
+    // no headers the program reads).
+    let path = [
+        (Point::NetDevQueue, Some("lr-a"), "a"),
+        (Point::NetifReceiveSkb, Some("lr-dut-a"), "dut"),
+        (Point::NetDevQueue, Some("lr-dut-b"), "dut"),
+        (Point::NetifReceiveSkb, Some("lr-b"), "b"),
+        (Point::SkDataReady, None, "b"),
+    ];
+    let order: Vec<usize> = path.iter().map(|&(p, d, h)| at(p, d, h)).collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{:#?}", r.steps);
+    // The forwarding step, named in words between its two rows.
+    let forwarding = format!("forwarding in {}", ns("dut"));
+    assert!(
+        r.gaps
+            .iter()
+            .any(|g| g.what.starts_with(&forwarding) && g.from == order[1]),
+        "{:#?}",
+        r.gaps
+    );
+    assert!(r
+        .steps
+        .windows(2)
+        .all(|w| w[0].from_send.median_ns <= w[1].from_send.median_ns));
+    // The example packet: every step of the path, in order, time never
+    // going backwards.
+    let ex = &r.example;
+    assert!(ex.windows(2).all(|w| w[0].t_ns <= w[1].t_ns), "{ex:#?}");
+    let mut from = 0;
+    for (p, d, _) in path {
+        let i = ex[from..]
+            .iter()
+            .position(|e| e.tracepoint == p.label() && e.dev.as_deref() == d)
+            .unwrap_or_else(|| panic!("{p:?} on {d:?} missing or out of order: {ex:#?}"));
+        from += i + 1;
+    }
+}
+
+#[test]
+fn iface_follows_a_bridge_s_forwarding_to_the_socket() {
+    let _one_tracer = one_tracer();
+    if !linerate_bed::privileges::require("iface_follows_a_bridge_s_forwarding_to_the_socket") {
+        return;
+    }
+    iface_across(Topology::Bridge, "jib", "198.18.0.2");
+}
+
+#[test]
+fn iface_follows_a_router_s_forwarding_to_the_socket() {
+    let _one_tracer = one_tracer();
+    if !linerate_bed::privileges::require("iface_follows_a_router_s_forwarding_to_the_socket") {
+        return;
+    }
+    iface_across(Topology::Router, "jir", "198.19.0.1");
+}
+
+/// `--iface` on a pair bed with `--loss` and a shaped link: the datagrams
+/// the loss drops show with the kernel's reason where they were dropped,
+/// the others are followed through the link's qdisc to the socket.
+#[test]
+fn iface_shows_the_loss_drops_and_the_qdisc() {
+    let _one_tracer = one_tracer();
+    if !linerate_bed::privileges::require("iface_shows_the_loss_drops_and_the_qdisc") {
+        return;
+    }
+    let name = format!("jil{}", std::process::id());
+    let mut spec = BedSpec::new(name.clone(), Topology::Pair);
+    spec.loss_pct = Some(50.0);
+    spec.link = Some(linerate_core::units::BitRate::from_mbps(100));
+    let _bed = Bed::up(&spec).expect("bed up");
+    let (a, b) = (format!("lr-{name}-a"), format!("lr-{name}-b"));
+    const PORT: u16 = 47_021;
+    const SENT: u64 = 40;
+    let rx = udp_receiver(&b, "198.18.0.2", PORT, SENT);
+    let filter = format!("udp and port {PORT}");
+    let child = attached_journey(&[
+        "--iface", "lr-b", "--netns", &b, "--filter", &filter, "--count", "1000", "--time", "3s",
+    ]);
+    udp_send(&a, "198.18.0.2", &[PORT], SENT);
+    let o = child.wait_with_output().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    let doc = common::round_trip::<IfaceResult>(iface::SCHEMA, &doc);
+    let received = rx.join().unwrap().unwrap();
+    let r = &doc.result;
+    assert_eq!(r.packets.matched, SENT, "{:#?}", r.packets);
+    // Every datagram the receiver did not get is a drop (50 %: some of 40).
+    assert!(received > 0 && received < SENT, "{received}");
+    let why = format!(
+        "received {received}: {:#?} {:#?} {:#?}",
+        r.packets, r.drops, r.steps
+    );
+    assert_eq!(r.packets.dropped, SENT - received, "{why}");
+    assert_eq!(r.packets.followed_first_to_last, received, "{why}");
+    let nft = r
+        .drops
+        .iter()
+        .find(|d| d.reason == "NETFILTER_DROP")
+        .unwrap_or_else(|| panic!("{:#?}", r.drops));
+    assert_eq!(nft.count, SENT - received);
+    assert_eq!(nft.after, "net:netif_receive_skb on lr-b");
+    assert_eq!(nft.netns.as_deref(), Some(b.as_str()));
+    assert!(doc.flags.iter().any(|f| f.code == iface::codes::DROPS));
+    // The shaped link's qdisc on a's egress, between the queue and the
+    // driver, for every datagram.
+    let row = |p: Point| {
+        r.steps
+            .iter()
+            .position(|s| s.point == p && s.dev.as_deref() == Some("lr-a"))
+            .unwrap_or_else(|| panic!("no {p:?} on lr-a: {:#?}", r.steps))
+    };
+    let path = [
+        row(Point::NetDevQueue),
+        row(Point::QdiscEnqueue),
+        row(Point::QdiscDequeue),
+        row(Point::NetDevStartXmit),
+    ];
+    assert!(path.windows(2).all(|w| w[0] < w[1]), "{:#?}", r.steps);
+    assert_eq!(r.steps[path[1]].packets, SENT);
+    assert_eq!(r.steps[path[1]].netns.as_deref(), Some(a.as_str()));
 }
 
 /// The kernel's verifier takes the `--iface` programs for every kind of

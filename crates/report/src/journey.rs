@@ -4,7 +4,7 @@
 //! Every figure is a field of [`JourneyResult`]; nothing is computed here.
 
 use linerate_core::journey::iface::IfaceResult;
-use linerate_core::journey::{DropSite, JourneyResult, Quantiles, Step};
+use linerate_core::journey::{DropSite, Gap, JourneyResult, Quantiles, Step};
 use linerate_core::result::Envelope;
 use linerate_core::units::group_thousands;
 
@@ -94,18 +94,7 @@ pub fn render(doc: &Envelope<JourneyResult>, width: Width) -> String {
     ));
     out.push('\n');
     out.push_str(&steps_table(r).fit(2, width));
-    if !r.gaps.is_empty() {
-        out.push_str("\nlargest gaps (median, p90, p99 µs):\n");
-        for g in r.gaps.iter().take(LARGEST_GAPS) {
-            let [m, p90, p99] = q3(&g.duration);
-            out.push_str(&paragraph(
-                &format!("  {m:>7} {p90:>7} {p99:>7}  "),
-                &" ".repeat(28),
-                &format!("{} (#{}→#{})", g.what, g.from + 1, g.to + 1),
-                width,
-            ));
-        }
-    }
+    out.push_str(&gap_lines(&r.gaps, width));
     out.push_str(&drop_lines(&r.drops, width));
     let tracer = match (&r.tracer.fallback, r.tracer.tp_btf_programs.len()) {
         (Some(why), _) => format!("tracer: perf raw samples (tp_btf programs not used: {why})"),
@@ -180,6 +169,24 @@ fn drop_lines(drops: &[DropSite], width: Width) -> String {
     out
 }
 
+/// The largest gaps, one paragraph each (none: nothing).
+fn gap_lines(gaps: &[Gap], width: Width) -> String {
+    let mut out = String::new();
+    if !gaps.is_empty() {
+        out.push_str("\nlargest gaps (median, p90, p99 µs):\n");
+        for g in gaps.iter().take(LARGEST_GAPS) {
+            let [m, p90, p99] = q3(&g.duration);
+            out.push_str(&paragraph(
+                &format!("  {m:>7} {p90:>7} {p99:>7}  "),
+                &" ".repeat(28),
+                &format!("{} (#{}→#{})", g.what, g.from + 1, g.to + 1),
+                width,
+            ));
+        }
+    }
+    out
+}
+
 /// `linerate journey --iface`: the packets of any application that matched
 /// the filter on an interface, one row per event in path order.
 pub fn render_iface(doc: &Envelope<IfaceResult>, width: Width) -> String {
@@ -202,7 +209,7 @@ pub fn render_iface(doc: &Envelope<IfaceResult>, width: Width) -> String {
         "",
         "",
         &format!(
-            "followed from the first row to the last {}, dropped {} (matching elsewhere on the host, not through {}: {}; events followed by skb address only: {}; records lost from the ring: {}). Times from each packet's first event, {}.",
+            "followed from the first row to their end (delivered where the table shows deliveries) {}, dropped {} (matching elsewhere on the host, not through {}: {}; events followed by skb address only: {}; records lost from the ring: {}). Times from each packet's first event, {}.",
             p.followed_first_to_last,
             p.dropped,
             r.iface,
@@ -215,6 +222,7 @@ pub fn render_iface(doc: &Envelope<IfaceResult>, width: Width) -> String {
     ));
     out.push('\n');
     out.push_str(&step_rows(&r.steps).fit(2, width));
+    out.push_str(&gap_lines(&r.gaps, width));
     out.push_str(&drop_lines(&r.drops, width));
     out.push_str(&paragraph(
         "\n",

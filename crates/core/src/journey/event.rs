@@ -60,6 +60,9 @@ pub enum Point {
     SockRecvLength,
     /// skb:kfree_skb (the buffer dropped, with a drop reason).
     KfreeSkb,
+    /// skb:consume_skb (the buffer freed after use: delivered, answered;
+    /// `--iface` only, by skb address).
+    ConsumeSkb,
     /// The receiver's recvfrom() returned the probe (user space, host b).
     UserRecv,
 }
@@ -96,7 +99,7 @@ pub enum FilterKind {
 }
 
 /// Every tracepoint a journey opens, in no particular order.
-pub const TRACEPOINTS: [Tracepoint; 16] = [
+pub const TRACEPOINTS: [Tracepoint; 17] = [
     tp(
         Point::NetDevQueue,
         "net/net_dev_queue",
@@ -183,6 +186,12 @@ pub const TRACEPOINTS: [Tracepoint; 16] = [
         FilterKind::Ret,
     ),
     tp(Point::KfreeSkb, "skb/kfree_skb", true, FilterKind::None),
+    tp(
+        Point::ConsumeSkb,
+        "skb/consume_skb",
+        false,
+        FilterKind::None,
+    ),
 ];
 
 /// The tracepoints of a journey: without `all_events`, those whose filter
@@ -192,7 +201,7 @@ pub const TRACEPOINTS: [Tracepoint; 16] = [
 pub fn tracepoints(all_events: bool) -> Vec<Tracepoint> {
     TRACEPOINTS
         .into_iter()
-        .filter(|t| all_events || !t.every_packet())
+        .filter(|t| (all_events || !t.every_packet()) && !t.point.iface_only())
         .collect()
 }
 
@@ -228,6 +237,13 @@ impl Point {
         }
     }
 
+    /// True for the tracepoints only an `--iface` journey opens (by skb
+    /// address, in its programs): `consume_skb` fires for every buffer the
+    /// host frees, and a probe journey has no address map in the kernel.
+    pub fn iface_only(self) -> bool {
+        self == Self::ConsumeSkb
+    }
+
     /// True for the events whose records carry the packet's length.
     pub fn has_len(self) -> bool {
         matches!(
@@ -261,6 +277,7 @@ fn label_of(path: &'static str) -> &'static str {
         "sock/sk_data_ready" => "sock:sk_data_ready",
         "sock/sock_recv_length" => "sock:sock_recv_length",
         "skb/kfree_skb" => "skb:kfree_skb",
+        "skb/consume_skb" => "skb:consume_skb",
         _ => "?",
     }
 }
@@ -431,6 +448,7 @@ fn needed_fields(point: Point) -> &'static [&'static str] {
         Point::SkDataReady => &["skaddr", "protocol"],
         Point::SockRecvLength => &["sk", "ret"],
         Point::KfreeSkb => &["skbaddr", "reason", "location"],
+        Point::ConsumeSkb => &["skbaddr"],
         Point::SoftirqNetRx => &["vec"],
         Point::FibTableLookup | Point::UdpFailQueueRcvSkb => &["dport"],
         Point::SockRcvqueueFull => &["sk_rcvbuf"],
@@ -527,7 +545,11 @@ mod tests {
             .iter()
             .filter(|t| t.required)
             .all(|t| few.contains(t)));
-        assert_eq!(tracepoints(true).len(), TRACEPOINTS.len());
+        assert_eq!(
+            tracepoints(true).len(),
+            TRACEPOINTS.iter().filter(|t| !t.point.iface_only()).count()
+        );
+        assert!(tracepoints(true).iter().all(|t| !t.point.iface_only()));
     }
 
     #[test]

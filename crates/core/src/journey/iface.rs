@@ -24,14 +24,14 @@ use serde::{Deserialize, Serialize};
 
 use super::event::{Event, Headers, Kept, Point};
 use super::filter::IfaceFilter;
-use super::path::step_label;
-use super::{Backend, DropSite, ExampleEvent, Quantiles, Step, TracerInfo};
+use super::path::{gaps_between, step_label};
+use super::{Backend, DropSite, ExampleEvent, Gap, Quantiles, Step, TracerInfo};
 use crate::result::Flag;
 
 /// Schema name of the `--iface` JSON document.
 pub const SCHEMA: &str = "linerate.journey.iface";
 /// Its version.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// A copy or clone (a new skb address with the same headers) joins a
 /// packet only this soon after the packet's last event.
 pub const JOIN_NS: u64 = 100_000_000;
@@ -118,6 +118,8 @@ pub struct Chain {
     pub headers: Headers,
     /// It passed the interface.
     pub on_iface: bool,
+    /// It reached a socket (or its end: see [`is_delivery`]).
+    pub delivered: bool,
 }
 
 type Place = (Point, Option<String>, Option<u32>);
@@ -163,6 +165,15 @@ impl Chains {
         let free = |i: usize, s: &Self| !s.places[i].contains(&at);
         let i = match kept {
             Kept::Chain => match self.by_addr.get(&addr) {
+                // After its delivery a packet only has its payload copied
+                // and its buffer freed; UDP frees most buffers without a
+                // tracepoint, so the address stays in the kernel's map and
+                // the next buffer there, not matched where it was first
+                // seen, would be taken for this packet.
+                Some(&i) if self.chains[i].delivered && !after_delivery(e.point) => {
+                    self.orphans += 1;
+                    return;
+                }
                 Some(&i) => i,
                 None => {
                     // Its match happened before the trace began.
@@ -192,6 +203,7 @@ impl Chains {
                             events: Vec::new(),
                             headers: h,
                             on_iface: false,
+                            delivered: false,
                         });
                         self.places.push(BTreeSet::new());
                         let i = self.chains.len() - 1;
@@ -209,6 +221,7 @@ impl Chains {
             c.on_iface = true;
             self.on_iface += 1;
         }
+        c.delivered |= is_delivery(e.point);
         c.events.push(e);
     }
 
@@ -245,7 +258,9 @@ pub struct IfaceCounts {
     /// Packets that matched the filter and passed the interface (at most
     /// `--count`).
     pub matched: u64,
-    /// Of those, packets seen at both the table's first row and its last
+    /// Of those, packets seen at the table's first row and at their end:
+    /// delivered (`sk_data_ready`, `skb_copy_datagram_iovec` or
+    /// `consume_skb`) where the table shows deliveries, else at its last
     /// row that is not a drop.
     pub followed_first_to_last: u64,
     /// Of those, packets dropped by the kernel (kfree_skb).
@@ -256,7 +271,9 @@ pub struct IfaceCounts {
     /// Events kept because an earlier event on their skb matched (their
     /// headers could not be read there).
     pub chain_events: u64,
-    /// Chain events whose match came before the trace began (left out).
+    /// Chain events whose match came before the trace began, or that came
+    /// on a buffer address after its packet's delivery (the address reused
+    /// by a packet not matched): left out.
     pub orphan_events: u64,
     /// Records the programs could not write because the ring buffer was
     /// full.
@@ -289,9 +306,12 @@ pub struct IfaceResult {
     /// The table: one row per event in path order; `from_send` is the time
     /// from each packet's first event.
     pub steps: Vec<Step>,
+    /// The gaps between consecutive rows (over the packets that showed
+    /// both), named in words, largest median first.
+    pub gaps: Vec<Gap>,
     /// Drops, most frequent first.
     pub drops: Vec<DropSite>,
-    /// The first packet followed from the first to the last row, event by
+    /// The first packet followed from the first row to its end, event by
     /// event (time from its first event).
     pub example: Vec<ExampleEvent>,
 }
@@ -306,7 +326,7 @@ pub fn summarise(
     chains: Vec<Chain>,
     count: u64,
     netns_name: &dyn Fn(u32) -> Option<String>,
-) -> (Vec<Step>, Vec<DropSite>, IfaceCounts, Vec<ExampleEvent>) {
+) -> IfaceSummary {
     let elsewhere = chains.iter().filter(|c| !c.on_iface).count() as u64;
     let kept: Vec<Chain> = chains
         .into_iter()
@@ -314,7 +334,7 @@ pub fn summarise(
         .take(usize::try_from(count).unwrap_or(usize::MAX))
         .collect();
     struct Acc {
-        offsets: Vec<i64>,
+        offsets: BTreeMap<u64, i64>,
         cpus: BTreeSet<u32>,
         netns: Option<u32>,
         first_seen: usize,
@@ -329,16 +349,13 @@ pub fn summarise(
         ..IfaceCounts::default()
     };
     let ns_name = |n: Option<u32>| n.map(|i| netns_name(i).unwrap_or_else(|| format!("inode {i}")));
-    for c in &kept {
+    for (packet, c) in (0u64..).zip(&kept) {
         let t0 = c.events[0].time_ns;
         let mut seen: BTreeMap<(Point, Option<String>), usize> = BTreeMap::new();
         let mut mine = BTreeSet::new();
         let mut prev = String::from("?");
         let mut netns = None;
-        let delivered = c
-            .events
-            .iter()
-            .any(|e| e.point == Point::SkbCopyDatagramIovec);
+        let delivered = c.events.iter().any(|e| is_delivery(e.point));
         if c.events.iter().any(|e| e.point == Point::KfreeSkb) && !delivered {
             counts.dropped += 1;
         }
@@ -351,13 +368,13 @@ pub fn summarise(
             let acc = rows.entry(key.clone()).or_insert_with(|| {
                 order += 1;
                 Acc {
-                    offsets: Vec::new(),
+                    offsets: BTreeMap::new(),
                     cpus: BTreeSet::new(),
                     netns,
                     first_seen: order,
                 }
             });
-            acc.offsets.push(e.time_ns as i64 - t0 as i64);
+            acc.offsets.insert(packet, e.time_ns as i64 - t0 as i64);
             acc.cpus.extend(e.cpu);
             mine.insert(key);
             if e.point == Point::KfreeSkb && !delivered {
@@ -373,7 +390,10 @@ pub fn summarise(
     }
     let mut keyed: Vec<(Row, Acc, Quantiles)> = rows
         .into_iter()
-        .filter_map(|(k, mut a)| Quantiles::of(&mut a.offsets).map(|q| (k, a, q)))
+        .filter_map(|(k, a)| {
+            let mut v: Vec<i64> = a.offsets.values().copied().collect();
+            Quantiles::of(&mut v).map(|q| (k, a, q))
+        })
         .collect();
     keyed.sort_by_key(|(_, a, q)| (q.median_ns, a.first_seen));
     let steps: Vec<Step> = keyed
@@ -389,12 +409,22 @@ pub fn summarise(
             from_send: *q,
         })
         .collect();
-    // The last row that is not a drop: a dropped packet is not followed to
-    // the end.
+    // A packet's end: delivered (queued to a socket, its payload copied, its
+    // buffer freed after use: which of these a packet shows depends on the
+    // protocol and on how its reader reads) where the table shows
+    // deliveries; else the last row that is not a drop (a dropped packet is
+    // not followed to the end).
+    let delivering = keyed.iter().any(|(k, _, _)| is_delivery(k.0));
     let last = keyed.iter().rev().find(|(k, _, _)| !is_drop(k.0));
-    let ends = keyed.first().zip(last).map(|(f, l)| (&f.0, &l.0));
-    let complete =
-        |rows: &BTreeSet<Row>| ends.is_some_and(|(f, l)| rows.contains(f) && rows.contains(l));
+    let first = keyed.first().map(|f| &f.0);
+    let complete = |rows: &BTreeSet<Row>| {
+        first.is_some_and(|f| rows.contains(f))
+            && if delivering {
+                rows.iter().any(|r| is_delivery(r.0))
+            } else {
+                last.is_some_and(|l| rows.contains(&l.0))
+            }
+    };
     counts.followed_first_to_last = chain_rows.iter().filter(|r| complete(r)).count() as u64;
     counts.elsewhere = elsewhere;
     let drops = DropSite::from_counts(drops);
@@ -417,7 +447,46 @@ pub fn summarise(
                 .collect()
         })
         .unwrap_or_default();
-    (steps, drops, counts, example)
+    let rows: Vec<&BTreeMap<u64, i64>> = keyed.iter().map(|(_, a, _)| &a.offsets).collect();
+    IfaceSummary {
+        gaps: gaps_between(&rows, &steps, ""),
+        steps,
+        drops,
+        counts,
+        example,
+    }
+}
+
+/// What [`summarise`] makes of the packets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IfaceSummary {
+    /// The table's rows.
+    pub steps: Vec<Step>,
+    /// The gaps between consecutive rows, largest first.
+    pub gaps: Vec<Gap>,
+    /// Drops.
+    pub drops: Vec<DropSite>,
+    /// Counts (the ring's and orphans' left for the caller).
+    pub counts: IfaceCounts,
+    /// The first packet followed from the first row to its end.
+    pub example: Vec<ExampleEvent>,
+}
+
+/// True for the events that show a packet reached its end: queued to a
+/// socket, its payload copied, or its buffer freed after use.
+fn is_delivery(p: Point) -> bool {
+    matches!(
+        p,
+        Point::SkDataReady | Point::SkbCopyDatagramIovec | Point::ConsumeSkb
+    )
+}
+
+/// True for the events that may follow a delivery on the same buffer.
+fn after_delivery(p: Point) -> bool {
+    matches!(
+        p,
+        Point::SkbCopyDatagramIovec | Point::ConsumeSkb | Point::KfreeSkb
+    )
 }
 
 fn is_drop(p: Point) -> bool {
@@ -632,7 +701,13 @@ mod tests {
         ));
         let c = chains(evs);
         let names = |i: u32| (i == 7).then(|| "lr-t-b".to_string());
-        let (steps, drops, counts, example) = summarise(c.into_chains(), 100, &names);
+        let IfaceSummary {
+            steps,
+            drops,
+            counts,
+            example,
+            ..
+        } = summarise(c.into_chains(), 100, &names);
         assert_eq!(counts.matched, 11);
         assert_eq!(counts.elsewhere, 1);
         assert_eq!(counts.dropped, 1);
@@ -664,8 +739,71 @@ mod tests {
         for i in 0..5u16 {
             evs.extend(packet(u64::from(i) * 1_000_000, 0xa0 + u64::from(i), i));
         }
-        let (_, _, counts, _) = summarise(chains(evs).into_chains(), 3, &names);
+        let counts = summarise(chains(evs).into_chains(), 3, &names).counts;
         assert_eq!(counts.matched, 3);
+    }
+
+    #[test]
+    fn a_udp_delivery_ends_at_the_socket_and_its_late_free_does_not_count() {
+        // Queued to the socket (sk_data_ready, by chain), then freed: the
+        // free of the last datagram comes after the trace (UDP defers it).
+        let mut evs = Vec::new();
+        for i in 0..4u16 {
+            let (t, skb) = (u64::from(i) * 1_000_000, 0xa0 + u64::from(i));
+            let mut p = packet(t, skb, i);
+            p[3] = ev(Point::SkDataReady, t + 30_000, skb, None, Kept::Chain);
+            evs.extend(p);
+            if i < 3 {
+                evs.push(ev(Point::ConsumeSkb, t + 900_000, skb, None, Kept::Chain));
+            }
+            if i == 0 {
+                // A reader that copies this one's payload (late): the
+                // others, delivered too, are still followed to their end.
+                let h = Kept::Headers(headers(i));
+                evs.push(ev(Point::SkbCopyDatagramIovec, t + 800_000, skb, None, h));
+            }
+        }
+        // The address of the last one reused by a packet matched nowhere:
+        // its qdisc event is no step of the delivered packet.
+        evs.push(ev(
+            Point::QdiscDequeue,
+            3_950_000,
+            0xa3,
+            Some("eth0"),
+            Kept::Chain,
+        ));
+        evs.sort_by_key(|e| e.time_ns);
+        let names = |_: u32| None;
+        assert_eq!(chains(evs.clone()).orphans(), 1);
+        let IfaceSummary {
+            steps,
+            gaps,
+            drops,
+            counts,
+            ..
+        } = summarise(chains(evs).into_chains(), 100, &names);
+        let points: Vec<Point> = steps.iter().map(|s| s.point).collect();
+        assert_eq!(
+            points[2..],
+            [
+                Point::NetifReceiveSkb,
+                Point::SkDataReady,
+                Point::SkbCopyDatagramIovec,
+                Point::ConsumeSkb
+            ]
+        );
+        assert_eq!((steps[4].packets, steps[5].packets), (1, 3));
+        assert_eq!(counts.followed_first_to_last, 4);
+        assert_eq!((counts.dropped, drops.len()), (0, 0));
+        // Named in words, largest first: the free that came late.
+        assert_eq!(gaps.len(), steps.len() - 1);
+        assert!(
+            gaps[0].what.starts_with("the receiver's wake-up"),
+            "{gaps:#?}"
+        );
+        assert!(gaps
+            .windows(2)
+            .all(|w| w[0].duration.median_ns >= w[1].duration.median_ns));
     }
 
     #[test]
@@ -717,6 +855,7 @@ mod tests {
             tracer,
             packets: IfaceCounts::default(),
             steps: Vec::new(),
+            gaps: Vec::new(),
             drops: Vec::new(),
             example: Vec::new(),
         };

@@ -37,7 +37,7 @@ pub use event::{
     TRACEPOINTS,
 };
 pub use path::{follow, summarise, Device, ProbePath, ProbeSent, Summary};
-pub use responder::{responder_stages, ResponderKernel};
+pub use responder::{responder_stages, ResponderAt, ResponderKernel};
 
 /// Schema name of the JSON document.
 pub const SCHEMA: &str = "linerate.journey";

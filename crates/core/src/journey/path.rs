@@ -397,27 +397,8 @@ pub fn summarise(paths: &[ProbePath], devices: &[Device], topology: &str) -> Sum
             from_send: *q,
         })
         .collect();
-    let mut gaps: Vec<Gap> = keyed
-        .windows(2)
-        .enumerate()
-        .filter_map(|(i, w)| {
-            let (a, b) = (&w[0].1, &w[1].1);
-            let mut d: Vec<i64> = a
-                .offsets
-                .iter()
-                .filter_map(|(seq, t)| b.offsets.get(seq).map(|u| u - t))
-                .collect();
-            let packets = d.len() as u64;
-            Quantiles::of(&mut d).map(|duration| Gap {
-                from: i,
-                to: i + 1,
-                what: name_gap(&steps[i], &steps[i + 1], topology),
-                packets,
-                duration,
-            })
-        })
-        .collect();
-    gaps.sort_by_key(|g| std::cmp::Reverse(g.duration.median_ns));
+    let rows: Vec<&BTreeMap<u64, i64>> = keyed.iter().map(|(_, a, _)| &a.offsets).collect();
+    let gaps = gaps_between(&rows, &steps, topology);
     let drops = DropSite::from_counts(drops);
     let followed = paths
         .iter()
@@ -460,6 +441,36 @@ pub fn summarise(paths: &[ProbePath], devices: &[Device], topology: &str) -> Sum
         counts,
         example,
     }
+}
+
+/// The gaps between consecutive `steps`, each over the packets that
+/// showed both (`rows[i]`: packet → time of step `i`), named in words,
+/// largest median first.
+pub(crate) fn gaps_between(
+    rows: &[&BTreeMap<u64, i64>],
+    steps: &[Step],
+    topology: &str,
+) -> Vec<Gap> {
+    let mut gaps: Vec<Gap> = rows
+        .windows(2)
+        .enumerate()
+        .filter_map(|(i, w)| {
+            let mut d: Vec<i64> = w[0]
+                .iter()
+                .filter_map(|(k, t)| w[1].get(k).map(|u| u - t))
+                .collect();
+            let packets = d.len() as u64;
+            Quantiles::of(&mut d).map(|duration| Gap {
+                from: i,
+                to: i + 1,
+                what: name_gap(&steps[i], &steps[i + 1], topology),
+                packets,
+                duration,
+            })
+        })
+        .collect();
+    gaps.sort_by_key(|g| std::cmp::Reverse(g.duration.median_ns));
+    gaps
 }
 
 fn device_of_role(devices: &[Device], role: &str) -> Option<String> {
@@ -508,6 +519,25 @@ fn name_gap(a: &Step, b: &Step, topology: &str) -> String {
             } else {
                 "bridge forwarding (br_handle_frame → FDB lookup → br_forward)".to_string()
             }
+        }
+        // `--iface`: no roles, but the namespaces.
+        (P::NetifReceiveSkb, P::NetDevQueue)
+            if a.role.is_none() && !same_dev && a.netns.is_some() && a.netns == b.netns =>
+        {
+            format!(
+                "forwarding in {} (bridge or IP routing: no tracepoint inside)",
+                a.netns.as_deref().unwrap_or("?")
+            )
+        }
+        (P::SkDataReady, P::ConsumeSkb) => {
+            "the reader's wake-up and recvmsg() up to the buffer's free (UDP may defer the free \
+             to the next NET_RX softirq of the CPU that allocated it)"
+                .to_string()
+        }
+        (P::NetifReceiveSkb, P::ConsumeSkb) => {
+            "receive up to the buffer's free (consumed by the stack: an echo answered, a \
+             socket's copy made)"
+                .to_string()
         }
         (P::NetDevQueue, P::QdiscEnqueue | P::NetDevStartXmit) if same_dev => {
             "queueing discipline entry".to_string()

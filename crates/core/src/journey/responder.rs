@@ -31,12 +31,33 @@ pub struct ResponderKernel {
     pub tx: Option<Summary>,
 }
 
+/// Where the responder is: its interface and, where the records carry it,
+/// the inode of its network namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResponderAt<'a> {
+    /// The responder's interface.
+    pub device: &'a str,
+    /// Its namespace's inode (None: not known).
+    pub netns: Option<u32>,
+    /// What recorded the events (`tp_btf programs`, `perf raw samples`).
+    pub recorded_by: &'a str,
+}
+
 /// The stages from `events` (sorted by time): requests of IP length
-/// `ip_len` received on `device`, and their replies (same length, with the
-/// Ethernet header on transmit) queued on it.
-pub fn responder_stages(events: &[Event], device: &str, ip_len: u32) -> ResponderKernel {
+/// `ip_len` received on the responder's device, and their replies (same
+/// length, with the Ethernet header on transmit) queued on it. Other beds
+/// name their interfaces alike: an event whose record carries another
+/// namespace than the responder's is another host's.
+pub fn responder_stages(events: &[Event], at: ResponderAt<'_>, ip_len: u32) -> ResponderKernel {
+    let device = at.device;
     let on = |e: &Event, p: Point, len: u32| {
-        e.point == p && e.len == Some(len) && e.dev.as_deref() == Some(device)
+        e.point == p
+            && e.len == Some(len)
+            && e.dev.as_deref() == Some(device)
+            && match (at.netns, e.netns) {
+                (Some(want), Some(got)) => want == got,
+                _ => true,
+            }
     };
     let frame_len = ip_len + super::L2_OVERHEAD - super::L3_OVERHEAD;
     let (mut rx, mut processing, mut tx) = (Histogram::new(), Histogram::new(), Histogram::new());
@@ -69,9 +90,11 @@ pub fn responder_stages(events: &[Event], device: &str, ip_len: u32) -> Responde
         }
     }
     ResponderKernel {
-        source: "tracepoints net:netif_rx, netif_receive_skb, net_dev_queue, net_dev_xmit on the \
-                 responder's interface (perf raw samples, CLOCK_MONOTONIC)"
-            .into(),
+        source: format!(
+            "tracepoints net:netif_rx, netif_receive_skb, net_dev_queue, net_dev_xmit on the \
+             responder's interface ({}, CLOCK_MONOTONIC)",
+            at.recorded_by
+        ),
         device: device.to_string(),
         requests,
         rx: rx.summary(),
@@ -114,11 +137,29 @@ mod tests {
             // The client's own receive of the reply is not the responder's.
             v.push(ev(Point::NetifReceiveSkb, t + 9_000, 2, 84, "lr-a"));
         }
-        let r = responder_stages(&v, "lr-b", 84);
+        let at = |device, netns| ResponderAt {
+            device,
+            netns,
+            recorded_by: "tp_btf programs",
+        };
+        // Another bed's lr-b (another namespace) answering its own echo.
+        let mut other = ev(Point::NetifReceiveSkb, 2_500_000, 7, 84, "lr-b");
+        other.netns = Some(99);
+        let mut other_reply = ev(Point::NetDevQueue, 2_501_000, 8, 98, "lr-b");
+        other_reply.netns = Some(99);
+        v.extend([other, other_reply]);
+        v.sort_by_key(|e| e.time_ns);
+        for e in v.iter_mut().filter(|e| e.netns.is_none()) {
+            e.netns = Some(5);
+        }
+        let r = responder_stages(&v, at("lr-b", Some(5)), 84);
         assert_eq!(r.requests, 3);
+        assert!(r.source.contains("(tp_btf programs, CLOCK_MONOTONIC)"));
+        // Without the namespace (perf samples), the other bed's echo counts.
+        assert_eq!(responder_stages(&v, at("lr-b", None), 84).requests, 4);
         assert_eq!(r.rx.unwrap().count, 3);
         assert_eq!(r.processing.unwrap().min_ns, 5_000);
         assert_eq!(r.tx.unwrap().max_ns, 2_000);
-        assert_eq!(responder_stages(&v, "lr-x", 84).requests, 0);
+        assert_eq!(responder_stages(&v, at("lr-x", Some(5)), 84).requests, 0);
     }
 }

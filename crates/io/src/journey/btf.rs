@@ -74,6 +74,7 @@ fn sources(point: Point, skb_len: i16, skb_dev: i16) -> Option<Spec> {
         len,
         dev,
         object_arg: 0,
+        object_member: None,
         drop_args: None,
     };
     Some(plain(match point {
@@ -99,6 +100,7 @@ fn sources(point: Point, skb_len: i16, skb_dev: i16) -> Option<Spec> {
                 len: Source::Arg0Member(skb_len),
                 dev: None,
                 object_arg: 0,
+                object_member: None,
                 drop_args: Some((2, 1)),
             })
         }
@@ -108,6 +110,7 @@ fn sources(point: Point, skb_len: i16, skb_dev: i16) -> Option<Spec> {
                 len: Source::Arg0Member(skb_len),
                 dev: None,
                 object_arg: 1,
+                object_member: None,
                 drop_args: None,
             })
         }
@@ -120,7 +123,48 @@ struct Spec {
     len: Source,
     dev: Option<Source>,
     object_arg: i16,
+    object_member: Option<i16>,
     drop_args: Option<(i16, i16)>,
+}
+
+/// Offsets the `--iface` chain-only programs read.
+#[derive(Debug, Clone, Copy, Default)]
+struct ChainOffsets {
+    /// `sk_buff.len`.
+    skb_len: i16,
+    /// `netdev_queue.dev`.
+    txq_dev: i16,
+    /// `sock.sk_receive_queue.prev`: the skb queued last.
+    rx_tail: i16,
+}
+
+/// The `--iface` tracepoints that follow a packet by its skb address only
+/// (their programs read no headers: [`HeaderAt::Nowhere`]), where they
+/// find the skb, its length and the device.
+fn chain_sources(point: Point, o: ChainOffsets) -> Option<Spec> {
+    let (object_arg, object_member, dev) = match point {
+        // TP_PROTO(struct Qdisc *q, const struct netdev_queue *txq,
+        // struct sk_buff *skb)
+        Point::QdiscEnqueue => (2, None, Some(Source::ArgMember(1, o.txq_dev))),
+        // TP_PROTO(q, txq, int packets, struct sk_buff *skb): skb may be
+        // NULL (an empty queue), which is in no chain.
+        Point::QdiscDequeue => (3, None, Some(Source::ArgMember(1, o.txq_dev))),
+        // TP_PROTO(const struct sock *sk), called right after the skb was
+        // appended to the receive queue (UDP, TCP, raw, ICMP): the queue's
+        // tail is that skb. The skb's device is not read: UDP reuses the
+        // field (`dev_scratch`).
+        Point::SkDataReady => (0, Some(o.rx_tail), None),
+        // TP_PROTO(struct sk_buff *skb, void *location)
+        Point::ConsumeSkb => (0, None, None),
+        _ => return None,
+    };
+    Some(Spec {
+        len: Source::Arg0Member(o.skb_len),
+        dev,
+        object_arg,
+        object_member,
+        drop_args: None,
+    })
 }
 
 /// True for the tracepoints the `tp_btf` tracer runs as programs (the
@@ -174,7 +218,8 @@ fn header_at(point: Point, data: i16, head: i16, nh: i16) -> Option<HeaderAt> {
 /// True for the tracepoints an `--iface` journey runs (as `tp_btf`
 /// programs; it opens no perf event).
 pub fn runs_for_iface(point: Point) -> bool {
-    runs_as_program(point) && header_at(point, 0, 0, 0).is_some()
+    (runs_as_program(point) && header_at(point, 0, 0, 0).is_some())
+        || chain_sources(point, ChainOffsets::default()).is_some()
 }
 
 impl BtfPrograms {
@@ -211,6 +256,7 @@ impl BtfPrograms {
                 len: src.len,
                 dev: src.dev,
                 object_arg: src.object_arg,
+                object_member: src.object_member,
                 drop_args: src.drop_args,
                 lo,
                 hi,
@@ -282,12 +328,20 @@ impl BtfPrograms {
             .as_ref()
             .map(|m| m.maps(out.ring.fd()))
             .ok_or_else(|| BtfTracerError::Missing("chain map".into()))?;
+        let chain = ChainOffsets {
+            skb_len,
+            txq_dev: offset(btf, "netdev_queue", &["dev"])?,
+            rx_tail: offset(btf, "sock", &["sk_receive_queue", "prev"])?,
+        };
         for tp in tps {
-            let (Some(src), Some(header), Some(code)) = (
-                sources(tp.point, skb_len, skb_dev),
-                header_at(tp.point, data, head, nh),
-                record::code_of(tp.point),
-            ) else {
+            let Some(code) = record::code_of(tp.point) else {
+                continue;
+            };
+            let by_headers =
+                sources(tp.point, skb_len, skb_dev).zip(header_at(tp.point, data, head, nh));
+            let Some((src, header)) = by_headers
+                .or_else(|| chain_sources(tp.point, chain).map(|s| (s, HeaderAt::Nowhere)))
+            else {
                 continue;
             };
             let (name, id) = trace_type(btf, tp)?;
@@ -297,12 +351,14 @@ impl BtfPrograms {
                     len: src.len,
                     dev: src.dev,
                     object_arg: src.object_arg,
+                    object_member: src.object_member,
                     drop_args: src.drop_args,
                     lo: 0,
                     hi: 0,
                 },
                 header,
                 filter,
+                forget: matches!(tp.point, Point::KfreeSkb | Point::ConsumeSkb),
             };
             let insns = tpbtf::iface_program(&spec, &dev, fds);
             let short: String = name.chars().take(12).collect();

@@ -204,8 +204,8 @@ pub fn run(
     let opened = programs.opened.clone();
     drop(programs);
     let names = namespace_names();
-    let (steps, drops, mut counts, example) =
-        summarise(chains.into_chains(), cfg.count, &|i| names.get(&i).cloned());
+    let mut summary = summarise(chains.into_chains(), cfg.count, &|i| names.get(&i).cloned());
+    let counts = &mut summary.counts;
     counts.ring_lost_records = lost;
     counts.orphan_events = orphans;
     let kprobes = fs.has_kprobes();
@@ -246,10 +246,11 @@ pub fn run(
         stopped_by: stopped_by.into(),
         traced_ns,
         tracer,
-        packets: counts,
-        steps,
-        drops,
-        example,
+        packets: summary.counts,
+        steps: summary.steps,
+        gaps: summary.gaps,
+        drops: summary.drops,
+        example: summary.example,
     })
 }
 

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use linerate_core::journey::{responder_stages, Point, ResponderKernel, TRACEPOINTS};
+use std::os::unix::fs::MetadataExt as _;
+
+use linerate_core::journey::{responder_stages, Point, ResponderAt, ResponderKernel, TRACEPOINTS};
 
 use super::{Filters, JourneyError, Tracefs, Tracer};
 use crate::netns;
@@ -19,6 +21,7 @@ pub struct ResponderTrace {
     stop: Arc<AtomicBool>,
     poller: JoinHandle<Tracer>,
     device: String,
+    netns: Option<u32>,
     ip_len: u32,
 }
 
@@ -35,6 +38,11 @@ pub fn trace_responder(ns: &str, ip: IpAddr, ip_len: u32) -> Result<ResponderTra
         source,
     })?
     .ok_or(JourneyError::Thread("responder device"))?;
+    // The namespace's inode: the tp_btf records carry it, and other beds
+    // call their interfaces alike.
+    let netns = std::fs::metadata(format!("/run/netns/{ns}"))
+        .ok()
+        .and_then(|m| u32::try_from(m.ino()).ok());
     let fs = Tracefs::find_or_mount().map_err(|source| JourneyError::Tracefs { source })?;
     let set: Vec<_> = TRACEPOINTS
         .into_iter()
@@ -67,6 +75,7 @@ pub fn trace_responder(ns: &str, ip: IpAddr, ip_len: u32) -> Result<ResponderTra
         stop,
         poller,
         device,
+        netns,
         ip_len,
     })
 }
@@ -78,8 +87,19 @@ impl ResponderTrace {
         let mut tracer = self.poller.join().ok()?;
         tracer.disable().ok()?;
         let (events, _) = tracer.events();
+        let recorded_by = if tracer.programs_opened.is_empty() {
+            "perf raw samples: they carry no namespace, so another bed's interface of the same \
+             name answering an echo of the same length at the same time would count"
+        } else {
+            "tp_btf programs, in the responder's namespace only"
+        };
         drop(tracer);
-        let r = responder_stages(&events, &self.device, self.ip_len);
+        let at = ResponderAt {
+            device: &self.device,
+            netns: self.netns,
+            recorded_by,
+        };
+        let r = responder_stages(&events, at, self.ip_len);
         (r.requests > 0).then_some(r)
     }
 }

@@ -63,6 +63,9 @@ pub(crate) enum Source {
     Arg0Member(i16),
     /// Argument `n` (0-based).
     Arg(i16),
+    /// `*(argument n + offset)`: a member of another argument (the
+    /// device of a qdisc event's `netdev_queue`).
+    ArgMember(i16, i16),
 }
 
 /// Offsets in `struct net_device` (and below) of what a record shows of a
@@ -89,6 +92,10 @@ pub(crate) struct ProgSpec {
     /// The argument whose members `Arg0Member` reads and whose address
     /// the record holds (0: the first).
     pub object_arg: i16,
+    /// The object is not that argument but the pointer at this offset in
+    /// it (`sk_data_ready`: the tail of the socket's receive queue, the
+    /// skb just queued).
+    pub object_member: Option<i16>,
     /// `kfree_skb`: the arguments holding the drop reason and location.
     pub drop_args: Option<(i16, i16)>,
     /// Lengths kept: `lo..=hi`.
@@ -109,26 +116,48 @@ fn slot(field: i16) -> i16 {
     field - record::SIZE
 }
 
-fn load_value(into: u8, from: Source, size: BpfSize) -> BpfInsn {
+fn load_value(into: u8, from: Source, size: BpfSize) -> Vec<BpfInsn> {
     match from {
-        Source::Arg0Member(off) => BpfInsn::ldx(size, into, ARG0, off),
+        Source::Arg0Member(off) => vec![BpfInsn::ldx(size, into, ARG0, off)],
         // tp_btf arguments are u64 slots of the context.
-        Source::Arg(n) => BpfInsn::ldx(BpfSize::Dw, into, CTX, n * 8),
+        Source::Arg(n) => vec![BpfInsn::ldx(BpfSize::Dw, into, CTX, n * 8)],
+        Source::ArgMember(n, off) => vec![
+            BpfInsn::ldx(BpfSize::Dw, into, CTX, n * 8),
+            BpfInsn::ldx(size, into, into, off),
+        ],
     }
 }
 
-/// The program of `spec`, writing to ring buffer `map_fd`.
-pub(crate) fn program(spec: &ProgSpec, dev: &DevOffsets, map_fd: i32) -> Vec<BpfInsn> {
+/// The object (the skb) into `ARG0`, then the length into `LEN`.
+fn load_object_and_len(spec: &ProgSpec) -> Vec<BpfInsn> {
     let mut p = vec![
         BpfInsn::mov64_reg(CTX, 1),
         BpfInsn::ldx(BpfSize::Dw, ARG0, CTX, spec.object_arg * 8),
-        load_value(LEN, spec.len, BpfSize::W),
     ];
+    if let Some(off) = spec.object_member {
+        p.push(BpfInsn::ldx(BpfSize::Dw, ARG0, ARG0, off));
+    }
+    if spec.object_arg != 0 || spec.object_member.is_some() {
+        // An argument the kernel may pass as NULL (`qdisc_dequeue` of an
+        // empty queue), or a pointer read from memory: none, no record.
+        p.extend([
+            BpfInsn::new(JMP_JNE_K, ARG0, 0, 2, 0),
+            BpfInsn::mov64_imm(0, 0),
+            BpfInsn::exit(),
+        ]);
+    }
+    p.extend(load_value(LEN, spec.len, BpfSize::W));
     if matches!(spec.len, Source::Arg(_)) {
         // An int argument: its low 32 bits (a negative return is huge, so
         // it is filtered out).
         p.push(BpfInsn::mov32_reg(LEN, LEN));
     }
+    p
+}
+
+/// The program of `spec`, writing to ring buffer `map_fd`.
+pub(crate) fn program(spec: &ProgSpec, dev: &DevOffsets, map_fd: i32) -> Vec<BpfInsn> {
+    let mut p = load_object_and_len(spec);
     // The filter: jumps to the end, patched below. The bounds are at most
     // a few thousand bytes; `as i32` keeps them (checked by the caller).
     let mut to_end = vec![p.len()];
@@ -179,7 +208,7 @@ fn record_tail(spec: &ProgSpec, dev: &DevOffsets, map_fd: i32) -> Vec<BpfInsn> {
         ]);
     }
     if let Some(from) = spec.dev {
-        p.push(load_value(DEV, from, BpfSize::Dw));
+        p.extend(load_value(DEV, from, BpfSize::Dw));
         if let Some(off) = dev.ifindex {
             p.push(BpfInsn::ldx(BpfSize::W, 1, DEV, off));
             p.push(BpfInsn::stx(BpfSize::W, FP, slot(record::IFINDEX), 1));
@@ -234,6 +263,10 @@ pub(crate) struct IfaceSpec<'a> {
     pub header: HeaderAt,
     /// What must hold.
     pub filter: &'a IfaceFilter,
+    /// The buffer is freed here (`kfree_skb`, `consume_skb`): its address
+    /// leaves the chain map, so the next buffer at that address is not
+    /// taken for this packet.
+    pub forget: bool,
 }
 
 /// The maps of the `--iface` programs.
@@ -352,14 +385,7 @@ pub(crate) fn iface_program(
     let b = &spec.base;
     let mut a = Asm::default();
     let (unknown, emit, exit) = (a.label(), a.label(), a.label());
-    a.extend([
-        BpfInsn::mov64_reg(CTX, 1),
-        BpfInsn::ldx(BpfSize::Dw, ARG0, CTX, b.object_arg * 8),
-        load_value(LEN, b.len, BpfSize::W),
-    ]);
-    if matches!(b.len, Source::Arg(_)) {
-        a.push(BpfInsn::mov32_reg(LEN, LEN));
-    }
+    a.extend(load_object_and_len(b));
     a.extend([
         BpfInsn::stx(BpfSize::Dw, FP, KEY, ARG0),
         BpfInsn::st_imm(BpfSize::Dw, FP, VALUE, 1),
@@ -416,6 +442,14 @@ pub(crate) fn iface_program(
         BpfInsn::new(ATOMIC_ADD_DW, 0, 1, 0, 0),
     ]);
     a.bind(exit);
+    if spec.forget {
+        a.extend(BpfInsn::ld_map_fd(1, maps.chains));
+        a.extend([
+            BpfInsn::mov64_reg(2, FP),
+            BpfInsn::add64_imm(2, i32::from(KEY)),
+            BpfInsn::call(FN_MAP_DELETE_ELEM),
+        ]);
+    }
     a.extend([BpfInsn::mov64_imm(0, 0), BpfInsn::exit()]);
     a.finish()
 }
@@ -867,6 +901,7 @@ mod tests {
             len: Source::Arg0Member(112),
             dev: Some(Source::Arg0Member(16)),
             object_arg: 0,
+            object_member: None,
             drop_args: None,
             lo: 100,
             hi: 217,
@@ -897,6 +932,7 @@ mod tests {
             len: Source::Arg(1),
             dev: None,
             object_arg: 0,
+            object_member: None,
             drop_args: None,
             lo: 100,
             hi: 217,
@@ -1128,18 +1164,24 @@ mod tests {
     const NH: u16 = 64;
 
     fn iface_prog(filter: &IfaceFilter, header: HeaderAt) -> Vec<[u8; 8]> {
+        iface_prog_freeing(filter, header, false)
+    }
+
+    fn iface_prog_freeing(filter: &IfaceFilter, header: HeaderAt, forget: bool) -> Vec<[u8; 8]> {
         let spec = IfaceSpec {
             base: ProgSpec {
                 code: 4,
                 len: Source::Arg0Member(LEN_OFF),
                 dev: None,
                 object_arg: 0,
+                object_member: None,
                 drop_args: None,
                 lo: 0,
                 hi: 0,
             },
             header,
             filter,
+            forget,
         };
         let maps = IfaceMaps {
             ring: vm::RING_FD,
@@ -1321,5 +1363,25 @@ mod tests {
         m.ring_full = true;
         run(&mut m, &net, vm::SKB, &udp, NH);
         assert_eq!((m.records.len(), m.lost()), (3, 1));
+    }
+
+    #[test]
+    fn a_freed_buffer_leaves_the_chain() {
+        let filter = IfaceFilter::parse("udp port 5201").unwrap();
+        let udp = ipv4(17, [198, 18, 0, 1], [198, 18, 0, 2], (40000, 5201), 128);
+        let net = iface_prog(&filter, HeaderAt::Network(HEAD_OFF, NH_OFF));
+        let nowhere = iface_prog(&filter, HeaderAt::Nowhere);
+        let freed = iface_prog_freeing(&filter, HeaderAt::Nowhere, true);
+        let mut m = vm::Vm::default();
+        run(&mut m, &net, vm::SKB, &udp, NH);
+        // The free is recorded (its chain), and takes the address out.
+        run(&mut m, &freed, vm::SKB, &udp, NH);
+        assert_eq!(m.records.len(), 2);
+        assert!(m.chains.is_empty());
+        // The next buffer at that address, seen first where no header is
+        // read, is not taken for the freed packet.
+        run(&mut m, &nowhere, vm::SKB, &udp, NH);
+        run(&mut m, &freed, vm::SKB, &udp, NH);
+        assert_eq!(m.records.len(), 2);
     }
 }
