@@ -352,6 +352,36 @@ pub(crate) fn reconfigure(record: &BedRecord, state_dir: &Path) -> Result<(), Be
     }
 }
 
+/// Waits until bed `name`'s running emulator forwards frames of MTU `mtu`
+/// whole (its receive slots follow the interfaces' MTU at every stats
+/// write; the stats' `mtu` is the read-back), or says why not.
+pub(crate) fn await_mtu(state_dir: &Path, name: &str, mtu: u32) -> Result<(), BedError> {
+    let failed = |why: String| {
+        BedError::Invalid(format!(
+            "bed '{name}': the link emulator did not take MTU {mtu}: {why}"
+        ))
+    };
+    let stats = stats_path(state_dir, name);
+    let begun = Instant::now();
+    loop {
+        let s = io_emu::read_stats(&stats).map_err(|e| failed(linerate_core::error::chain(&e)))?;
+        if s.mtu >= mtu {
+            return Ok(());
+        }
+        if let Some(why) = s.stopped {
+            return Err(failed(why));
+        }
+        if begun.elapsed() > RECONFIGURE_TIMEOUT {
+            return Err(failed(format!(
+                "its stats show MTU {} after {} s",
+                s.mtu,
+                RECONFIGURE_TIMEOUT.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// The emulator process's body (`linerate testbed emulate BED`): reads the
 /// bed, enters its link namespace, measures its limit from host a, then
 /// forwards until killed or the cables go away.

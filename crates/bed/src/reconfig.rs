@@ -58,6 +58,23 @@ fn mtu_of(netns: &str, dev: &str) -> Result<u32, BedError> {
 /// of `bed` can be set to `on`.
 fn check_offload(bed: &Bed, name: &str, on: bool) -> Result<(), BedError> {
     let f: Feature = name.parse()?;
+    // The emulator forwards the frames a host's veth hands it as they are:
+    // with these offloads on they would carry unfinished checksums or be
+    // super-packets, which a NIC completes or cuts and the emulator does
+    // not (the bed plan turns them off on its hosts).
+    let frame_offload = matches!(
+        f,
+        Feature::TxChecksum | Feature::Tso | Feature::TxUdpSegmentation
+    );
+    if on && frame_offload && bed.spec().effective_shaper() == Shaper::Emu {
+        return Err(BedError::Invalid(format!(
+            "{name}=on: bed '{}' forwards its link through the link emulator, which passes \
+             frames as a wire does and neither completes checksums nor cuts super-packets as a \
+             NIC would, so its hosts keep checksum and segmentation offloads off (a bed made \
+             with --shaper tbf can sweep them)",
+            bed.name()
+        )));
+    }
     for i in bed.layout().ifaces.iter().filter(|i| i.veth) {
         let shown = read(&["ip", "netns", "exec", &i.netns, "ethtool", "-k", &i.name])?;
         let state = parse_features(&shown);
@@ -364,6 +381,11 @@ impl PointSettings {
                         };
                         me.changes
                             .push(Change::Step(StepGuard::apply(&step(*mtu), step(now))?));
+                    }
+                    // A link emulator must make room for the longer frames
+                    // before the point's test sends them.
+                    if state::read(bed.state_dir(), bed.name())?.emulator.is_some() {
+                        crate::emulator::await_mtu(bed.state_dir(), bed.name(), *mtu)?;
                     }
                     me.applied.push(format!("mtu {mtu}"));
                 }

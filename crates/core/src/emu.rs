@@ -199,6 +199,11 @@ pub struct Counters {
     /// counted).
     #[serde(default)]
     pub unstamped: u64,
+    /// Frames longer than the emulator's receive slots (its interface's
+    /// MTU grew before it followed), which it did not forward (absent in
+    /// documents before it was counted).
+    #[serde(default)]
+    pub truncated: u64,
 }
 
 /// A departure counts as late beyond this (ns): the emulator busy-waits
@@ -231,6 +236,7 @@ impl Counters {
             },
             lag_total_ns: self.lag_total_ns.saturating_sub(before.lag_total_ns),
             unstamped: self.unstamped.saturating_sub(before.unstamped),
+            truncated: self.truncated.saturating_sub(before.truncated),
         }
     }
 
@@ -250,6 +256,7 @@ impl Counters {
             late_max_ns: self.late_max_ns.max(o.late_max_ns),
             lag_total_ns: self.lag_total_ns + o.lag_total_ns,
             unstamped: self.unstamped + o.unstamped,
+            truncated: self.truncated + o.truncated,
         }
     }
 
@@ -867,6 +874,20 @@ pub fn assess(a: &LinkAccount) -> Vec<Flag> {
             ),
         );
     }
+    if c.truncated > 0 {
+        flags.push(
+            Flag::invalid(
+                "emulator_truncated",
+                format!(
+                    "bed {}: the link emulator received {} frames longer than its receive \
+                     slots and did not forward them (an MTU raised faster than it followed); \
+                     that loss is the test equipment's, not the device under test's",
+                    a.bed, c.truncated
+                ),
+            )
+            .with("truncated_frames", c.truncated),
+        );
+    }
     if let Some(lag) = c.mean_lag_ns() {
         let message = format!(
             "bed {}: the link emulator's frames left on average {:.2} µs (at most {:.1} µs) \
@@ -1183,6 +1204,17 @@ mod tests {
             codes,
             ["emulator_limited", "emulator_delay", "link_queue_drops"]
         );
+        // Frames cut to the emulator's slots were not forwarded: the
+        // result is the equipment's fault, not a loss in the device.
+        a.during = Some(Counters {
+            forwarded: 1000,
+            truncated: 7,
+            ..Counters::default()
+        });
+        let f = assess(&a);
+        assert_eq!(f[0].code, "emulator_truncated");
+        assert_eq!(f[0].severity, Severity::Invalid);
+        assert!(f[0].message.contains("7 frames"), "{}", f[0].message);
         a.during = None;
         assert_eq!(assess(&a)[0].code, "emulator_unaccounted");
         a.shaper = Shaper::Tbf;

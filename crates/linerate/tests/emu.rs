@@ -5,7 +5,7 @@
 //! emulator sending its measured send cost early; the queue limit
 //! drops and counts; loss, duplication and reordering counted within
 //! statistical bounds; a flood it cannot carry is flagged
-//! `emulator_limited`.
+//! `emulator_limited`; an MTU raised by a sweep is forwarded whole.
 #![allow(clippy::unwrap_used)]
 
 use std::net::UdpSocket;
@@ -406,6 +406,78 @@ fn each_send_path_run_gets_its_own_link_account() {
     assert!(arrived.iter().all(|a| *a > 0), "{arrived:?}");
     assert!(arrived.iter().sum::<u64>() <= total, "{arrived:?} {total}");
     assert!(arrived.iter().all(|a| *a < total), "{arrived:?} {total}");
+    linerate(&["testbed", "down", &n]);
+    assert_gone(&n);
+}
+
+#[test]
+fn an_mtu_raised_by_a_sweep_is_forwarded_whole_and_frame_offloads_are_refused() {
+    if !privileged("an_mtu_raised_by_a_sweep_is_forwarded_whole_and_frame_offloads_are_refused") {
+        return;
+    }
+    let n = name("mtu");
+    let _swept = up(&n, &["--link", "1G"]);
+    // The bed comes up at MTU 1500; the 9000 point's jumbo datagrams must
+    // pass the emulator whole (its receive slots follow the MTU), not cut
+    // to 1500-byte slots and lost.
+    let o = linerate(&[
+        "throughput",
+        "--bed",
+        &n,
+        "--udp",
+        "--size",
+        "8972",
+        "--rate",
+        "200M",
+        "--sweep",
+        "mtu=1500,9000",
+        "--time",
+        "1",
+        "--json",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect(&err);
+    let runs = v["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 2, "{v}");
+    let jumbo = &runs[1];
+    assert_eq!(jumbo["path"]["mtu_bytes"], 9000, "{jumbo}");
+    assert_eq!(jumbo["link_emulation"]["during"]["truncated"], 0, "{jumbo}");
+    let dirs = jumbo["figures"]["directions"]
+        .as_array()
+        .expect("directions");
+    let count = |role: &str| {
+        dirs.iter()
+            .find(|d| d["role"] == role)
+            .and_then(|d| d["packets"].as_u64())
+            .expect(role)
+    };
+    let (sent, received) = (count("sender"), count("receiver"));
+    assert!(sent > 1000, "{jumbo}");
+    assert!(received * 100 >= sent * 99, "{received} of {sent}: {jumbo}");
+    let codes: Vec<&str> = v["flags"]
+        .as_array()
+        .expect("flags")
+        .iter()
+        .filter_map(|f| f["code"].as_str())
+        .collect();
+    assert!(!codes.contains(&"emulator_truncated"), "{codes:?}");
+    // Checksum and segmentation offloads would hand the emulator unfinished
+    // frames: refused before anything runs, one line, exit 2.
+    let o = linerate(&[
+        "throughput",
+        "--bed",
+        &n,
+        "--sweep",
+        "tx-checksum=on,off",
+        "--time",
+        "1",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("link emulator") && err.lines().count() == 1,
+        "{err}"
+    );
     linerate(&["testbed", "down", &n]);
     assert_gone(&n);
 }

@@ -168,6 +168,12 @@ pub struct Stats {
     /// they were).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_error: Option<String>,
+    /// The largest MTU whose frames it forwards whole now (the smallest
+    /// over its ports): its receive slots follow each interface's MTU at
+    /// every stats write, which is what an MTU change is read back from
+    /// (0 in files of emulators before it).
+    #[serde(default)]
+    pub mtu: u32,
 }
 
 impl Stats {
@@ -322,6 +328,8 @@ struct Port {
     sock: PacketSocket,
     ring: Option<RxRing>,
     bufs: Vec<Vec<u8>>,
+    /// The MTU its ring slots (or buffers) have room for.
+    mtu_ready: u32,
     lens: Vec<usize>,
     kinds: Vec<u8>,
     stamps: Vec<Option<u64>>,
@@ -335,6 +343,12 @@ struct Port {
     missed_stamps: u32,
     /// Transmit stamps read, reused.
     tx_stamps: Vec<ts::TxStamp>,
+}
+
+/// The receive room for frames of an interface with MTU `mtu`: the MTU,
+/// the Ethernet header and a VLAN tag.
+fn room_for(mtu: u32) -> usize {
+    mtu as usize + 32
 }
 
 impl Port {
@@ -368,8 +382,7 @@ impl Port {
         )
         .is_ok();
         sock.set_nonblocking().map_err(e("O_NONBLOCK"))?;
-        // Room for the MTU, the Ethernet header and a VLAN tag.
-        let room = mtu as usize + 32;
+        let room = room_for(mtu);
         let ring = RxRing::new(sock.raw_fd(), room).ok();
         let bufs = match ring {
             Some(_) => Vec::new(),
@@ -380,6 +393,7 @@ impl Port {
             sock,
             ring,
             bufs,
+            mtu_ready: mtu,
             lens: vec![0; MAX_BATCH],
             kinds: vec![0; MAX_BATCH],
             stamps: vec![None; MAX_BATCH],
@@ -388,6 +402,29 @@ impl Port {
             missed_stamps: 0,
             tx_stamps: Vec::new(),
         })
+    }
+
+    /// Makes room for its interface's MTU when it grew since the port was
+    /// opened (a sweep's `mtu=9000` point): a frame longer than the ring's
+    /// slots would arrive cut (and be counted `truncated`, not forwarded).
+    /// A ring that cannot be set up again gives way to plain receives.
+    fn fit_mtu(&mut self) -> Result<(), EmuError> {
+        let mtu = raw::mtu(&self.iface).map_err(|source| PacketError::Socket {
+            what: "SIOCGIFMTU",
+            iface: self.iface.clone(),
+            source,
+        })?;
+        if mtu <= self.mtu_ready {
+            return Ok(());
+        }
+        let room = room_for(mtu);
+        match self.ring.take().map(|r| r.resized(room)) {
+            Some(Ok(ring)) => self.ring = Some(ring),
+            Some(Err(_)) => self.bufs = vec![vec![0u8; room]; MAX_BATCH],
+            None => self.bufs.iter_mut().for_each(|b| b.resize(room, 0)),
+        }
+        self.mtu_ready = mtu;
+        Ok(())
     }
 
     /// Sends one frame of EtherType `ethertype` asking for its transmit
@@ -526,6 +563,16 @@ impl Engine {
         }
     }
 
+    /// Gives every port room for its interface's MTU now
+    /// ([`Port::fit_mtu`]) and returns the smallest: the largest MTU whose
+    /// frames it forwards whole.
+    fn fit_mtu(&mut self) -> Result<u32, EmuError> {
+        for p in &mut self.ports {
+            p.fit_mtu()?;
+        }
+        Ok(self.ports.iter().map(|p| p.mtu_ready).min().unwrap_or(0))
+    }
+
     /// Receives what is queued at every port; false when a port is gone.
     fn receive(&mut self) -> Result<bool, EmuError> {
         for (i, p) in self.ports.iter_mut().enumerate() {
@@ -534,8 +581,12 @@ impl Engine {
                 // At most a batch per port and step, so departures stay
                 // on time under a flood.
                 for _ in 0..MAX_BATCH {
-                    let took = ring.take(|data, stamp, kind| {
+                    let took = ring.take(|data, stamp, kind, whole| {
                         if kind == PACKET_OUTGOING {
+                            return;
+                        }
+                        if !whole {
+                            dir.counters.truncated += 1;
                             return;
                         }
                         let mut frame = pool.pop().unwrap_or_default();
@@ -860,6 +911,7 @@ pub fn run(
         timing: Some(engine.timing_now()),
         links: cables.to_vec(),
         control_error: None,
+        mtu: engine.fit_mtu()?,
     };
     let mut control = Control {
         path: control_path(stats_path),
@@ -883,6 +935,7 @@ pub fn run(
             }
             engine.take_ring_drops();
             follow_control(&mut control, &mut engine, &mut stats);
+            stats.mtu = engine.fit_mtu()?;
             stats.cables = engine.cable_stats();
             stats.timing = Some(engine.timing_now());
             stats.updated_mono_ns = now;

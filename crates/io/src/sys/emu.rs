@@ -78,6 +78,7 @@ const SLOT_HEADROOM: usize = 128;
 /// shared memory, not a system call.
 #[derive(Debug)]
 pub(crate) struct RxRing {
+    fd: RawFd,
     base: std::ptr::NonNull<u8>,
     len: usize,
     frame_size: usize,
@@ -134,6 +135,7 @@ impl RxRing {
         let base = std::ptr::NonNull::new(p.cast::<u8>())
             .ok_or_else(|| io::Error::from(io::ErrorKind::Other))?;
         Ok(Self {
+            fd,
             base,
             len,
             frame_size,
@@ -158,11 +160,33 @@ impl RxRing {
         }
     }
 
+    /// Replaces this ring by one with slots for frames of up to `max_frame`
+    /// bytes on the same socket (its interface's MTU grew while the
+    /// emulator runs): unmaps it, has the kernel free it and sets up the
+    /// new one. Frames the old ring still held are lost.
+    pub(crate) fn resized(self, max_frame: usize) -> io::Result<Self> {
+        let fd = self.fd;
+        // Unmapped first: the kernel frees no ring that is still mapped.
+        drop(self);
+        let free = [0u32; 4];
+        // SAFETY: `free` (a struct tpacket_req of zeros: no blocks, which
+        // frees the ring) is read by the call and outlives it.
+        syscall!(setsockopt(
+            fd,
+            SOL_PACKET,
+            PACKET_RX_RING,
+            free.as_ptr().cast(),
+            size_of::<[u32; 4]>() as libc::socklen_t
+        ))?;
+        Self::new(fd, max_frame)
+    }
+
     /// Takes the next frame if the kernel handed one over: calls `f` with
     /// its bytes (destination MAC onwards, as captured), the kernel's
-    /// receive stamp (CLOCK_REALTIME ns) and its `sll_pkttype`, then gives
-    /// the slot back. False when no frame waits.
-    pub(crate) fn take(&mut self, f: impl FnOnce(&[u8], u64, u8)) -> bool {
+    /// receive stamp (CLOCK_REALTIME ns), its `sll_pkttype` and whether it
+    /// is whole (not cut to the slot: `tp_len` within `tp_snaplen`), then
+    /// gives the slot back. False when no frame waits.
+    pub(crate) fn take(&mut self, f: impl FnOnce(&[u8], u64, u8, bool)) -> bool {
         let i = self.next;
         if self.status(i).load(std::sync::atomic::Ordering::Acquire) & TP_STATUS_USER == 0 {
             return false;
@@ -171,11 +195,12 @@ impl RxRing {
         // SAFETY: the slot is user-owned (TP_STATUS_USER, read with acquire
         // ordering: the kernel wrote it before setting the status), and
         // `&mut self` means no other borrow of it; every read below is of
-        // the slot's header words (struct tpacket2_hdr: tp_snaplen at +8,
-        // tp_mac at +12, tp_sec at +16, tp_nsec at +20) or of its data,
-        // bounded to the slot.
-        let (data, stamp, pkttype) = unsafe {
+        // the slot's header words (struct tpacket2_hdr: tp_len at +4,
+        // tp_snaplen at +8, tp_mac at +12, tp_sec at +16, tp_nsec at +20)
+        // or of its data, bounded to the slot.
+        let (data, stamp, pkttype, whole) = unsafe {
             let h = self.base.as_ptr().add(slot);
+            let wire_len = std::ptr::read_volatile(h.add(4).cast::<u32>()) as usize;
             let snaplen = std::ptr::read_volatile(h.add(8).cast::<u32>()) as usize;
             let mac = usize::from(std::ptr::read_volatile(h.add(12).cast::<u16>()));
             let sec = u64::from(std::ptr::read_volatile(h.add(16).cast::<u32>()));
@@ -187,9 +212,10 @@ impl RxRing {
                 std::slice::from_raw_parts(h.add(mac), n),
                 sec * 1_000_000_000 + nsec,
                 pkttype,
+                wire_len <= n,
             )
         };
-        f(data, stamp, pkttype);
+        f(data, stamp, pkttype, whole);
         self.status(i)
             .store(TP_STATUS_KERNEL, std::sync::atomic::Ordering::Release);
         self.next = (i + 1) % self.frames;

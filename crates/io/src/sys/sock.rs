@@ -230,7 +230,8 @@ pub(crate) fn bind(fd: &impl AsRawFd, addr: &SocketAddr) -> io::Result<()> {
 }
 
 /// connect(2), bounded by `timeout` (through SO_SNDTIMEO, which Linux
-/// applies to a blocking connect; it is cleared afterwards).
+/// applies to a blocking connect and reports, when it runs out, as
+/// EINPROGRESS; it is cleared afterwards).
 pub(crate) fn connect(fd: &OwnedFd, addr: &SocketAddr, timeout: Duration) -> io::Result<()> {
     set_timeout(fd, libc::SO_SNDTIMEO, Some(timeout))?;
     let (ss, len) = sockaddr(addr);
@@ -242,10 +243,15 @@ pub(crate) fn connect(fd: &OwnedFd, addr: &SocketAddr, timeout: Duration) -> io:
     ));
     set_timeout(fd, libc::SO_SNDTIMEO, None)?;
     match r {
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::Error::new(
-            io::ErrorKind::TimedOut,
-            format!("connect timed out after {timeout:?}"),
-        )),
+        Err(e)
+            if e.kind() == io::ErrorKind::WouldBlock
+                || e.raw_os_error() == Some(libc::EINPROGRESS) =>
+        {
+            Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("connect timed out after {timeout:?}"),
+            ))
+        }
         r => r.map(|_| ()),
     }
 }
