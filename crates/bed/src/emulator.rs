@@ -454,16 +454,10 @@ impl Reading {
             .stats_file
             .as_deref()
             .and_then(|p| io_emu::read_stats_after(p, end, Duration::from_millis(500)).ok());
-        let during = match (&self.before, &after) {
+        let during = match (&self.before, after) {
             (Some(b), Some(a)) => Some(a.total().since(&b.total())),
             _ => None,
         };
-        // How it kept time: as it said at the end (its send lead is
-        // measured as it runs), else at the start.
-        let timing = after
-            .as_ref()
-            .and_then(|s| s.timing)
-            .or_else(|| self.before.as_ref().and_then(|s| s.timing));
         LinkAccount {
             bed: self.bed.clone(),
             shaper: self.shaper,
@@ -471,7 +465,7 @@ impl Reading {
             capacity: self.capacity,
             shaper_note: self.shaper_note.clone(),
             mean_lag_ns: during.and_then(|c| c.mean_lag_ns()),
-            timing,
+            timing: self.before.as_ref().and_then(|s| s.timing),
             during,
             offered_frames_per_s,
         }

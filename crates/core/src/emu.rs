@@ -184,21 +184,12 @@ pub struct Counters {
     pub late_total_ns: u64,
     /// The largest lateness of any departure, ns.
     pub late_max_ns: u64,
-    /// Sum over every departure of how long after its due time it left
-    /// the egress, ns (its send call plus the measured send cost,
-    /// [`Timing::send_lead_ns`]): the emulator's own reaction (the wake,
-    /// the wait for its turn, a send slower than measured) beyond the
-    /// schedule, which the wire does not have (absent in documents before
-    /// it was counted).
+    /// Sum over every departure of how long after its due time it left,
+    /// ns: the emulator's own reaction (noticing the frame, its copy, the
+    /// wait for the send) beyond the schedule, which the wire does not
+    /// have (absent in documents before it was counted).
     #[serde(default)]
     pub lag_total_ns: u64,
-    /// Arrivals timed by the emulator's clock when it took the frame, not
-    /// by the kernel's receive stamp at the ingress (none came with the
-    /// frame, or it was not this arrival's): their wire time starts late
-    /// by the emulator's reaction (absent in documents before it was
-    /// counted).
-    #[serde(default)]
-    pub unstamped: u64,
     /// Frames longer than the emulator's receive slots (its interface's
     /// MTU grew before it followed), which it did not forward (absent in
     /// documents before it was counted).
@@ -235,7 +226,6 @@ impl Counters {
                 self.late_max_ns.min(LATE_NS)
             },
             lag_total_ns: self.lag_total_ns.saturating_sub(before.lag_total_ns),
-            unstamped: self.unstamped.saturating_sub(before.unstamped),
             truncated: self.truncated.saturating_sub(before.truncated),
         }
     }
@@ -255,7 +245,6 @@ impl Counters {
             late_total_ns: self.late_total_ns + o.late_total_ns,
             late_max_ns: self.late_max_ns.max(o.late_max_ns),
             lag_total_ns: self.lag_total_ns + o.lag_total_ns,
-            unstamped: self.unstamped + o.unstamped,
             truncated: self.truncated + o.truncated,
         }
     }
@@ -266,12 +255,10 @@ impl Counters {
         (self.forwarded > 0).then(|| self.lag_total_ns as f64 / self.forwarded as f64)
     }
 
-    /// Records a departure of a frame due at `due_ns` that left the egress
-    /// at `left_ns` (its send call plus the send cost; one that left early
-    /// counts as on time).
-    pub fn departed(&mut self, due_ns: u64, left_ns: u64) {
+    /// Records a departure at `now_ns` of a frame due at `due_ns`.
+    pub fn departed(&mut self, due_ns: u64, now_ns: u64) {
         self.forwarded += 1;
-        let late = left_ns.saturating_sub(due_ns);
+        let late = now_ns.saturating_sub(due_ns);
         self.lag_total_ns += late;
         if late > LATE_NS {
             self.late += 1;
@@ -483,9 +470,7 @@ impl<T: Clone> Direction<T> {
     }
 
     /// The next frame due by `now_ns`, with its due time; the caller sends
-    /// it and reports with [`Direction::sent`]. An emulator whose send
-    /// takes a while passes its send call's time plus that lead
-    /// ([`SendLead`]), so the frame leaves at its due time, not after it.
+    /// it and reports with [`Direction::sent`].
     pub fn pop_due(&mut self, now_ns: u64) -> Option<(T, u64)> {
         if self.next_due()? > now_ns {
             return None;
@@ -493,11 +478,11 @@ impl<T: Clone> Direction<T> {
         self.pending.pop().map(|Reverse(p)| (p.frame, p.due_ns))
     }
 
-    /// Records that a frame due at `due_ns` left the egress at `left_ns`
-    /// (or, with `ok` false, that the egress refused it).
-    pub fn sent(&mut self, due_ns: u64, left_ns: u64, ok: bool) {
+    /// Records that a frame due at `due_ns` left at `now_ns` (or, with
+    /// `ok` false, that the egress refused it).
+    pub fn sent(&mut self, due_ns: u64, now_ns: u64, ok: bool) {
         if ok {
-            self.counters.departed(due_ns, left_ns);
+            self.counters.departed(due_ns, now_ns);
         } else {
             self.counters.send_errors += 1;
         }
@@ -530,19 +515,6 @@ pub struct Timing {
     /// It wakes this long before a departure and busy-waits the rest, ns
     /// ([`Timing::margin_for`] of the overshoot).
     pub wake_margin_ns: u64,
-    /// It calls its send this long before a frame's due time, ns, so that
-    /// the frame leaves the egress (the egress veth's software transmit
-    /// stamp) at its due time: the median of its measured send costs
-    /// ([`SendLead`]; 0 before any was measured, and in files of emulators
-    /// that did not measure it). A departure's lateness is counted against
-    /// the due time from this estimated leave time (send call plus lead),
-    /// or from the transmit stamp where the frame was stamped.
-    #[serde(default)]
-    pub send_lead_ns: u64,
-    /// Send costs measured so far (one frame stamped at most every
-    /// [`SEND_SAMPLE_EVERY_NS`]).
-    #[serde(default)]
-    pub send_cost_samples: u64,
 }
 
 /// The shortest wake margin, ns: a departure is busy-waited for at least
@@ -563,37 +535,6 @@ impl Timing {
     }
 }
 
-/// The last `N` samples (ns) of something the emulator measures as it
-/// runs, and their quantiles.
-#[derive(Debug, Clone)]
-struct Recent<const N: usize> {
-    v: [u64; N],
-    len: usize,
-    next: usize,
-}
-
-impl<const N: usize> Recent<N> {
-    fn new() -> Self {
-        Self {
-            v: [0; N],
-            len: 0,
-            next: 0,
-        }
-    }
-
-    /// Keeps `x` (forgetting the oldest of a full window) and returns the
-    /// `num/den` quantile of the samples kept (lower of two at a tie).
-    fn push_quantile(&mut self, x: u64, num: usize, den: usize) -> u64 {
-        self.v[self.next] = x;
-        self.next = (self.next + 1) % N;
-        self.len = (self.len + 1).min(N);
-        let mut v = self.v;
-        let v = &mut v[..self.len];
-        v.sort_unstable();
-        v[(self.len - 1) * num / den]
-    }
-}
-
 /// Timed wakes whose overshoot the emulator keeps to size its margin.
 pub const MARGIN_WINDOW: usize = 64;
 
@@ -605,7 +546,9 @@ pub const MARGIN_WINDOW: usize = 64;
 #[derive(Debug, Clone)]
 pub struct WakeMargin {
     floor_ns: u64,
-    recent: Recent<MARGIN_WINDOW>,
+    recent: [u64; MARGIN_WINDOW],
+    len: usize,
+    next: usize,
     margin_ns: u64,
 }
 
@@ -614,7 +557,9 @@ impl WakeMargin {
     pub fn new(floor_ns: u64) -> Self {
         Self {
             floor_ns,
-            recent: Recent::new(),
+            recent: [0; MARGIN_WINDOW],
+            len: 0,
+            next: 0,
             margin_ns: floor_ns,
         }
     }
@@ -628,71 +573,14 @@ impl WakeMargin {
     /// [`Timing::margin_for`] the 95th percentile of the recent wakes, never
     /// below the floor.
     pub fn record(&mut self, overshoot_ns: u64) {
-        let p95 = self.recent.push_quantile(overshoot_ns, 95, 100);
+        self.recent[self.next] = overshoot_ns;
+        self.next = (self.next + 1) % MARGIN_WINDOW;
+        self.len = (self.len + 1).min(MARGIN_WINDOW);
+        let mut v = self.recent;
+        let v = &mut v[..self.len];
+        v.sort_unstable();
+        let p95 = v[(self.len - 1) * 95 / 100];
         self.margin_ns = Timing::margin_for(p95).max(self.floor_ns);
-    }
-}
-
-/// The emulator stamps at most one departure this often (ns) to measure
-/// its send cost ([`SendLead`]): a frame sent alone whose transmit stamp it
-/// reads back at once (one system call more for that frame).
-pub const SEND_SAMPLE_EVERY_NS: u64 = 10_000_000;
-/// Send costs the emulator keeps ([`SendLead`]).
-pub const SEND_COST_WINDOW: usize = 32;
-/// The longest send lead, ns: a send that takes longer was descheduled,
-/// not this host's cost of a send.
-pub const MAX_SEND_LEAD_NS: u64 = 20_000;
-
-/// The emulator's send cost as it runs: how long after its send call a
-/// frame leaves the egress (the egress veth's software transmit stamp,
-/// taken in its driver's transmit routine, where a bare veth pair hands
-/// the frame to its peer), the median of the last [`SEND_COST_WINDOW`]
-/// measured. The emulator calls its send that long before a frame's due
-/// time, so the frame leaves at its due time, as a cable's last bit
-/// arrives at the far end its wire time after the first left: what the
-/// emulator reproduces is the wire, not the wire plus its own send.
-#[derive(Debug, Clone)]
-pub struct SendLead {
-    recent: Recent<SEND_COST_WINDOW>,
-    samples: u64,
-    lead_ns: u64,
-}
-
-impl Default for SendLead {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl SendLead {
-    /// No cost measured yet: a lead of 0.
-    pub fn new() -> Self {
-        Self {
-            recent: Recent::new(),
-            samples: 0,
-            lead_ns: 0,
-        }
-    }
-
-    /// The lead now, ns.
-    pub fn ns(&self) -> u64 {
-        self.lead_ns
-    }
-
-    /// Costs measured so far.
-    pub fn samples(&self) -> u64 {
-        self.samples
-    }
-
-    /// Records one measured send cost (ns from the send call to the
-    /// egress's transmit stamp) and sizes the lead again: the median of
-    /// the recent costs, at most [`MAX_SEND_LEAD_NS`].
-    pub fn record(&mut self, cost_ns: u64) {
-        self.samples += 1;
-        self.lead_ns = self
-            .recent
-            .push_quantile(cost_ns, 1, 2)
-            .min(MAX_SEND_LEAD_NS);
     }
 }
 
@@ -1219,79 +1107,6 @@ mod tests {
         assert_eq!(assess(&a)[0].code, "emulator_unaccounted");
         a.shaper = Shaper::Tbf;
         assert!(assess(&a).is_empty());
-    }
-
-    #[test]
-    fn the_send_lead_is_the_median_recent_send_cost_within_bounds() {
-        let mut l = SendLead::new();
-        assert_eq!((l.ns(), l.samples()), (0, 0));
-        l.record(1_200);
-        assert_eq!(l.ns(), 1_200);
-        // One slow send among quick ones does not move the median.
-        l.record(900);
-        l.record(80_000);
-        assert_eq!(l.ns(), 1_200);
-        // The window forgets older costs: a slower host now.
-        for _ in 0..SEND_COST_WINDOW {
-            l.record(3_000);
-        }
-        assert_eq!((l.ns(), l.samples()), (3_000, 3 + SEND_COST_WINDOW as u64));
-        // Never beyond the cap: that long a send was descheduled.
-        for _ in 0..SEND_COST_WINDOW {
-            l.record(1_000_000);
-        }
-        assert_eq!(l.ns(), MAX_SEND_LEAD_NS);
-    }
-
-    #[test]
-    fn a_frame_sent_a_lead_early_leaves_at_its_due_time_and_lateness_is_the_true_dues() {
-        // 64-byte frames at 100M arriving back to back: due 6.72 µs apart.
-        let mut d = Direction::new(link(100), 1);
-        for i in 0..3u8 {
-            d.arrive(0, 60, i);
-        }
-        let lead = 1_500;
-        // The engine's clock reads 5.3 µs: with the lead, the first frame
-        // (due 6.72 µs) is taken, since its send reaches the egress then.
-        let now = 5_300;
-        assert_eq!(d.pop_due(now), None);
-        let (f, due) = d.pop_due(now + lead).unwrap();
-        assert_eq!((f, due), (0, 6_720));
-        // It left at the send call plus the lead: 80 ns after its due
-        // time, not 1.42 µs before.
-        d.sent(due, now + lead, true);
-        assert_eq!((d.counters.lag_total_ns, d.counters.late), (80, 0));
-        // The gaps stay the wire's: the next frame is taken by a send
-        // called no earlier than the lead before its due time.
-        let call = 13_440 - lead;
-        assert_eq!(d.pop_due(call - 1 + lead), None);
-        let (_, due) = d.pop_due(call + lead).unwrap();
-        assert_eq!(due, 13_440);
-        // A send that took longer than the lead counts late against the
-        // true due time: it left at its transmit stamp, 9 µs after.
-        d.sent(due, due + 9_000, true);
-        assert_eq!(
-            (
-                d.counters.late,
-                d.counters.late_max_ns,
-                d.counters.lag_total_ns
-            ),
-            (1, 9_000, 9_080)
-        );
-    }
-
-    #[test]
-    fn unstamped_arrivals_are_counted_per_interval() {
-        let a = Counters {
-            unstamped: 5,
-            ..Counters::default()
-        };
-        let b = Counters {
-            unstamped: 12,
-            ..Counters::default()
-        };
-        assert_eq!(b.since(&a).unstamped, 7);
-        assert_eq!(a.plus(&b).unstamped, 17);
     }
 
     #[test]

@@ -283,13 +283,6 @@ pub fn link_line(a: &linerate_core::emu::LinkAccount) -> String {
         if !t.cpu_latency_held {
             s.push_str("; idle CPUs could halt (no CPU latency request: slower wake-ups)");
         }
-        if t.send_lead_ns > 0 {
-            s.push_str(&format!(
-                "; it sends {:.1} µs before each due time (its measured send cost), so \
-                 frames leave the link on time",
-                t.send_lead_ns as f64 / 1000.0
-            ));
-        }
     }
     if let Some(n) = &a.shaper_note {
         s.push_str(&format!(" ({n})"));
@@ -369,13 +362,10 @@ mod link_tests {
             timer_overshoot_p50_ns: 15_000,
             timer_overshoot_p99_ns: 50_000,
             wake_margin_ns: 52_000,
-            send_lead_ns: 1_200,
-            send_cost_samples: 40,
         });
         let l = link_line(&a);
         assert!(l.contains("0 left late") && !l.contains("by up to"), "{l}");
         assert!(l.contains("no real-time priority"), "{l}");
-        assert!(l.contains("sends 1.2 µs before each due time"), "{l}");
         assert!(!l.contains("could halt"), "{l}");
         (a.shaper, a.capacity, a.during) = (Shaper::Tbf, None, None);
         assert!(link_line(&a).contains("rate only"));

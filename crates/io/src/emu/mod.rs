@@ -9,14 +9,7 @@
 //! is a read of shared memory, no system call; `recvmmsg` where the kernel
 //! refuses a ring), the kernel's receive stamp as each frame's arrival (so
 //! the time the emulator takes to notice a frame is part of its wire time,
-//! not added to it), departures on CLOCK_MONOTONIC. A departure is due
-//! when its frame should *leave* the egress veth (where a bare veth pair
-//! would hand it to its peer): the emulator calls its send that much
-//! earlier, its send cost, measured as it runs by stamping one frame sent
-//! alone at most every [`SEND_SAMPLE_EVERY_NS`] (the egress's software
-//! transmit stamp against the send call; [`SendLead`]), and counts each
-//! departure's lateness against the due time from the estimated leave
-//! time (or the stamp, where there is one).
+//! not added to it), departures on CLOCK_MONOTONIC.
 //!
 //! Keeping time on a host that also runs the test: the thread is real-time
 //! (`SCHED_FIFO` at [`FIFO_PRIORITY`]), so the test's own threads (a
@@ -43,16 +36,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use linerate_core::emu::{
-    Capacity, Counters, Direction, Impairments, SendLead, Timing, WakeMargin, SEND_SAMPLE_EVERY_NS,
-};
+use linerate_core::emu::{Capacity, Counters, Direction, Impairments, Timing, WakeMargin};
 use serde::{Deserialize, Serialize};
 
 use crate::packet::PacketError;
 use crate::sys::clock::{monotonic_ns, realtime_ns};
 use crate::sys::emu::RxRing;
 use crate::sys::packet::{self as raw, PacketSocket, ETH_P_ALL, MAX_BATCH, PACKET_OUTGOING};
-use crate::sys::timestamping::{self as ts, TxKind};
 
 /// Longest busy-wait at real-time priority without a sleep, ns: a flood
 /// whose departures are closer together than the wake margin keeps the
@@ -333,16 +323,6 @@ struct Port {
     lens: Vec<usize>,
     kinds: Vec<u8>,
     stamps: Vec<Option<u64>>,
-    /// Its frames can be stamped as they leave (SO_TIMESTAMPING taken).
-    stamps_tx: bool,
-    /// A stamped frame's transmit stamp was not read back yet (it must be
-    /// before a sleep: a stamp in the error queue makes `ppoll` return).
-    stamp_pending: bool,
-    /// Stamped sends in a row whose stamp never came (the port stops
-    /// stamping after [`MAX_MISSED_STAMPS`]).
-    missed_stamps: u32,
-    /// Transmit stamps read, reused.
-    tx_stamps: Vec<ts::TxStamp>,
 }
 
 /// The receive room for frames of an interface with MTU `mtu`: the MTU,
@@ -374,13 +354,6 @@ impl Port {
         let _ = sock.set_rcvbuf(8 << 20);
         let _ = sock.set_sndbuf(8 << 20);
         let _ = sock.set_timestampns();
-        // Transmit stamps reported in software form, without the frame:
-        // asked for per frame ([`Port::send_sampled`]).
-        let stamps_tx = ts::enable(
-            sock.raw_fd(),
-            ts::SOF_TIMESTAMPING_SOFTWARE | ts::SOF_TIMESTAMPING_OPT_TSONLY,
-        )
-        .is_ok();
         sock.set_nonblocking().map_err(e("O_NONBLOCK"))?;
         let room = room_for(mtu);
         let ring = RxRing::new(sock.raw_fd(), room).ok();
@@ -397,10 +370,6 @@ impl Port {
             lens: vec![0; MAX_BATCH],
             kinds: vec![0; MAX_BATCH],
             stamps: vec![None; MAX_BATCH],
-            stamps_tx,
-            stamp_pending: false,
-            missed_stamps: 0,
-            tx_stamps: Vec::new(),
         })
     }
 
@@ -427,48 +396,6 @@ impl Port {
         Ok(())
     }
 
-    /// Sends one frame of EtherType `ethertype` asking for its transmit
-    /// stamp (taken where the egress veth's driver hands it to its peer)
-    /// and reads the stamp back at once (the kernel queues it before the
-    /// send returns); returns whether it went and, if the stamp came, when
-    /// it left (CLOCK_MONOTONIC) and the send's cost (from the call).
-    fn send_sampled(&mut self, ethertype: u16, frame: &[u8]) -> (bool, Option<(u64, u64)>) {
-        self.sock.set_tx_protocol(ethertype);
-        let called = monotonic_ns();
-        let sent = self
-            .sock
-            .send_stamped(frame, ts::SOF_TIMESTAMPING_TX_SOFTWARE)
-            .is_ok_and(|n| n > 0);
-        if !sent {
-            return (false, None);
-        }
-        self.stamp_pending = true;
-        let left = self.read_tx_stamp();
-        (true, left.map(|l| (l, l.saturating_sub(called))))
-    }
-
-    /// Reads the error queue: the last transmit stamp in it on
-    /// CLOCK_MONOTONIC, if one was there. A port whose stamps do not come
-    /// [`MAX_MISSED_STAMPS`] times in a row stops asking for them.
-    fn read_tx_stamp(&mut self) -> Option<u64> {
-        self.tx_stamps.clear();
-        let _ = ts::read_tx_stamps(self.sock.raw_fd(), &mut self.tx_stamps);
-        let left = self
-            .tx_stamps
-            .iter()
-            .rev()
-            .find(|s| s.kind == TxKind::Snd && s.software_ns > 0)
-            .and_then(|s| mono_of_real(s.software_ns));
-        self.stamp_pending = false;
-        if left.is_some() {
-            self.missed_stamps = 0;
-        } else {
-            self.missed_stamps += 1;
-            self.stamps_tx = self.missed_stamps < MAX_MISSED_STAMPS;
-        }
-        left
-    }
-
     /// Sends `frames` (all of EtherType `ethertype`) with one `sendmmsg`;
     /// returns how many the kernel took.
     fn send_run(&mut self, ethertype: u16, frames: &[&[u8]]) -> usize {
@@ -484,10 +411,6 @@ fn ethertype(frame: &[u8]) -> u16 {
         _ => 0,
     }
 }
-
-/// Stamped sends in a row without a stamp after which a port stops asking
-/// (a kernel or driver that does not stamp).
-const MAX_MISSED_STAMPS: u32 = 3;
 
 /// Frame buffers kept for reuse at most (the rest are freed after a burst).
 const POOL_MAX: usize = 4096;
@@ -517,11 +440,6 @@ struct Engine {
     /// Whether the thread runs real-time now (it leaves real-time
     /// priority in a flood, see [`Engine::wait`]).
     realtime_now: bool,
-    /// How long before a frame's due time it calls send: its measured
-    /// send cost.
-    lead: SendLead,
-    /// When it last stamped a departure to measure the send cost.
-    last_sample_ns: u64,
 }
 
 impl Engine {
@@ -549,18 +467,7 @@ impl Engine {
             margin: WakeMargin::new(timing.wake_margin_ns),
             realtime_now: timing.realtime,
             fds,
-            lead: SendLead::new(),
-            last_sample_ns: 0,
         })
-    }
-
-    /// How it keeps time now: as set up, with the send lead measured so far.
-    fn timing_now(&self) -> Timing {
-        Timing {
-            send_lead_ns: self.lead.ns(),
-            send_cost_samples: self.lead.samples(),
-            ..self.timing
-        }
     }
 
     /// Gives every port room for its interface's MTU now
@@ -592,7 +499,7 @@ impl Engine {
                         let mut frame = pool.pop().unwrap_or_default();
                         frame.clear();
                         frame.extend_from_slice(data);
-                        let arrival = arrival_of(Some(stamp), &mut dir.counters);
+                        let arrival = arrival_of(Some(stamp));
                         dir.arrive(arrival, data.len() as u32, frame);
                     });
                     if !took {
@@ -623,7 +530,7 @@ impl Engine {
                 if p.kinds[j] == PACKET_OUTGOING {
                     continue;
                 }
-                let arrival = arrival_of(p.stamps[j], &mut self.dirs[i].counters);
+                let arrival = arrival_of(p.stamps[j]);
                 let len = p.lens[j];
                 let mut frame = self.pool.pop().unwrap_or_default();
                 frame.clear();
@@ -634,19 +541,14 @@ impl Engine {
         Ok(true)
     }
 
-    /// Sends every frame due by the time a send called now leaves the
-    /// egress (now plus the send lead): per direction, up to [`MAX_BATCH`]
-    /// at a time, one `sendmmsg` per run of frames of one EtherType. A
-    /// frame sent alone is stamped as it leaves at most every
-    /// [`SEND_SAMPLE_EVERY_NS`], which measures the send cost (the lead)
-    /// and gives that frame's true leave time.
+    /// Sends every frame due by now: per direction, up to [`MAX_BATCH`]
+    /// at a time, one `sendmmsg` per run of frames of one EtherType.
     fn depart(&mut self) {
         for i in 0..self.dirs.len() {
             loop {
                 let now = monotonic_ns();
-                let lead = self.lead.ns();
                 while self.batch.len() < MAX_BATCH {
-                    match self.dirs[i].pop_due(now + lead) {
+                    match self.dirs[i].pop_due(now) {
                         Some(f) => self.batch.push(f),
                         None => break,
                     }
@@ -655,9 +557,6 @@ impl Engine {
                     break;
                 }
                 let port = &mut self.ports[i ^ 1];
-                let sample = self.batch.len() == 1
-                    && port.stamps_tx
-                    && now >= self.last_sample_ns + SEND_SAMPLE_EVERY_NS;
                 let mut k = 0;
                 while k < self.batch.len() {
                     let et = ethertype(&self.batch[k].0);
@@ -665,18 +564,6 @@ impl Engine {
                         .iter()
                         .take_while(|(f, _)| ethertype(f) == et)
                         .count();
-                    if sample && et != 0 {
-                        self.last_sample_ns = now;
-                        let (frame, due) = &self.batch[k];
-                        let (sent, stamp) = port.send_sampled(et, frame);
-                        if let Some((_, cost)) = stamp {
-                            self.lead.record(cost);
-                        }
-                        let left = stamp.map_or(now + lead, |(left, _)| left);
-                        self.dirs[i].sent(*due, left, sent);
-                        k += run;
-                        continue;
-                    }
                     let frames: Vec<&[u8]> = self.batch[k..k + run]
                         .iter()
                         .map(|(f, _)| f.as_slice())
@@ -687,7 +574,7 @@ impl Engine {
                         port.send_run(et, &frames)
                     };
                     for (j, (_, due)) in self.batch[k..k + run].iter().enumerate() {
-                        self.dirs[i].sent(*due, now + lead, j < sent);
+                        self.dirs[i].sent(*due, now, j < sent);
                     }
                     k += run;
                 }
@@ -700,15 +587,8 @@ impl Engine {
         }
     }
 
-    /// When the next send is due: the next frame's due time less the send
-    /// lead.
-    fn next_send(&self) -> Option<u64> {
-        let lead = self.lead.ns();
-        self.dirs
-            .iter()
-            .filter_map(Direction::next_due)
-            .min()
-            .map(|d| d.saturating_sub(lead))
+    fn next_due(&self) -> Option<u64> {
+        self.dirs.iter().filter_map(Direction::next_due).min()
     }
 
     /// Waits for the next event: busy-waits for a departure due within the
@@ -719,7 +599,7 @@ impl Engine {
     fn wait(&mut self) -> Result<(), EmuError> {
         let now = monotonic_ns();
         let margin = self.margin.ns();
-        let next = self.next_send();
+        let next = self.next_due();
         if next.is_some_and(|d| d <= now + margin) {
             if now.saturating_sub(self.busy_since_ns) < MAX_SPIN_RUN_NS {
                 std::hint::spin_loop();
@@ -753,11 +633,6 @@ impl Engine {
     fn sleep(&mut self, fds: &[std::os::fd::RawFd], ns: u64) -> Result<bool, EmuError> {
         if self.timing.realtime && !self.realtime_now {
             self.realtime_now = crate::sys::emu::set_fifo(FIFO_PRIORITY).is_ok();
-        }
-        // A transmit stamp left in an error queue would end the sleep at
-        // once (the socket polls as in error): read it now.
-        for p in self.ports.iter_mut().filter(|p| p.stamp_pending) {
-            let _ = p.read_tx_stamp();
         }
         let readable =
             crate::sys::emu::ppoll_readable(fds, ns).map_err(|source| PacketError::Socket {
@@ -852,34 +727,19 @@ fn keep_time() -> (Timing, Option<std::fs::File>) {
         timer_overshoot_p50_ns: p50,
         timer_overshoot_p99_ns: p99,
         wake_margin_ns: Timing::margin_for(p99),
-        send_lead_ns: 0,
-        send_cost_samples: 0,
     };
     (timing, held)
 }
 
-/// A frame's arrival on CLOCK_MONOTONIC: the kernel's receive stamp at
-/// the ingress moved onto it, or now when there is none usable (counted in
-/// `counters` as unstamped).
-fn arrival_of(stamp_real_ns: Option<u64>, counters: &mut Counters) -> u64 {
-    match stamp_real_ns.and_then(mono_of_real) {
-        Some(t) => t,
-        None => {
-            counters.unstamped += 1;
-            monotonic_ns()
-        }
-    }
-}
-
-/// A kernel stamp (CLOCK_REALTIME ns) on CLOCK_MONOTONIC: the two clocks
-/// read back to back now, the stamp moved by their difference. None for a
-/// stamp in the future or older than [`STAMP_MAX_AGE_NS`]: not a stamp of
-/// what just happened (a stamp carried over from elsewhere, such as a TCP
-/// segment's departure time on another clock).
-fn mono_of_real(stamp_real_ns: u64) -> Option<u64> {
+/// A frame's arrival on CLOCK_MONOTONIC: the kernel's receive stamp
+/// (CLOCK_REALTIME) moved onto it, or now when there is none (one older
+/// than [`STAMP_MAX_AGE_NS`] is not this arrival's: a stamp carried over
+/// from elsewhere).
+fn arrival_of(stamp_real_ns: Option<u64>) -> u64 {
     let (mono, real) = (monotonic_ns(), realtime_ns());
-    (stamp_real_ns <= real && real - stamp_real_ns < STAMP_MAX_AGE_NS)
-        .then(|| mono.saturating_sub(real - stamp_real_ns))
+    stamp_real_ns
+        .filter(|s| *s <= real && real - s < STAMP_MAX_AGE_NS)
+        .map_or(mono, |s| mono - (real - s).min(mono))
 }
 
 /// Errors that mean the interface went away (the bed is going down).
@@ -908,7 +768,7 @@ pub fn run(
         capacity,
         cables: engine.cable_stats(),
         stopped: None,
-        timing: Some(engine.timing_now()),
+        timing: Some(engine.timing),
         links: cables.to_vec(),
         control_error: None,
         mtu: engine.fit_mtu()?,
@@ -937,7 +797,6 @@ pub fn run(
             follow_control(&mut control, &mut engine, &mut stats);
             stats.mtu = engine.fit_mtu()?;
             stats.cables = engine.cable_stats();
-            stats.timing = Some(engine.timing_now());
             stats.updated_mono_ns = now;
             write_stats(stats_path, &stats)?;
             next_write = now + STATS_EVERY_NS;
@@ -946,7 +805,6 @@ pub fn run(
     };
     engine.take_ring_drops();
     stats.cables = engine.cable_stats();
-    stats.timing = Some(engine.timing_now());
     stats.updated_mono_ns = monotonic_ns();
     stats.stopped = Some(match &result {
         Ok(why) => why.clone(),

@@ -181,39 +181,6 @@ impl PacketSocket {
         Ok(sent as usize)
     }
 
-    /// Sends one frame with `sendmsg` and an `SO_TIMESTAMPING` control
-    /// message asking for `tx_flags` transmit stamps of this frame only
-    /// (the socket's own SO_TIMESTAMPING flags say how they are reported);
-    /// the stamps come back in the error queue
-    /// ([`super::timestamping::read_tx_stamps`]).
-    pub(crate) fn send_stamped(&self, frame: &[u8], tx_flags: u32) -> io::Result<usize> {
-        let mut iov = libc::iovec {
-            iov_base: frame.as_ptr() as *mut libc::c_void,
-            iov_len: frame.len(),
-        };
-        let mut control = cmsg::Buf::<{ cmsg::space(4) }>::new();
-        let mut enc = cmsg::Encoder::new(&mut control.0);
-        enc.push(
-            libc::SOL_SOCKET,
-            super::timestamping::SO_TIMESTAMPING,
-            &tx_flags.to_ne_bytes(),
-        )?;
-        let controllen = enc.len();
-        let mut addr = self.addr;
-        // SAFETY: msghdr is a plain C struct; all-zero is valid.
-        let mut msg: libc::msghdr = unsafe { mem::zeroed() };
-        msg.msg_name = (&mut addr as *mut libc::sockaddr_ll).cast();
-        msg.msg_namelen = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr();
-        msg.msg_controllen = controllen;
-        // SAFETY: msg and what it points at (iov → frame, addr, control)
-        // live until the call returns; the kernel only reads them.
-        let n = syscall!(sendmsg(self.fd.as_raw_fd(), &msg, 0))?;
-        Ok(n as usize)
-    }
-
     /// SO_TIMESTAMPNS: every received frame carries the kernel's software
     /// receive time (CLOCK_REALTIME) in a control message.
     pub(crate) fn set_timestampns(&self) -> io::Result<()> {

@@ -27,17 +27,13 @@ pub(crate) const SOF_TIMESTAMPING_TX_SCHED: u32 = 1 << 8;
 pub(crate) const SOF_TIMESTAMPING_TX_ACK: u32 = 1 << 9;
 pub(crate) const SOF_TIMESTAMPING_OPT_TSONLY: u32 = 1 << 11;
 // include/uapi/asm-generic/socket.h (x86_64, aarch64: the "old" timespec form)
-pub(crate) const SO_TIMESTAMPING: libc::c_int = 37;
+const SO_TIMESTAMPING: libc::c_int = 37;
 const SCM_TIMESTAMPING: libc::c_int = SO_TIMESTAMPING;
 // include/uapi/linux/errqueue.h
 const SO_EE_ORIGIN_TIMESTAMPING: u8 = 4;
 const SCM_TSTAMP_SND: u32 = 0;
 const SCM_TSTAMP_SCHED: u32 = 1;
 const SCM_TSTAMP_ACK: u32 = 2;
-// include/linux/socket.h, include/uapi/linux/if_packet.h: an AF_PACKET
-// socket's transmit stamps carry their sock_extended_err at this level/type
-const SOL_PACKET: libc::c_int = 263;
-const PACKET_TX_TIMESTAMP: libc::c_int = 16;
 // include/uapi/asm-generic/socket.h
 const SO_NO_CHECK: libc::c_int = 11;
 // include/uapi/linux/ethtool.h
@@ -343,10 +339,7 @@ fn parse_tx_stamp(control: &[u8]) -> Option<TxStamp> {
     for c in cmsg::iter(control) {
         if c.is(libc::SOL_SOCKET, SCM_TIMESTAMPING) {
             stamp = scm_timestamping(c.data);
-        } else if c.is(libc::SOL_IP, libc::IP_RECVERR)
-            || c.is(libc::SOL_IPV6, libc::IPV6_RECVERR)
-            || c.is(SOL_PACKET, PACKET_TX_TIMESTAMP)
-        {
+        } else if c.is(libc::SOL_IP, libc::IP_RECVERR) || c.is(libc::SOL_IPV6, libc::IPV6_RECVERR) {
             err = cmsg::read::<libc::sock_extended_err>(c.data).or(err);
         }
     }
