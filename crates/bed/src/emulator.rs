@@ -318,63 +318,63 @@ pub(crate) fn reconfigure(record: &BedRecord, state_dir: &Path) -> Result<(), Be
     let name = &record.name;
     let wanted = cables(record);
     let control = control_path(state_dir, name);
-    let failed = |why: String| {
-        BedError::Invalid(format!(
-            "bed '{name}': the link emulator did not take the link: {why}"
-        ))
-    };
     let written = io_emu::now_mono_ns();
-    io_emu::write_control(&control, &wanted)
-        .map_err(|e| failed(linerate_core::error::chain(&e)))?;
+    io_emu::write_control(&control, &wanted).map_err(|e| {
+        BedError::Invalid(format!(
+            "bed '{name}': the link emulator did not take the link: {}",
+            linerate_core::error::chain(&e)
+        ))
+    })?;
     // A refusal counts once a whole stats period after the write: an
     // earlier write may still show the error of an earlier file.
     let settled = written + io_emu::STATS_EVERY_NS;
-    let stats = stats_path(state_dir, name);
-    let begun = Instant::now();
-    loop {
-        let s = io_emu::read_stats(&stats).map_err(|e| failed(linerate_core::error::chain(&e)))?;
+    await_stats(state_dir, name, "the link", |s| {
         if s.links == wanted {
-            return Ok(());
+            return Some(Ok(()));
         }
-        if let Some(why) = s.stopped {
-            return Err(failed(why));
+        match (&s.control_error, s.updated_mono_ns > settled) {
+            (Some(why), true) => Some(Err(why.clone())),
+            _ => None,
         }
-        if let (Some(why), true) = (s.control_error, s.updated_mono_ns > settled) {
-            return Err(failed(why));
-        }
-        if begun.elapsed() > RECONFIGURE_TIMEOUT {
-            return Err(failed(format!(
-                "its stats show no change after {} s",
-                RECONFIGURE_TIMEOUT.as_secs()
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    })
 }
 
 /// Waits until bed `name`'s running emulator forwards frames of MTU `mtu`
 /// whole (its receive slots follow the interfaces' MTU at every stats
 /// write; the stats' `mtu` is the read-back), or says why not.
 pub(crate) fn await_mtu(state_dir: &Path, name: &str, mtu: u32) -> Result<(), BedError> {
+    await_stats(state_dir, name, &format!("MTU {mtu}"), |s| {
+        (s.mtu >= mtu).then_some(Ok(()))
+    })
+}
+
+/// Reads bed `name`'s emulator stats every 10 ms until `done` settles
+/// (`Some(Ok)`: taken; `Some(Err(why))`: refused), the emulator stops, or
+/// [`RECONFIGURE_TIMEOUT`] passes; errors say it "did not take `what`".
+fn await_stats(
+    state_dir: &Path,
+    name: &str,
+    what: &str,
+    done: impl Fn(&Stats) -> Option<Result<(), String>>,
+) -> Result<(), BedError> {
     let failed = |why: String| {
         BedError::Invalid(format!(
-            "bed '{name}': the link emulator did not take MTU {mtu}: {why}"
+            "bed '{name}': the link emulator did not take {what}: {why}"
         ))
     };
     let stats = stats_path(state_dir, name);
     let begun = Instant::now();
     loop {
         let s = io_emu::read_stats(&stats).map_err(|e| failed(linerate_core::error::chain(&e)))?;
-        if s.mtu >= mtu {
-            return Ok(());
+        if let Some(r) = done(&s) {
+            return r.map_err(failed);
         }
         if let Some(why) = s.stopped {
             return Err(failed(why));
         }
         if begun.elapsed() > RECONFIGURE_TIMEOUT {
             return Err(failed(format!(
-                "its stats show MTU {} after {} s",
-                s.mtu,
+                "its stats show no change after {} s",
                 RECONFIGURE_TIMEOUT.as_secs()
             )));
         }
