@@ -948,7 +948,8 @@ impl Receiver {
                 continue;
             }
             self.frames_seen += 1;
-            let parsed = TestFrame::new_checked(&self.bufs[i][..self.lens[i]])
+            let got = self.lens[i].min(self.bufs[i].len());
+            let parsed = TestFrame::new_checked(&self.bufs[i][..got])
                 .and_then(|v| TestFrameRepr::parse(&v));
             match parsed {
                 Ok(r) => {

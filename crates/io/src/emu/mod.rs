@@ -530,8 +530,12 @@ impl Engine {
                 if p.kinds[j] == PACKET_OUTGOING {
                     continue;
                 }
-                let arrival = arrival_of(p.stamps[j]);
                 let len = p.lens[j];
+                if len > p.bufs[j].len() {
+                    self.dirs[i].counters.truncated += 1;
+                    continue;
+                }
+                let arrival = arrival_of(p.stamps[j]);
                 let mut frame = self.pool.pop().unwrap_or_default();
                 frame.clear();
                 frame.extend_from_slice(&p.bufs[j][..len]);
