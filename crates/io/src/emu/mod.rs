@@ -39,7 +39,7 @@ use std::time::Duration;
 use linerate_core::emu::{Capacity, Counters, Direction, Impairments, Timing, WakeMargin};
 use serde::{Deserialize, Serialize};
 
-use crate::packet::PacketError;
+use crate::packet::{interface_index, socket_error, PacketError};
 use crate::sys::clock::{monotonic_ns, realtime_ns};
 use crate::sys::emu::RxRing;
 use crate::sys::packet::{self as raw, PacketSocket, ETH_P_ALL, MAX_BATCH, PACKET_OUTGOING};
@@ -333,18 +333,8 @@ fn room_for(mtu: u32) -> usize {
 
 impl Port {
     fn open(iface: &str) -> Result<Self, EmuError> {
-        let e = |what| {
-            let iface = iface.to_string();
-            move |source| PacketError::Socket {
-                what,
-                iface,
-                source,
-            }
-        };
-        let index = raw::ifindex(iface).map_err(|source| PacketError::NoInterface {
-            iface: iface.to_string(),
-            source,
-        })?;
+        let e = |what| socket_error(iface, what);
+        let index = interface_index(iface)?;
         let mtu = raw::mtu(iface).map_err(e("SIOCGIFMTU"))?;
         let sock = PacketSocket::open(index, ETH_P_ALL).map_err(e("AF_PACKET socket"))?;
         sock.set_ignore_outgoing()
