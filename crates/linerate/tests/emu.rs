@@ -116,6 +116,22 @@ fn the_emulator_lives_and_dies_with_the_bed() {
         out.contains("shaper emu") && out.contains("emulator limit"),
         "{out}"
     );
+    // It measured its own delivery to host a at start and sends that far
+    // ahead: the fastest of each size, no more than their medians, and
+    // within what a veth hop can take.
+    let p = emulator::stats_path(Path::new(linerate_bed::state::STATE_DIR), &n);
+    let d = linerate_io::emu::read_stats(&p)
+        .unwrap()
+        .timing
+        .and_then(|t| t.delivery)
+        .expect("the delivery time measured at start");
+    assert!(d.samples >= 20, "{d:?}");
+    assert!(
+        d.small_min_ns <= d.small_p50_ns && d.large_min_ns <= d.large_p50_ns,
+        "{d:?}"
+    );
+    assert!(d.lead_ns() > 0 && d.lead_ns() < 1_000_000, "{d:?}");
+    assert!(out.contains("ahead of each due time"), "{out}");
     let o = linerate(&["testbed", "down", &n]);
     assert!(o.status.success());
     assert_gone(&n);

@@ -362,6 +362,7 @@ mod link_tests {
             timer_overshoot_p50_ns: 15_000,
             timer_overshoot_p99_ns: 50_000,
             wake_margin_ns: 52_000,
+            delivery: None,
         });
         let l = link_line(&a);
         assert!(l.contains("0 left late") && !l.contains("by up to"), "{l}");

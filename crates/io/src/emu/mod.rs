@@ -9,7 +9,10 @@
 //! is a read of shared memory, no system call; `recvmmsg` where the kernel
 //! refuses a ring), the kernel's receive stamp as each frame's arrival (so
 //! the time the emulator takes to notice a frame is part of its wire time,
-//! not added to it), departures on CLOCK_MONOTONIC.
+//! not added to it), departures on CLOCK_MONOTONIC, each send called the
+//! fastest delivery to the far end measured at start ([`measure_delivery`])
+//! before the frame's due time (so the send's own way is not added either,
+//! and no frame arrives early).
 //!
 //! Keeping time on a host that also runs the test: the thread is real-time
 //! (`SCHED_FIFO` at [`FIFO_PRIORITY`]), so the test's own threads (a
@@ -36,7 +39,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use linerate_core::emu::{Capacity, Counters, Direction, Impairments, Timing, WakeMargin};
+use linerate_core::emu::{
+    Capacity, Counters, Delivery, Direction, Impairments, Timing, WakeMargin,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::packet::{interface_index, socket_error, PacketError};
@@ -101,6 +106,9 @@ pub enum EmuError {
     /// The calibration's frame source failed.
     #[error("calibration source")]
     Calibration(#[source] crate::netns::NetnsError),
+    /// Measuring the delivery time (send call to the far end) failed.
+    #[error("measuring the emulator's delivery time")]
+    Delivery(#[source] io::Error),
 }
 
 /// One emulated cable: its two ports (veth ends in the link namespace) and
@@ -430,6 +438,10 @@ struct Engine {
     /// Whether the thread runs real-time now (it leaves real-time
     /// priority in a flood, see [`Engine::wait`]).
     realtime_now: bool,
+    /// Every arrival is taken as this much earlier, ns, so each frame's
+    /// send is called that long before its due time
+    /// ([`Delivery::lead_ns`]; 0 until [`Engine::send_ahead`]).
+    lead_ns: u64,
 }
 
 impl Engine {
@@ -457,7 +469,17 @@ impl Engine {
             margin: WakeMargin::new(timing.wake_margin_ns),
             realtime_now: timing.realtime,
             fds,
+            lead_ns: 0,
         })
+    }
+
+    /// Calls each send `delivery`'s lead before the frame's due time: its
+    /// own delivery to the far end's receive stamp no longer adds to the
+    /// wire time. Every arrival moves by the same amount, so the queue
+    /// (each frame behind the one before it) is kept as it is.
+    fn send_ahead(&mut self, delivery: Option<Delivery>) {
+        self.timing.delivery = delivery;
+        self.lead_ns = delivery.map_or(0, |d| d.lead_ns());
     }
 
     /// Gives every port room for its interface's MTU now
@@ -472,6 +494,7 @@ impl Engine {
 
     /// Receives what is queued at every port; false when a port is gone.
     fn receive(&mut self) -> Result<bool, EmuError> {
+        let lead = self.lead_ns;
         for (i, p) in self.ports.iter_mut().enumerate() {
             if let Some(ring) = &mut p.ring {
                 let (dir, pool) = (&mut self.dirs[i], &mut self.pool);
@@ -489,7 +512,7 @@ impl Engine {
                         let mut frame = pool.pop().unwrap_or_default();
                         frame.clear();
                         frame.extend_from_slice(data);
-                        let arrival = arrival_of(Some(stamp));
+                        let arrival = arrival_of(Some(stamp)).saturating_sub(lead);
                         dir.arrive(arrival, data.len() as u32, frame);
                     });
                     if !took {
@@ -525,7 +548,7 @@ impl Engine {
                     self.dirs[i].counters.truncated += 1;
                     continue;
                 }
-                let arrival = arrival_of(p.stamps[j]);
+                let arrival = arrival_of(p.stamps[j]).saturating_sub(lead);
                 let mut frame = self.pool.pop().unwrap_or_default();
                 frame.clear();
                 frame.extend_from_slice(&p.bufs[j][..len]);
@@ -721,6 +744,7 @@ fn keep_time() -> (Timing, Option<std::fs::File>) {
         timer_overshoot_p50_ns: p50,
         timer_overshoot_p99_ns: p99,
         wake_margin_ns: Timing::margin_for(p99),
+        delivery: None,
     };
     (timing, held)
 }
@@ -746,15 +770,19 @@ fn gone(e: &io::Error) -> bool {
 
 /// Forwards the bed's frames over `cables` (the calling thread must be in
 /// the link namespace) until `stop` is set or a port disappears, writing
-/// [`Stats`] to `stats_path`. `capacity` is recorded in the stats.
+/// [`Stats`] to `stats_path`. `capacity` is recorded in the stats; each
+/// send is called `delivery`'s lead before its due time
+/// ([`measure_delivery`]; None: at the due time).
 pub fn run(
     cables: &[Cable],
     capacity: Option<Capacity>,
+    delivery: Option<Delivery>,
     stats_path: &Path,
     stop: &AtomicBool,
     seed: u64,
 ) -> Result<(), EmuError> {
     let mut engine = Engine::new(cables, seed)?;
+    engine.send_ahead(delivery);
     let mut stats = Stats {
         pid: std::process::id(),
         updated_mono_ns: monotonic_ns(),
@@ -856,6 +884,122 @@ pub fn calibrate(
         seconds,
         source_limited: c.ring_drops == 0,
     })
+}
+
+/// Calibration frames of each size sent to measure the delivery time.
+const DELIVERY_SAMPLES: u32 = 200;
+/// The gap between two of them, ns (the far end's stack is idle again).
+const DELIVERY_GAP_NS: u64 = 20_000;
+
+/// Measures how long the emulator's send takes to reach the far end: a
+/// thread in namespace `dst_netns` receives on `dst_iface` (the peer of
+/// `cable`'s west port) with kernel receive stamps while the calling thread
+/// (in the link namespace) sends [`DELIVERY_SAMPLES`] 60-byte and as many
+/// 1514-byte calibration frames out of the west port, each stamped
+/// (CLOCK_REALTIME) just before its send call. Per frame: its receive stamp
+/// at the far end minus that stamp, the same point where a host's socket
+/// stamps what the emulator delivers.
+pub fn measure_delivery(
+    cable: &Cable,
+    dst_netns: &str,
+    dst_iface: &str,
+) -> Result<Option<Delivery>, EmuError> {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let iface = dst_iface.to_string();
+    let receiver = crate::netns::spawn_in(Some(dst_netns), "lr-emu-dlv", move || {
+        let got = receive_calibration(&iface, &ready_tx);
+        let _ = ready_tx.send(false);
+        got
+    })
+    .map_err(EmuError::Calibration)?;
+    let started = ready_rx
+        .recv_timeout(Duration::from_secs(2))
+        .unwrap_or(false);
+    let mut sent = Vec::new();
+    if started {
+        let mut sock = PacketSocket::open(interface_index(&cable.west)?, 0)
+            .map_err(socket_error(&cable.west, "AF_PACKET socket"))?;
+        sock.set_tx_protocol(CALIBRATION_ETHERTYPE);
+        sock.set_qdisc_bypass(true)
+            .map_err(socket_error(&cable.west, "PACKET_QDISC_BYPASS"))?;
+        let mut frame = vec![0u8; 1514];
+        frame[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
+        frame[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
+        frame[12..14].copy_from_slice(&CALIBRATION_ETHERTYPE.to_be_bytes());
+        for seq in 0..2 * DELIVERY_SAMPLES {
+            let len = if seq % 2 == 0 { 60 } else { 1514 };
+            frame[14..18].copy_from_slice(&seq.to_be_bytes());
+            let t = realtime_ns();
+            if sock
+                .send_batch(&[&frame[..len]])
+                .map_err(EmuError::Delivery)?
+                == 1
+            {
+                sent.push((seq, len, t));
+            }
+            let next = monotonic_ns() + DELIVERY_GAP_NS;
+            while monotonic_ns() < next {
+                std::hint::spin_loop();
+            }
+        }
+    }
+    let stamps = match receiver.join() {
+        Ok(Ok(Ok(stamps))) => stamps,
+        Ok(Ok(Err(e))) => return Err(EmuError::Delivery(e)),
+        Ok(Err(e)) => return Err(EmuError::Calibration(e)),
+        Err(_) => {
+            return Err(EmuError::Delivery(io::Error::other(
+                "its receiver panicked",
+            )))
+        }
+    };
+    let mut small = Vec::new();
+    let mut large = Vec::new();
+    for (seq, len, t) in sent {
+        if let Some(rx) = stamps.iter().find(|(s, _)| *s == seq).map(|(_, rx)| *rx) {
+            let d = rx.saturating_sub(t);
+            if len == 60 {
+                small.push(d)
+            } else {
+                large.push(d)
+            }
+        }
+    }
+    Ok(Delivery::of(&small, &large))
+}
+
+/// The far end of [`measure_delivery`]: receives calibration frames on
+/// `iface` until [`DELIVERY_SAMPLES`] × 2 came or 1 s passed; says it is
+/// ready (socket open) on `ready`. Returns (sequence, receive stamp).
+fn receive_calibration(
+    iface: &str,
+    ready: &std::sync::mpsc::Sender<bool>,
+) -> io::Result<Vec<(u32, u64)>> {
+    let sock = PacketSocket::open(raw::ifindex(iface)?, CALIBRATION_ETHERTYPE)?;
+    sock.set_timestampns()?;
+    sock.set_rcvtimeo(100_000)?;
+    let _ = ready.send(true);
+    let mut bufs = vec![vec![0u8; 1600]; MAX_BATCH];
+    let (mut lens, mut kinds, mut stamps) = (
+        vec![0; MAX_BATCH],
+        vec![0u8; MAX_BATCH],
+        vec![None; MAX_BATCH],
+    );
+    let mut got = Vec::new();
+    let end = monotonic_ns() + 1_000_000_000 + 2 * u64::from(DELIVERY_SAMPLES) * DELIVERY_GAP_NS;
+    while got.len() < 2 * DELIVERY_SAMPLES as usize && monotonic_ns() < end {
+        let n = sock.recv_batch(&mut bufs, &mut lens, &mut kinds, &mut stamps)?;
+        for j in 0..n {
+            if kinds[j] == PACKET_OUTGOING || lens[j] < 18 {
+                continue;
+            }
+            if let Some(t) = stamps[j] {
+                let seq = u32::from_be_bytes([bufs[j][14], bufs[j][15], bufs[j][16], bufs[j][17]]);
+                got.push((seq, t));
+            }
+        }
+    }
+    Ok(got)
 }
 
 /// Sends 60-byte calibration frames out of `iface` for `run_ns`; returns
