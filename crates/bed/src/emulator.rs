@@ -408,7 +408,12 @@ pub fn serve(name: &str, state_dir: &Path) -> Result<(), BedError> {
     let stats = stats_path(state_dir, name);
     let stop = AtomicBool::new(false);
     let seed = linerate_io::host::unix_now_ns();
-    io_emu::run(&cables, Some(capacity), delivery, &stats, &stop, seed).map_err(emu_err)
+    let start = io_emu::Start {
+        capacity: Some(capacity),
+        delivery,
+        poll: record.spec.emu_poll,
+    };
+    io_emu::run(&cables, &start, &stats, &stop, seed).map_err(emu_err)
 }
 
 /// A reading of a bed's emulator counters, to subtract from a later one.

@@ -167,6 +167,9 @@ pub fn settings(s: &BedSpec) -> Vec<String> {
     if !s.offloads.is_empty() {
         parts.push(format!("offload {}", s.offloads));
     }
+    if s.emu_poll {
+        parts.push("emu-poll (the emulator polls between frames)".into());
+    }
     if s.rps {
         parts.push("rps".into());
     }

@@ -520,7 +520,15 @@ pub struct Timing {
     /// (it sends at the due time).
     #[serde(default)]
     pub delivery: Option<Delivery>,
+    /// It polls its ports between frames (for [`POLL_WINDOW_NS`] after the
+    /// last one) instead of sleeping until the next.
+    #[serde(default)]
+    pub polls: bool,
 }
+
+/// How long a polling emulator goes on polling after the last frame it
+/// saw before it sleeps again, ns.
+pub const POLL_WINDOW_NS: u64 = 10_000_000;
 
 /// The shortest wake margin, ns: a departure is busy-waited for at least
 /// this long (the wake-up itself and the loop's own turn).

@@ -186,6 +186,30 @@ fn the_emulator_lives_and_dies_with_the_bed() {
 }
 
 #[test]
+fn a_polling_emulator_forwards_every_frame_and_says_so() {
+    if !privileged("a_polling_emulator_forwards_every_frame_and_says_so") {
+        return;
+    }
+    let n = name("poll");
+    let _swept = up(&n, &["--link", "1G", "--emu-poll"]);
+    let before = stats(&n);
+    send_from_a(&n, 200, 18, Duration::from_micros(100));
+    std::thread::sleep(Duration::from_millis(100));
+    let c = stats(&n).since(&before);
+    // The 200 datagrams, and whatever else host a sent (ARP, ND).
+    assert!(c.arrived >= 200, "{c:?}");
+    assert_eq!(c.forwarded, c.arrived, "{c:?}");
+    // Its stats and every result measured through it say how it waited.
+    let p = emulator::stats_path(Path::new(linerate_bed::state::STATE_DIR), &n);
+    let timing = linerate_io::emu::read_stats(&p).unwrap().timing.unwrap();
+    assert!(timing.polls, "{timing:?}");
+    let o = linerate(&["latency", "--bed", &n, "-c", "200", "--no-save"]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let words = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(words.contains("it polled between frames"), "{out}");
+}
+
+#[test]
 fn departures_are_spaced_by_their_wire_time_and_the_queue_limit_drops() {
     if !privileged("departures_are_spaced_by_their_wire_time_and_the_queue_limit_drops") {
         return;

@@ -40,7 +40,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use linerate_core::emu::{
-    Capacity, Counters, Delivery, Direction, Impairments, Timing, WakeMargin,
+    Capacity, Counters, Delivery, Direction, Impairments, Timing, WakeMargin, POLL_WINDOW_NS,
 };
 use serde::{Deserialize, Serialize};
 
@@ -440,8 +440,24 @@ struct Engine {
     realtime_now: bool,
     /// Every arrival is taken as this much earlier, ns, so each frame's
     /// send is called that long before its due time
-    /// ([`Delivery::lead_ns`]; 0 until [`Engine::send_ahead`]).
+    /// ([`Delivery::lead_ns`]; 0 unless [`Start::delivery`]).
     lead_ns: u64,
+    /// When it last took a frame (CLOCK_MONOTONIC, ns): a polling engine
+    /// polls until [`POLL_WINDOW_NS`] after it.
+    last_frame_ns: u64,
+}
+
+/// How the emulator starts forwarding: what it measured at start and how
+/// it waits.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Start {
+    /// Its limit ([`calibrate`]), recorded in the stats.
+    pub capacity: Option<Capacity>,
+    /// Its send's delivery time ([`measure_delivery`]): each send is called
+    /// its lead before the frame's due time (None: at the due time).
+    pub delivery: Option<Delivery>,
+    /// Poll the ports between frames instead of sleeping (`--emu-poll`).
+    pub poll: bool,
 }
 
 impl Engine {
@@ -470,16 +486,19 @@ impl Engine {
             realtime_now: timing.realtime,
             fds,
             lead_ns: 0,
+            last_frame_ns: 0,
         })
     }
 
-    /// Calls each send `delivery`'s lead before the frame's due time: its
-    /// own delivery to the far end's receive stamp no longer adds to the
-    /// wire time. Every arrival moves by the same amount, so the queue
-    /// (each frame behind the one before it) is kept as it is.
-    fn send_ahead(&mut self, delivery: Option<Delivery>) {
-        self.timing.delivery = delivery;
-        self.lead_ns = delivery.map_or(0, |d| d.lead_ns());
+    /// Takes what was measured at start and how to wait: each send is
+    /// called the delivery's lead before its frame's due time, so the
+    /// send's own way to the far end no longer adds to the wire time
+    /// (every arrival moves by the same amount: the queue, each frame
+    /// behind the one before it, is kept as it is).
+    fn start(&mut self, start: &Start) {
+        self.timing.delivery = start.delivery;
+        self.timing.polls = start.poll;
+        self.lead_ns = start.delivery.map_or(0, |d| d.lead_ns());
     }
 
     /// Gives every port room for its interface's MTU now
@@ -495,6 +514,7 @@ impl Engine {
     /// Receives what is queued at every port; false when a port is gone.
     fn receive(&mut self) -> Result<bool, EmuError> {
         let lead = self.lead_ns;
+        let mut took_any = false;
         for (i, p) in self.ports.iter_mut().enumerate() {
             if let Some(ring) = &mut p.ring {
                 let (dir, pool) = (&mut self.dirs[i], &mut self.pool);
@@ -518,6 +538,7 @@ impl Engine {
                     if !took {
                         break;
                     }
+                    took_any = true;
                 }
                 continue;
             }
@@ -539,6 +560,7 @@ impl Engine {
             if n == 0 {
                 continue;
             }
+            took_any = true;
             for j in 0..n {
                 if p.kinds[j] == PACKET_OUTGOING {
                     continue;
@@ -554,6 +576,9 @@ impl Engine {
                 frame.extend_from_slice(&p.bufs[j][..len]);
                 self.dirs[i].arrive(arrival, len as u32, frame);
             }
+        }
+        if took_any {
+            self.last_frame_ns = monotonic_ns();
         }
         Ok(true)
     }
@@ -630,6 +655,15 @@ impl Engine {
                 self.realtime_now = crate::sys::emu::set_normal().is_err();
             }
             std::thread::yield_now();
+            return Ok(());
+        }
+        if self.timing.polls && now.saturating_sub(self.last_frame_ns) < POLL_WINDOW_NS {
+            // Polling between frames: at normal priority, so that the
+            // test's threads and the kernel's share the CPU with it.
+            if self.realtime_now {
+                self.realtime_now = crate::sys::emu::set_normal().is_err();
+            }
+            std::hint::spin_loop();
             return Ok(());
         }
         let sleep = next.map_or(IDLE_SLEEP_NS, |d| (d - now - margin).min(IDLE_SLEEP_NS));
@@ -745,6 +779,7 @@ fn keep_time() -> (Timing, Option<std::fs::File>) {
         timer_overshoot_p99_ns: p99,
         wake_margin_ns: Timing::margin_for(p99),
         delivery: None,
+        polls: false,
     };
     (timing, held)
 }
@@ -770,24 +805,21 @@ fn gone(e: &io::Error) -> bool {
 
 /// Forwards the bed's frames over `cables` (the calling thread must be in
 /// the link namespace) until `stop` is set or a port disappears, writing
-/// [`Stats`] to `stats_path`. `capacity` is recorded in the stats; each
-/// send is called `delivery`'s lead before its due time
-/// ([`measure_delivery`]; None: at the due time).
+/// [`Stats`] to `stats_path`, as `start` says.
 pub fn run(
     cables: &[Cable],
-    capacity: Option<Capacity>,
-    delivery: Option<Delivery>,
+    start: &Start,
     stats_path: &Path,
     stop: &AtomicBool,
     seed: u64,
 ) -> Result<(), EmuError> {
     let mut engine = Engine::new(cables, seed)?;
-    engine.send_ahead(delivery);
+    engine.start(start);
     let mut stats = Stats {
         pid: std::process::id(),
         updated_mono_ns: monotonic_ns(),
         ready: true,
-        capacity,
+        capacity: start.capacity,
         cables: engine.cable_stats(),
         stopped: None,
         timing: Some(engine.timing),
