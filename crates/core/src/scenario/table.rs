@@ -28,6 +28,35 @@ pub struct TableSpec {
     /// `[[table.row]]`: the rows, in order.
     #[serde(default)]
     pub row: Vec<RowSpec>,
+    /// `[table.each]`: more rows, one per element of a list in a test's
+    /// result (after the fixed rows).
+    #[serde(default)]
+    pub each: Option<EachSpec>,
+}
+
+/// `[table.each]`: rows made from a list in a test's result document (a
+/// journey's steps, an RFC 2544 run's frame sizes, hints), one per element
+/// in the list's order, so a table follows whatever the result holds.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct EachSpec {
+    /// The test whose result holds the list.
+    pub test: String,
+    /// Where the list is: a path as a cell's `at` (selectors allowed) that
+    /// finds an array.
+    pub at: String,
+    /// Each row's label: text in which `{KEY}` is replaced by the element's
+    /// field KEY (dotted for a nested one, as in selectors), shown as
+    /// [`CellSpec::as_text`] shows a value (`-` when absent or null).
+    pub label: String,
+    /// At most this many rows: the list's first elements [default: all].
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// One cell per column, as a row's, without `test` (the list's test):
+    /// `at` is a path inside the element (`/from_send/median_ns`; empty:
+    /// the element itself); `minus` stays a path from the document's root
+    /// (one origin for every row).
+    pub cells: Vec<CellSpec>,
 }
 
 /// `[[table.row]]`.
@@ -74,6 +103,15 @@ pub struct CellSpec {
     /// count as agreeing.
     #[serde(default)]
     pub tolerance_pct: Option<f64>,
+    /// Show the value at `at` as text instead of a figure: a string as it
+    /// is, a number or boolean as JSON writes it, a list of those joined by
+    /// ", ", null as `-`.
+    #[serde(default)]
+    pub as_text: bool,
+    /// A second path into the same document whose figure is subtracted
+    /// before scaling: a time from an origin (`/steps/[point=netif_rx]/t_ns`).
+    #[serde(default)]
+    pub minus: Option<String>,
 }
 
 /// A table with its figures.
@@ -236,7 +274,7 @@ pub fn fill(
 
 fn fill_one(spec: &TableSpec, docs: &BTreeMap<String, Result<Value, String>>) -> TableResult {
     let mut footnotes: Vec<Footnote> = Vec::new();
-    let rows = spec
+    let mut rows: Vec<RowResult> = spec
         .row
         .iter()
         .map(|r| RowResult {
@@ -249,6 +287,9 @@ fn fill_one(spec: &TableSpec, docs: &BTreeMap<String, Result<Value, String>>) ->
                 .collect(),
         })
         .collect();
+    if let Some(each) = &spec.each {
+        rows.extend(each_rows(each, docs, &mut footnotes));
+    }
     TableResult {
         title: spec.title.clone(),
         columns: spec.columns.clone(),
@@ -257,6 +298,115 @@ fn fill_one(spec: &TableSpec, docs: &BTreeMap<String, Result<Value, String>>) ->
         rows,
         footnotes,
     }
+}
+
+/// The rows of `[table.each]`: one per element of the list (at most
+/// `limit`), each cell read at the element's own path; one row `(none)`
+/// whose cells say why when the list cannot be read.
+fn each_rows(
+    each: &EachSpec,
+    docs: &BTreeMap<String, Result<Value, String>>,
+    notes: &mut Vec<Footnote>,
+) -> Vec<RowResult> {
+    let test = &each.test;
+    let list = match docs.get(test) {
+        Some(Ok(doc)) => match resolve(doc, &each.at) {
+            Some(Value::Array(list)) => Ok(list),
+            Some(_) => Err(format!(
+                "{} is not a list in test '{test}'s result",
+                each.at
+            )),
+            None => Err(format!("no {} in test '{test}'s result", each.at)),
+        },
+        Some(Err(why)) => Err(why.clone()),
+        None => Err(format!("test '{test}' did not run")),
+    };
+    let list = match list {
+        Ok(list) => list,
+        Err(why) => {
+            let cells = (each.cells.iter())
+                .map(|c| CellResult {
+                    value: None,
+                    digits: c.digits.unwrap_or(2),
+                    text: None,
+                    missing: Some(why.clone()),
+                    reference: c.reference,
+                    within_tolerance: None,
+                    marks: Vec::new(),
+                })
+                .collect();
+            return vec![RowResult {
+                label: "(none)".into(),
+                cells,
+                why: None,
+            }];
+        }
+    };
+    let limit = each.limit.unwrap_or(usize::MAX);
+    (list.iter().enumerate().take(limit))
+        .map(|(i, element)| RowResult {
+            label: template(&each.label, element),
+            why: None,
+            cells: (each.cells.iter())
+                .map(|c| {
+                    let at = CellSpec {
+                        test: Some(test.clone()),
+                        at: format!("{}/{i}{}", each.at, c.at),
+                        ..c.clone()
+                    };
+                    cell(&at, docs, notes)
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// `text` with each `{KEY}` replaced by `element`'s field KEY (dotted for a
+/// nested one) as [`as_text`] shows it, `-` when absent; a `{` without
+/// its `}` stays as it is.
+pub fn template(text: &str, element: &Value) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        let Some(close) = rest[open..].find('}').map(|c| open + c) else {
+            break;
+        };
+        out.push_str(&rest[..open]);
+        let key = &rest[open + 1..close];
+        let field = key.split('.').try_fold(element, |v, k| v.get(k));
+        out.push_str(&field.and_then(as_text).unwrap_or_else(|| "-".into()));
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A value as a cell's text: a string as it is, a number or boolean as
+/// JSON writes it, null as `-`, a list of those joined by ", "; None for
+/// an object or a list holding one.
+pub fn as_text(v: &Value) -> Option<String> {
+    match v {
+        Value::Null => Some("-".into()),
+        Value::String(s) => Some(s.clone()),
+        Value::Number(_) | Value::Bool(_) => Some(v.to_string()),
+        Value::Array(items) => items
+            .iter()
+            .map(|i| match i {
+                Value::Array(_) => None,
+                other => as_text(other),
+            })
+            .collect::<Option<Vec<_>>>()
+            .map(|parts| parts.join(", ")),
+        Value::Object(_) => None,
+    }
+}
+
+/// The figure at `minus` in `doc` (0 without one), or why there is none.
+fn origin(doc: &Value, c: &CellSpec, test: &str) -> Result<f64, String> {
+    let Some(m) = &c.minus else { return Ok(0.0) };
+    resolve(doc, m)
+        .and_then(Value::as_f64)
+        .ok_or_else(|| format!("no figure at {m} (minus) in test '{test}'s result"))
 }
 
 fn cell(
@@ -286,7 +436,19 @@ fn cell(
         }
     };
     match resolve(doc, &c.at).map(|v| (v, v.as_f64())) {
-        Some((_, Some(x))) => out.value = Some(x * c.scale.unwrap_or(1.0)),
+        Some((v, _)) if c.as_text => match as_text(v) {
+            Some(t) => out.text = Some(t),
+            None => {
+                out.missing = Some(format!(
+                    "{} is not a value to show in test '{test}'s result",
+                    c.at
+                ))
+            }
+        },
+        Some((_, Some(x))) => match origin(doc, c, test) {
+            Ok(o) => out.value = Some((x - o) * c.scale.unwrap_or(1.0)),
+            Err(why) => out.missing = Some(why),
+        },
         Some((Value::Null, None)) => {
             out.missing = Some(format!("{} is null in test '{test}'s result", c.at))
         }
@@ -298,7 +460,13 @@ fn cell(
     if let (Some(v), Some(r), Some(tol)) = (out.value, c.reference, c.tolerance_pct) {
         out.within_tolerance = Some(r != 0.0 && ((v - r) / r).abs() * 100.0 <= tol);
     }
-    for (code, severity, message) in flags_on_path(doc, &c.at) {
+    // A text read from the result (a name, a hint) is no figure a flag
+    // could concern.
+    let flags = match c.as_text {
+        true => Vec::new(),
+        false => flags_on_path(doc, &c.at),
+    };
+    for (code, severity, message) in flags {
         let mark = match notes.iter().find(|n| n.test == *test && n.code == code) {
             Some(n) => n.mark,
             None => {
