@@ -19,10 +19,11 @@ use crate::output::{elog, print, print_json};
 use crate::{Ctx, Failure};
 
 /// The built-in scenarios: name and file text.
-pub(crate) const BUILTIN: [(&str, &str); 4] = [
+pub(crate) const BUILTIN: [(&str, &str); 5] = [
     ("seed000", include_str!("../../../scenarios/seed000.toml")),
     ("seed001", include_str!("../../../scenarios/seed001.toml")),
     ("seed002", include_str!("../../../scenarios/seed002.toml")),
+    ("seed003", include_str!("../../../scenarios/seed003.toml")),
     ("seed004", include_str!("../../../scenarios/seed004.toml")),
 ];
 
@@ -277,9 +278,15 @@ fn print_plan(l: &Loaded, plan: &Plan, json: bool, ctx: &Ctx) -> Result<Vec<Flag
         .collect();
     let tables: Vec<(String, Vec<String>)> = (l.scenario.table.iter())
         .map(|t| {
+            let each = t.each.as_ref().map(|e| {
+                format!(
+                    "one per element of test {}'s {} ({})",
+                    e.test, e.at, e.label
+                )
+            });
             (
                 t.title.clone(),
-                t.row.iter().map(|r| r.label.clone()).collect(),
+                t.row.iter().map(|r| r.label.clone()).chain(each).collect(),
             )
         })
         .collect();

@@ -10,10 +10,11 @@ use common::linerate;
 use linerate_core::result::Envelope;
 use linerate_core::scenario::{ScenarioResult, SCHEMA};
 
-const BUILTIN: [(&str, &str); 4] = [
+pub(crate) const BUILTIN: [(&str, &str); 5] = [
     ("seed000", include_str!("../../../scenarios/seed000.toml")),
     ("seed001", include_str!("../../../scenarios/seed001.toml")),
     ("seed002", include_str!("../../../scenarios/seed002.toml")),
+    ("seed003", include_str!("../../../scenarios/seed003.toml")),
     ("seed004", include_str!("../../../scenarios/seed004.toml")),
 ];
 
@@ -52,9 +53,8 @@ fn every_builtin_is_listed_shown_verbatim_and_dry_runs() {
                     .iter()
                     .map(|a| a.as_str().unwrap())
                     .collect();
-                // Every test whose command has --bed runs on the
-                // scenario's bed (calc and ceilings run on the host).
-                if !["calc", "ceilings"].contains(&argv[0]) {
+                // Every test whose command takes a bed runs on the scenario's.
+                if takes_bed(argv[0]) {
                     assert!(
                         argv.windows(2).any(|w| w == ["--bed", bed.as_str()]),
                         "{name}: {argv:?}"
@@ -67,6 +67,13 @@ fn every_builtin_is_listed_shown_verbatim_and_dry_runs() {
         assert!(text_plan.status.success());
         assert!(String::from_utf8_lossy(&text_plan.stdout).contains("dry run: nothing runs"));
     }
+}
+
+/// Whether `command` has a `--bed` flag (its help says so).
+fn takes_bed(command: &str) -> bool {
+    let help = linerate(&[command, "--help"]);
+    assert!(help.status.success(), "{command} --help");
+    String::from_utf8_lossy(&help.stdout).contains("--bed <")
 }
 
 /// A scenario file in a temporary directory, removed on drop.

@@ -34,14 +34,24 @@ fn cell(c: &CellResult) -> String {
     format!("{figure}{marks}{}", reference.unwrap_or_default())
 }
 
+/// Whether a cell shows a text (fixed or read from the result) and no figure.
+fn is_text(c: &CellResult) -> bool {
+    c.value.is_none() && c.text.is_some() && c.reference.is_none()
+}
+
 /// One table as blocks: title, the table, the reference's source, the
 /// footnotes, the figures that are missing and why, the "why they differ"
 /// lines, the note.
 pub fn table_doc(t: &TableResult) -> Doc {
     let mut d = Doc::new();
     d.line(t.title.clone());
+    // Columns of text only (names, hints) read from the left, and may wrap.
+    let align = |k: usize| match (t.rows.iter()).all(|r| r.cells.get(k).is_some_and(is_text)) {
+        true if !t.rows.is_empty() => Align::Left,
+        _ => Align::Right,
+    };
     let header = std::iter::once(("".to_string(), Align::Left))
-        .chain(t.columns.iter().map(|c| (c.clone(), Align::Right)));
+        .chain((t.columns.iter().enumerate()).map(|(k, c)| (c.clone(), align(k))));
     let mut table = Table::new(header);
     for r in &t.rows {
         table.row(
@@ -50,7 +60,10 @@ pub fn table_doc(t: &TableResult) -> Doc {
                 .collect(),
         );
     }
-    d.table(table, 2);
+    match t.rows.is_empty() {
+        true => d.line("  (no rows: the list they come from is empty)"),
+        false => d.table(table, 2),
+    }
     if let Some(src) = &t.reference {
         d.para("  ", "  ", format!("ref: {src}"));
     }
@@ -253,5 +266,46 @@ mod tests {
             text.contains("not available: echo / µJ: energy: not available here (no RAPL)"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn text_columns_read_from_the_left_and_empty_tables_say_so() {
+        let text = |t: &str| CellResult {
+            value: None,
+            digits: 2,
+            text: Some(t.into()),
+            missing: None,
+            reference: None,
+            within_tolerance: None,
+            marks: vec![],
+        };
+        let figure = CellResult {
+            value: Some(1.5),
+            text: None,
+            ..text("")
+        };
+        let row = |label: &str, cells: Vec<CellResult>| linerate_core::scenario::table::RowResult {
+            label: label.into(),
+            cells,
+            why: None,
+        };
+        let mut t = TableResult {
+            title: "T".into(),
+            columns: vec!["device".into(), "µs".into()],
+            reference: None,
+            rows: vec![
+                row("one", vec![text("lr-a"), figure.clone()]),
+                row("two", vec![text("lr-dut-b"), figure]),
+            ],
+            note: None,
+            footnotes: vec![],
+        };
+        let out = table_doc(&t).text(Width::new(false));
+        let line = out.lines().find(|l| l.contains("one")).unwrap_or_default();
+        assert!(line.contains("lr-a    "), "{out}");
+        assert!(line.ends_with("1.50"), "{out}");
+        t.rows.clear();
+        let out = table_doc(&t).text(Width::new(false));
+        assert!(out.contains("(no rows"), "{out}");
     }
 }

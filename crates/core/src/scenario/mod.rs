@@ -387,9 +387,7 @@ impl Loaded {
                             row.label, cell.at
                         )));
                     }
-                    let more = (cell.add.iter().map(|p| ("add", p)))
-                        .chain(cell.unavailable.iter().map(|p| ("unavailable", p)));
-                    for (key, p) in more {
+                    for (key, p) in cell.more_paths() {
                         if !p.starts_with('/') {
                             return Err(refuse(format!(
                                 "row '{}': {key} = '{p}' is not a JSON pointer (it starts with '/')",
@@ -400,8 +398,93 @@ impl Loaded {
                 }
             }
             rows_before += t.row.len();
+            if let Some(each) = &t.each {
+                self.check_each(ti, t.columns.len(), each)?;
+            }
         }
         Ok(())
+    }
+
+    /// Checks table `ti`'s `[table.each]`: its test exists, its paths are
+    /// JSON pointers, it has one cell per column and no cell names a test.
+    fn check_each(
+        &self,
+        ti: usize,
+        columns: usize,
+        each: &table::EachSpec,
+    ) -> Result<(), ScenarioError> {
+        let refuse = |key: &str, message: String| ScenarioError {
+            line: self.sub_key_line("table", ti, "each", key),
+            key: Some(format!("table[{}].each.{key}", ti + 1)),
+            message,
+        };
+        if !self.scenario.test.iter().any(|x| x.id == each.test) {
+            return Err(refuse(
+                "test",
+                format!("'{}' is not a test the scenario runs", each.test),
+            ));
+        }
+        if !each.at.starts_with('/') {
+            return Err(refuse(
+                "at",
+                format!("'{}' is not a JSON pointer (it starts with '/')", each.at),
+            ));
+        }
+        if each.cells.len() != columns {
+            return Err(refuse(
+                "cells",
+                format!("{} cells for {columns} columns", each.cells.len()),
+            ));
+        }
+        for cell in &each.cells {
+            if cell.test.is_some() {
+                return Err(refuse(
+                    "cells",
+                    "a cell of [table.each] reads the list's own test: no 'test' here".into(),
+                ));
+            }
+            let paths = std::iter::once(&cell.at).chain(cell.more_paths().map(|(_, p)| p));
+            if let Some(bad) = paths
+                .filter(|p| !p.is_empty())
+                .find(|p| !p.starts_with('/'))
+            {
+                return Err(refuse(
+                    "cells",
+                    format!("'{bad}' is not a JSON pointer (it starts with '/')"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The line where `key` is set in the `[SECTION.SUB]` table of the
+    /// `index`-th `[[SECTION]]`: the `[SECTION.SUB]` header's line when the
+    /// key is not written on a line of its own there, the `[[SECTION]]`
+    /// header's line when there is no such table (an inline one), 0 when
+    /// the section is not found.
+    pub fn sub_key_line(&self, section: &str, index: usize, sub: &str, key: &str) -> usize {
+        let lines: Vec<&str> = self.source.lines().collect();
+        let header = format!("[[{section}]]");
+        let Some(start) = (0..lines.len())
+            .filter(|&i| lines[i].trim() == header)
+            .nth(index)
+        else {
+            return 0;
+        };
+        let sub_header = format!("[{section}.{sub}]");
+        let end = (start + 1..lines.len())
+            .find(|&i| lines[i].trim() == header)
+            .unwrap_or(lines.len());
+        let Some(at) = (start + 1..end).find(|&i| lines[i].trim() == sub_header) else {
+            return start + 1;
+        };
+        (at + 1..end)
+            .take_while(|&i| !lines[i].trim_start().starts_with('['))
+            .find(|&i| {
+                let t = lines[i].trim_start();
+                t.contains('=') && t.split('=').next().unwrap_or_default().trim() == key
+            })
+            .map_or(at + 1, |i| i + 1)
     }
 
     /// Test `index`'s command line after the program name: the command, its

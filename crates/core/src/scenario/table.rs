@@ -28,6 +28,35 @@ pub struct TableSpec {
     /// `[[table.row]]`: the rows, in order.
     #[serde(default)]
     pub row: Vec<RowSpec>,
+    /// `[table.each]`: more rows, one per element of a list in a test's
+    /// result (after the fixed rows).
+    #[serde(default)]
+    pub each: Option<EachSpec>,
+}
+
+/// `[table.each]`: rows made from a list in a test's result document (a
+/// journey's steps, an RFC 2544 run's frame sizes, hints), one per element
+/// in the list's order, so a table follows whatever the result holds.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct EachSpec {
+    /// The test whose result holds the list.
+    pub test: String,
+    /// Where the list is: a path as a cell's `at` (selectors allowed) that
+    /// finds an array.
+    pub at: String,
+    /// Each row's label: text in which `{KEY}` is replaced by the element's
+    /// field KEY (dotted for a nested one, as in selectors), shown as
+    /// [`CellSpec::as_text`] shows a value (`-` when absent or null).
+    pub label: String,
+    /// At most this many rows: the list's first elements [default: all].
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// One cell per column, as a row's, without `test` (the list's test):
+    /// `at` is a path inside the element (`/from_send/median_ns`; empty:
+    /// the element itself); `minus` stays a path from the document's root
+    /// (one origin for every row).
+    pub cells: Vec<CellSpec>,
 }
 
 /// `[[table.row]]`.
@@ -84,6 +113,24 @@ pub struct CellSpec {
     /// reason found there under the table, instead of `n/a`.
     #[serde(default)]
     pub unavailable: Option<String>,
+    /// Show the value at `at` as text instead of a figure: a string as it
+    /// is, a number or boolean as JSON writes it, a list of those joined by
+    /// ", ", null as `-`.
+    #[serde(default)]
+    pub as_text: bool,
+    /// A second path into the same document whose figure is subtracted
+    /// before scaling: a time from an origin (`/steps/[point=netif_rx]/t_ns`).
+    #[serde(default)]
+    pub minus: Option<String>,
+}
+
+impl CellSpec {
+    /// The JSON pointers the cell reads besides `at`, each with its key.
+    pub fn more_paths(&self) -> impl Iterator<Item = (&'static str, &String)> {
+        (self.add.iter().map(|p| ("add", p)))
+            .chain(self.unavailable.iter().map(|p| ("unavailable", p)))
+            .chain(self.minus.iter().map(|p| ("minus", p)))
+    }
 }
 
 /// What a cell reads when its result says the figure cannot exist here.
@@ -267,7 +314,7 @@ pub fn fill(
 
 fn fill_one(spec: &TableSpec, docs: &BTreeMap<String, Result<Value, String>>) -> TableResult {
     let mut footnotes: Vec<Footnote> = Vec::new();
-    let rows = spec
+    let mut rows: Vec<RowResult> = spec
         .row
         .iter()
         .map(|r| RowResult {
@@ -280,6 +327,9 @@ fn fill_one(spec: &TableSpec, docs: &BTreeMap<String, Result<Value, String>>) ->
                 .collect(),
         })
         .collect();
+    if let Some(each) = &spec.each {
+        rows.extend(each_rows(each, docs, &mut footnotes));
+    }
     TableResult {
         title: spec.title.clone(),
         columns: spec.columns.clone(),
@@ -288,6 +338,116 @@ fn fill_one(spec: &TableSpec, docs: &BTreeMap<String, Result<Value, String>>) ->
         rows,
         footnotes,
     }
+}
+
+/// The rows of `[table.each]`: one per element of the list (at most
+/// `limit`), each cell read at the element's own path; one row `(none)`
+/// whose cells say why when the list cannot be read.
+fn each_rows(
+    each: &EachSpec,
+    docs: &BTreeMap<String, Result<Value, String>>,
+    notes: &mut Vec<Footnote>,
+) -> Vec<RowResult> {
+    let test = &each.test;
+    let list = match docs.get(test) {
+        Some(Ok(doc)) => match resolve(doc, &each.at) {
+            Some(Value::Array(list)) => Ok(list),
+            Some(_) => Err(format!(
+                "{} is not a list in test '{test}'s result",
+                each.at
+            )),
+            None => Err(format!("no {} in test '{test}'s result", each.at)),
+        },
+        Some(Err(why)) => Err(why.clone()),
+        None => Err(format!("test '{test}' did not run")),
+    };
+    let list = match list {
+        Ok(list) => list,
+        Err(why) => {
+            let cells = (each.cells.iter())
+                .map(|c| CellResult {
+                    value: None,
+                    digits: c.digits.unwrap_or(2),
+                    text: None,
+                    missing: Some(why.clone()),
+                    reference: c.reference,
+                    within_tolerance: None,
+                    marks: Vec::new(),
+                    unavailable: None,
+                })
+                .collect();
+            return vec![RowResult {
+                label: "(none)".into(),
+                cells,
+                why: None,
+            }];
+        }
+    };
+    let limit = each.limit.unwrap_or(usize::MAX);
+    (list.iter().enumerate().take(limit))
+        .map(|(i, element)| RowResult {
+            label: template(&each.label, element),
+            why: None,
+            cells: (each.cells.iter())
+                .map(|c| {
+                    let at = CellSpec {
+                        test: Some(test.clone()),
+                        at: format!("{}/{i}{}", each.at, c.at),
+                        ..c.clone()
+                    };
+                    cell(&at, docs, notes)
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// `text` with each `{KEY}` replaced by `element`'s field KEY (dotted for a
+/// nested one) as [`as_text`] shows it, `-` when absent; a `{` without
+/// its `}` stays as it is.
+pub fn template(text: &str, element: &Value) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        let Some(close) = rest[open..].find('}').map(|c| open + c) else {
+            break;
+        };
+        out.push_str(&rest[..open]);
+        let key = &rest[open + 1..close];
+        let field = key.split('.').try_fold(element, |v, k| v.get(k));
+        out.push_str(&field.and_then(as_text).unwrap_or_else(|| "-".into()));
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A value as a cell's text: a string as it is, a number or boolean as
+/// JSON writes it, null as `-`, a list of those joined by ", "; None for
+/// an object or a list holding one.
+pub fn as_text(v: &Value) -> Option<String> {
+    match v {
+        Value::Null => Some("-".into()),
+        Value::String(s) => Some(s.clone()),
+        Value::Number(_) | Value::Bool(_) => Some(v.to_string()),
+        Value::Array(items) => items
+            .iter()
+            .map(|i| match i {
+                Value::Array(_) => None,
+                other => as_text(other),
+            })
+            .collect::<Option<Vec<_>>>()
+            .map(|parts| parts.join(", ")),
+        Value::Object(_) => None,
+    }
+}
+
+/// The figure at `minus` in `doc` (0 without one), or why there is none.
+fn origin(doc: &Value, c: &CellSpec, test: &str) -> Result<f64, String> {
+    let Some(m) = &c.minus else { return Ok(0.0) };
+    resolve(doc, m)
+        .and_then(Value::as_f64)
+        .ok_or_else(|| format!("no figure at {m} (minus) in test '{test}'s result"))
 }
 
 fn cell(
@@ -318,31 +478,51 @@ fn cell(
         }
     };
     let paths = || std::iter::once(&c.at).chain(&c.add);
-    let figures: Result<Vec<f64>, String> = paths()
-        .map(|at| match resolve(doc, at).map(|v| (v, v.as_f64())) {
-            Some((_, Some(x))) => Ok(x),
-            Some((Value::Null, None)) => Err(format!("{at} is null in test '{test}'s result")),
-            Some((_, None)) => Err(format!("{at} is not a number in test '{test}'s result")),
-            None => Err(format!("no {at} in test '{test}'s result")),
-        })
-        .collect();
-    match figures {
-        Ok(x) => out.value = Some(x.iter().sum::<f64>() * c.scale.unwrap_or(1.0)),
-        Err(why) => match c.unavailable.as_deref().and_then(|u| resolve(doc, u)) {
-            Some(said) => {
-                out.text = Some(NOT_AVAILABLE.to_string());
-                out.unavailable = Some(reason(said, c.unavailable.as_deref().unwrap_or("")));
-            }
-            None => out.missing = Some(why),
-        },
+    if c.as_text {
+        match resolve(doc, &c.at) {
+            Some(v) => match as_text(v) {
+                Some(t) => out.text = Some(t),
+                None => {
+                    out.missing = Some(format!(
+                        "{} is not a value to show in test '{test}'s result",
+                        c.at
+                    ))
+                }
+            },
+            None => out.missing = Some(format!("no {} in test '{test}'s result", c.at)),
+        }
+    } else {
+        let figures: Result<Vec<f64>, String> = paths()
+            .map(|at| match resolve(doc, at).map(|v| (v, v.as_f64())) {
+                Some((_, Some(x))) => Ok(x),
+                Some((Value::Null, None)) => Err(format!("{at} is null in test '{test}'s result")),
+                Some((_, None)) => Err(format!("{at} is not a number in test '{test}'s result")),
+                None => Err(format!("no {at} in test '{test}'s result")),
+            })
+            .collect();
+        let value = figures.and_then(|x| Ok(x.iter().sum::<f64>() - origin(doc, c, test)?));
+        match value {
+            Ok(v) => out.value = Some(v * c.scale.unwrap_or(1.0)),
+            Err(why) => match c.unavailable.as_deref().and_then(|u| resolve(doc, u)) {
+                Some(said) => {
+                    out.text = Some(NOT_AVAILABLE.to_string());
+                    out.unavailable = Some(reason(said, c.unavailable.as_deref().unwrap_or("")));
+                }
+                None => out.missing = Some(why),
+            },
+        }
     }
     if let (Some(v), Some(r), Some(tol)) = (out.value, c.reference, c.tolerance_pct) {
         out.within_tolerance = Some(r != 0.0 && ((v - r) / r).abs() * 100.0 <= tol);
     }
+    // A text read from the result (a name, a hint) is no figure a flag
+    // could concern.
     let mut flags: Vec<(String, Severity, String)> = Vec::new();
-    for f in paths().flat_map(|at| flags_on_path(doc, at)) {
-        if !flags.contains(&f) {
-            flags.push(f);
+    if !c.as_text {
+        for f in paths().flat_map(|at| flags_on_path(doc, at)) {
+            if !flags.contains(&f) {
+                flags.push(f);
+            }
         }
     }
     for (code, severity, message) in flags {

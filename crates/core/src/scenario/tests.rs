@@ -310,3 +310,175 @@ fn add_and_unavailable_must_be_pointers_of_a_test() {
     let e = err(&CELLS.replace("{ test = \"t\", at = \"/flags", "{ at = \"/flags"));
     assert!(e.message.contains("names no test"), "{e}");
 }
+
+const EACH: &str = r#"[scenario]
+name = "each"
+title = "Rows from a list"
+
+[[test]]
+id = "j"
+command = "journey"
+
+[[table]]
+title = "Steps"
+columns = ["device", "µs", "from rx"]
+
+[[table.row]]
+label = "fixed"
+cells = [{ text = "-" }, { test = "j", at = "/total", scale = 1e-3 }, {}]
+
+[table.each]
+test = "j"
+at = "/steps"
+label = "{tracepoint} ({where.role})"
+limit = 3
+cells = [
+  { at = "/dev", as_text = true },
+  { at = "/t_ns", scale = 1e-3, digits = 1 },
+  { at = "/t_ns", minus = "/steps/[dev=rx]/t_ns", scale = 1e-3 },
+]
+"#;
+
+fn journey_doc() -> Value {
+    json!({
+        "flags": [{"code": "tracer_cost", "severity": "warning", "message": "slow"}],
+        "total": 9000,
+        "steps": [
+            {"tracepoint": "user:sendto", "where": {"role": "a"}, "dev": null, "t_ns": 0},
+            {"tracepoint": "net:netif_rx", "where": {"role": "dut"}, "dev": "rx", "t_ns": 2000},
+            {"tracepoint": "net:net_dev_queue", "dev": ["tx", 2], "t_ns": 5500},
+            {"tracepoint": "user:recvfrom", "where": {"role": "b"}, "dev": null, "t_ns": 8000}
+        ]
+    })
+}
+
+#[test]
+fn each_makes_one_row_per_element_after_the_fixed_rows() {
+    let l = Loaded::parse(EACH).expect("parses");
+    let docs = BTreeMap::from([("j".to_string(), Ok(journey_doc()))]);
+    let t = &table::fill(&l.scenario.table, &docs)[0];
+    let labels: Vec<&str> = t.rows.iter().map(|r| r.label.as_str()).collect();
+    // The limit keeps the first 3 elements; an absent field is "-".
+    assert_eq!(
+        labels,
+        [
+            "fixed",
+            "user:sendto (a)",
+            "net:netif_rx (dut)",
+            "net:net_dev_queue (-)"
+        ]
+    );
+    let texts: Vec<Option<&str>> = t.rows[1..]
+        .iter()
+        .map(|r| r.cells[0].text.as_deref())
+        .collect();
+    assert_eq!(texts, [Some("-"), Some("rx"), Some("tx, 2")]);
+    let times: Vec<Option<f64>> = t.rows[1..].iter().map(|r| r.cells[1].value).collect();
+    assert_eq!(times, [Some(0.0), Some(2.0), Some(5.5)]);
+    assert_eq!(t.rows[1].cells[1].digits, 1);
+    // minus: from one origin for every row.
+    let from_rx: Vec<Option<f64>> = t.rows[1..].iter().map(|r| r.cells[2].value).collect();
+    assert_eq!(from_rx, [Some(-2.0), Some(0.0), Some(3.5)]);
+    // The document's warning marks the figures of generated rows too, not
+    // their texts.
+    assert_eq!(t.rows[3].cells[1].marks, [1]);
+    assert!(t.rows[3].cells[0].marks.is_empty());
+    assert_eq!(t.footnotes.len(), 1);
+    assert_eq!(t.rows[0].cells[1].value, Some(9.0));
+}
+
+#[test]
+fn each_without_its_list_says_why_in_one_row() {
+    let l = Loaded::parse(EACH).expect("parses");
+    let mut doc = journey_doc();
+    doc["steps"] = json!({"not": "a list"});
+    for (docs, want) in [
+        (
+            BTreeMap::from([("j".to_string(), Err("no root".to_string()))]),
+            "no root",
+        ),
+        (
+            BTreeMap::from([("j".to_string(), Ok(doc))]),
+            "is not a list",
+        ),
+        (
+            BTreeMap::from([("j".to_string(), Ok(json!({})))]),
+            "no /steps",
+        ),
+    ] {
+        let t = &table::fill(&l.scenario.table, &docs)[0];
+        assert_eq!(t.rows.len(), 2, "{want}");
+        assert_eq!(t.rows[1].label, "(none)");
+        assert!(
+            t.rows[1]
+                .cells
+                .iter()
+                .all(|c| c.missing.as_deref().is_some_and(|m| m.contains(want))),
+            "{want}: {:?}",
+            t.rows[1]
+        );
+    }
+    // An empty list: no rows of its own.
+    let docs = BTreeMap::from([("j".to_string(), Ok(json!({"steps": []})))]);
+    assert_eq!(table::fill(&l.scenario.table, &docs)[0].rows.len(), 1);
+}
+
+#[test]
+fn minus_and_as_text_in_fixed_rows() {
+    let text = EACH.replace(
+        "{ test = \"j\", at = \"/total\", scale = 1e-3 }, {}]",
+        "{ test = \"j\", at = \"/total\", minus = \"/steps/1/t_ns\" }, { test = \"j\", at = \"/steps\", as_text = true }]",
+    );
+    let l = Loaded::parse(&text).expect("parses");
+    let docs = BTreeMap::from([("j".to_string(), Ok(journey_doc()))]);
+    let row = &table::fill(&l.scenario.table, &docs)[0].rows[0];
+    assert_eq!(row.cells[1].value, Some(7000.0));
+    // A list of objects is no text.
+    assert!(row.cells[2]
+        .missing
+        .as_deref()
+        .is_some_and(|m| m.contains("not a value to show")));
+    let missing_origin = text.replace("minus = \"/steps/1/t_ns\"", "minus = \"/nope\"");
+    let l = Loaded::parse(&missing_origin).expect("parses");
+    let row = &table::fill(&l.scenario.table, &docs)[0].rows[0];
+    assert!(row.cells[1]
+        .missing
+        .as_deref()
+        .is_some_and(|m| m.contains("/nope (minus)")));
+}
+
+#[test]
+fn a_bad_each_names_its_key_and_line() {
+    let e = err(&EACH.replace("test = \"j\"\nat", "test = \"k\"\nat"));
+    assert_eq!(
+        (e.line, e.key.as_deref()),
+        (18, Some("table[1].each.test")),
+        "{e}"
+    );
+    let e = err(&EACH.replace("at = \"/steps\"", "at = \"steps\""));
+    assert_eq!(
+        (e.line, e.key.as_deref()),
+        (19, Some("table[1].each.at")),
+        "{e}"
+    );
+    let e = err(&EACH.replace("  { at = \"/dev\", as_text = true },\n", ""));
+    assert_eq!(e.key.as_deref(), Some("table[1].each.cells"), "{e}");
+    assert!(e.message.contains("2 cells for 3 columns"), "{e}");
+    let e = err(&EACH.replace("{ at = \"/dev\"", "{ test = \"j\", at = \"/dev\""));
+    assert_eq!(e.line, 22, "{e}");
+    assert!(e.message.contains("no 'test' here"), "{e}");
+    let e = err(&EACH.replace("minus = \"/steps", "minus = \"steps"));
+    assert!(e.message.contains("'steps/[dev=rx]/t_ns'"), "{e}");
+    let e = err(&EACH.replace("limit = 3", "limit = 3\ncolour = 1"));
+    assert!(e.message.contains("colour"), "{e}");
+}
+
+#[test]
+fn templates_fill_fields_and_keep_stray_braces() {
+    let el = json!({"a": 1, "b": {"c": "x"}, "n": null, "l": [1, true]});
+    assert_eq!(table::template("{a}-{b.c}", &el), "1-x");
+    assert_eq!(table::template("{n} {missing} {l}", &el), "- - 1, true");
+    assert_eq!(table::template("open { here", &el), "open { here");
+    assert_eq!(table::template("{b}", &el), "-");
+    assert_eq!(table::template("", &el), "");
+}
