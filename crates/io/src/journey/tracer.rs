@@ -125,6 +125,13 @@ impl Tracer {
         };
         let mut leaders: Vec<Option<usize>> = vec![None; cpus as usize];
         for tp in tracepoints {
+            if t.programs
+                .as_ref()
+                .is_some_and(|p| p.missing.iter().any(|m| m == tp.path))
+            {
+                t.missing.push(tp.path.to_string());
+                continue;
+            }
             if t.programs.is_some() && runs_as_program(tp.point) {
                 if tp.point == linerate_core::journey::Point::KfreeSkb {
                     // Drop reasons are named from the tracepoint's format.
@@ -134,10 +141,17 @@ impl Tracer {
                     }
                 }
                 t.opened.push(tp.path.to_string());
-                t.filters.push(format!(
-                    "{}: len >= {} && len <= {} (in BPF)",
-                    tp.path, filters.len.0, filters.len.1
-                ));
+                t.filters.push(if tp.point.attributed() {
+                    format!(
+                        "{}: only while a probe's receive armed its CPU (in BPF; no skb)",
+                        tp.path
+                    )
+                } else {
+                    format!(
+                        "{}: len >= {} && len <= {} (in BPF)",
+                        tp.path, filters.len.0, filters.len.1
+                    )
+                });
                 continue;
             }
             let text = match fs.format(tp.path) {
