@@ -104,6 +104,18 @@ fn sources(point: Point, skb_len: i16, skb_dev: i16) -> Option<Spec> {
                 drop_args: Some((2, 1)),
             })
         }
+        // TP_PROTO(int rc, struct sock *sk, struct sk_buff *skb): a UDP
+        // socket refused the datagram. Filtered on its length like the
+        // others, so a flood of other traffic dropped there costs no record.
+        Point::UdpFailQueueRcvSkb => {
+            return Some(Spec {
+                len: Source::Arg0Member(skb_len),
+                dev: None,
+                object_arg: 2,
+                object_member: None,
+                drop_args: None,
+            })
+        }
         // TP_PROTO(struct sock *sk, const struct sk_buff *skb)
         Point::SockRcvqueueFull => {
             return Some(Spec {
