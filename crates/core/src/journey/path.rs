@@ -233,29 +233,48 @@ pub const ATTRIBUTED: &str = "attributed by CPU and time, not by skb";
 
 /// Adds to the paths the events that carry no skb, by CPU and time, and
 /// counts how that went. A FIB lookup belongs to a probe when it ran on
-/// the CPU of one of the probe's netif_receive_skb events, after it and
-/// before the probe's next event (the lookup routes the packet the stack
-/// just took); a lookup inside the brackets of several probes is
+/// the CPU of one of the probe's netif_receive_skb events, in its
+/// namespace (where the lookup's device tells), after it and before the
+/// probe's next event and the end of that NET_RX softirq (the lookup routes
+/// the packet the stack just took); a lookup inside the brackets of several probes is
 /// attributed to none (ambiguous). The first NAPI poll and the first NET_RX
 /// softirq exit on that CPU after a receive (within 1 ms) end the receive
 /// processing that ran it; probes received in one poll share them. The
 /// NET_RX softirq entries were attached by [`follow`] (the latest on the
 /// CPU after the probe's previous event). Times stay monotonic within a
 /// probe: every path is sorted by time again.
-pub fn attribute(paths: &mut [ProbePath], events: &[Event]) -> Attribution {
-    struct Bracket {
+pub fn attribute(paths: &mut [ProbePath], devices: &[Device], events: &[Event]) -> Attribution {
+    struct Bracket<'a> {
         path: usize,
         cpu: u32,
         from: u64,
         to: u64,
+        rx: &'a Event,
     }
+    // The same namespace, where both events tell: by inode (`tp_btf`
+    // records), else by the bed device's namespace.
+    let same_netns = |a: &Event, b: &Event| match (a.netns, b.netns) {
+        (Some(x), Some(y)) => x == y,
+        _ => match (
+            device(devices, a.dev.as_deref()),
+            device(devices, b.dev.as_deref()),
+        ) {
+            (Some(x), Some(y)) => x.netns == y.netns,
+            _ => true,
+        },
+    };
     let mut brackets = Vec::new();
     for (i, p) in paths.iter().enumerate() {
         for (j, e) in p.events.iter().enumerate() {
             let (Point::NetifReceiveSkb, Some(cpu)) = (e.point, e.cpu) else {
                 continue;
             };
-            let limit = e.time_ns + SAME_SOFTIRQ_NS;
+            let lo = events.partition_point(|x| x.time_ns <= e.time_ns);
+            let limit = events[lo..]
+                .iter()
+                .take_while(|x| x.time_ns <= e.time_ns + SAME_SOFTIRQ_NS)
+                .find(|x| x.point == Point::SoftirqExitNetRx && x.cpu == Some(cpu))
+                .map_or(e.time_ns + SAME_SOFTIRQ_NS, |x| x.time_ns);
             let next = p.events[j + 1..]
                 .iter()
                 .find(|n| !n.point.attributed() && n.time_ns > e.time_ns)
@@ -265,6 +284,7 @@ pub fn attribute(paths: &mut [ProbePath], events: &[Event]) -> Attribution {
                 cpu,
                 from: e.time_ns,
                 to: next,
+                rx: e,
             });
         }
     }
@@ -284,7 +304,12 @@ pub fn attribute(paths: &mut [ProbePath], events: &[Event]) -> Attribution {
     {
         let owners: BTreeSet<usize> = brackets
             .iter()
-            .filter(|b| Some(b.cpu) == e.cpu && b.from < e.time_ns && e.time_ns < b.to)
+            .filter(|b| {
+                Some(b.cpu) == e.cpu
+                    && b.from < e.time_ns
+                    && e.time_ns < b.to
+                    && same_netns(b.rx, e)
+            })
             .map(|b| b.path)
             .collect();
         match owners.len() {
@@ -825,16 +850,21 @@ pub(crate) mod tests {
             // b's local lookup, between its receive (33 µs) and
             // sk_data_ready (40 µs); then the poll and the softirq's end.
             free(Point::FibTableLookup, t + 35_000, 1, Some("lr-b")),
+            // Host a's lookup for b's answer, on the same CPU inside that
+            // bracket: another namespace, not the probe's.
+            free(Point::FibTableLookup, t + 36_000, 1, Some("lr-a")),
             free(Point::NapiPoll, t + 41_000, 1, None),
             free(Point::SoftirqExitNetRx, t + 42_000, 1, None),
+            // After that softirq ended: not the probe's either.
+            free(Point::FibTableLookup, t + 42_500, 1, Some("lr-b")),
             free(Point::NapiPoll, t + 43_000, 1, None),
             // Probe 1: a lookup after its queueing (outside its bracket).
             free(Point::FibTableLookup, t + 2_031_000, 1, None),
         ]);
         events.sort_by_key(|e| e.time_ns);
         let mut paths = follow(&cfg, &devices(), &probes, &events, &[]);
-        let a = attribute(&mut paths, &events);
-        assert_eq!((a.attributed, a.ambiguous, a.unattributed), (4, 0, 3));
+        let a = attribute(&mut paths, &devices(), &events);
+        assert_eq!((a.attributed, a.ambiguous, a.unattributed), (4, 0, 5));
         let pts: Vec<Point> = paths[0].events.iter().map(|e| e.point).collect();
         let at = |p: Point, n: usize| {
             pts.iter()
@@ -884,7 +914,7 @@ pub(crate) mod tests {
         events.push(free(Point::FibTableLookup, t + 25_000, 1, None));
         events.sort_by_key(|e| e.time_ns);
         let mut paths = follow(&cfg, &devices(), &probes, &events, &[]);
-        let a = attribute(&mut paths, &events);
+        let a = attribute(&mut paths, &devices(), &events);
         assert_eq!((a.attributed, a.ambiguous), (0, 1));
         assert!(paths
             .iter()

@@ -316,7 +316,7 @@ pub fn run(
         received.len()
     ));
     let mut paths = follow(cfg, &target.devices, &probes, &events, &received);
-    let attribution = attribute(&mut paths, &events);
+    let attribution = attribute(&mut paths, &target.devices, &events);
     let s = summarise(&paths, &target.devices, &target.topology);
     let cost = if cfg.cost_ns > 0 && !stop.load(Ordering::Relaxed) {
         progress.step("measuring the tracer's cost (UDP 1472 B, one datagram in 100 traced)");
