@@ -141,17 +141,24 @@ impl Tracer {
                     }
                 }
                 t.opened.push(tp.path.to_string());
-                t.filters.push(if tp.point.attributed() {
-                    format!(
-                        "{}: only while a probe's receive armed its CPU (in BPF; no skb)",
-                        tp.path
-                    )
-                } else {
-                    format!(
-                        "{}: len >= {} && len <= {} (in BPF)",
-                        tp.path, filters.len.0, filters.len.1
-                    )
-                });
+                t.filters
+                    .push(if tp.point == linerate_core::journey::Point::SoftirqNetRx {
+                        format!(
+                            "{}: NET_RX entry time kept in BPF, written by a probe's \
+                         netif_receive_skb on that CPU",
+                            tp.path
+                        )
+                    } else if tp.point.attributed() {
+                        format!(
+                            "{}: only while a probe's receive armed its CPU (in BPF; no skb)",
+                            tp.path
+                        )
+                    } else {
+                        format!(
+                            "{}: len >= {} && len <= {} (in BPF)",
+                            tp.path, filters.len.0, filters.len.1
+                        )
+                    });
                 continue;
             }
             let text = match fs.format(tp.path) {
