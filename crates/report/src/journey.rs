@@ -120,8 +120,8 @@ pub fn render(doc: &Envelope<JourneyResult>, width: Width) -> String {
         (Some(why), _) => format!("tracer: perf raw samples (tp_btf programs not used: {why})"),
         (None, 0) => "tracer: perf raw samples (--tracer perf)".to_string(),
         (None, n) => format!(
-            "tracer: {n} tp_btf programs filtering on the length in BPF, perf raw samples for \
-             the other tracepoints"
+            "tracer: {n} tp_btf programs (filtering on the length in BPF; the events without an \
+             skb gated per CPU by a probe's receive), perf raw samples for the other tracepoints"
         ),
     };
     out.push_str(&paragraph("\n", "", &tracer, width));

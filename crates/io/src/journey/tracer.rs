@@ -255,9 +255,10 @@ impl Tracer {
             }
         } else {
             format!(
-                "tp_btf programs assembled in linerate (filter on the length in BPF, then \
-                 bpf_ringbuf_output without wake-up; time bpf_ktime_get_ns) for {}; {perf} for \
-                 the others",
+                "tp_btf programs assembled in linerate (filter on the length in BPF — the \
+                 events without an skb only while a probe's netif_receive_skb armed their CPU —, \
+                 then bpf_ringbuf_output without wake-up; time bpf_ktime_get_ns) for {}; {perf} \
+                 for the others",
                 self.programs_opened.join(", ")
             )
         }
