@@ -53,9 +53,10 @@ pub(crate) struct JourneyArgs {
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub(crate) cost_time: Duration,
     /// Also open the tracepoints that record every packet of the host
-    /// (irq:softirq_entry NET_RX, sock:sk_data_ready, qdisc enqueue and
-    /// dequeue): more steps, a costlier tracer (the cost shown is that of
-    /// the set used).
+    /// (sock:sk_data_ready, qdisc enqueue and dequeue; with the perf tracer
+    /// also the NET_RX softirq, NAPI polls and FIB lookups, which tp_btf
+    /// programs gate per CPU by default): more steps, a costlier tracer
+    /// (the cost shown is that of the set used).
     #[arg(long)]
     pub(crate) all_events: bool,
     /// Follow the matching packets of any application that pass this

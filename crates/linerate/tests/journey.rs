@@ -253,6 +253,22 @@ fn tp_btf_programs_pass_the_verifier_and_a_missing_one_is_named() {
         err,
         "the kernel's BTF has no btf_trace_lr_no_such_tracepoint"
     );
+    // An optional one (a FIB lookup on a kernel without it) is named in
+    // `missing`; the others still load.
+    let mut some = vec![Tracepoint {
+        point: Point::FibTableLookup,
+        path: "fib/lr_no_such_lookup",
+        required: false,
+        filter: FilterKind::None,
+    }];
+    some.extend(
+        TRACEPOINTS
+            .iter()
+            .filter(|t| t.point == Point::NetifReceiveSkb),
+    );
+    let p = BtfPrograms::load(&some, filters).unwrap();
+    assert_eq!(p.missing, ["fib/lr_no_such_lookup"]);
+    assert_eq!(p.opened, ["net/netif_receive_skb"]);
 }
 
 /// Open perf event descriptors of this process.
@@ -407,6 +423,106 @@ fn a_router_journey_finds_the_forwarding_step() {
             ("net:net_dev_queue", Some("lr-dut-b")),
             ("net:netif_receive_skb", Some("lr-b")),
         ],
+    );
+}
+
+#[test]
+fn a_router_journey_attributes_the_fib_lookup_and_the_softirq() {
+    let _one_tracer = one_tracer();
+    if !linerate_bed::privileges::require(
+        "a_router_journey_attributes_the_fib_lookup_and_the_softirq",
+    ) {
+        return;
+    }
+    let name = format!("jf{}", std::process::id());
+    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Router)).expect("bed up");
+    let _ = journey(&name, &["--count", "3"]);
+    let doc = journey(
+        &name,
+        &["--count", "40", "--rate", "200", "--tracer", "tp_btf"],
+    );
+    let r = &doc.result;
+    assert_eq!(r.tracer.backend, Backend::TpBtf);
+    for tp in [
+        "fib/fib_table_lookup",
+        "napi/napi_poll",
+        "irq/softirq_entry",
+        "irq/softirq_exit",
+    ] {
+        assert!(
+            r.tracer.opened.iter().any(|o| o == tp),
+            "{tp}: {:#?}",
+            r.tracer
+        );
+        assert!(!r.tracer.left_out.iter().any(|l| l.starts_with(tp)), "{tp}");
+    }
+    assert!(r.tracer.left_out.iter().any(|l| l.starts_with("xdp/*: ")));
+    let (dut, b) = (format!("lr-{name}-dut"), format!("lr-{name}-b"));
+    assert!(r.probes.followed_end_to_end > 0, "{:#?}", r.probes);
+    // The router's lookup between its receive and its transmit, in its
+    // namespace, marked as attributed by CPU and time.
+    let rx = step(r, Point::NetifReceiveSkb, Some("lr-dut-a"), &dut);
+    let fib = step(r, Point::FibTableLookup, Some("lr-dut-b"), &dut);
+    let tx = step(r, Point::NetDevQueue, Some("lr-dut-b"), &dut);
+    assert!(rx < fib && fib < tx, "{:#?}", r.steps);
+    assert!(r.steps[fib].by_cpu_and_time);
+    assert!(!r.steps[rx].by_cpu_and_time);
+    assert!(r.attribution.attributed > 0, "{:#?}", r.attribution);
+    assert!(
+        r.gaps.iter().any(|g| g
+            .what
+            .starts_with("IP routing in the router, up to the FIB lookup")),
+        "{:#?}",
+        r.gaps
+    );
+    // The receive processing starts with a NET_RX softirq in the router;
+    // a NAPI poll and the softirq's end follow host b's receive.
+    let soft = step(r, Point::SoftirqNetRx, Some("lr-dut-a"), &dut);
+    assert!(soft < rx);
+    let rx_b = step(r, Point::NetifReceiveSkb, Some("lr-b"), &b);
+    for point in [Point::NapiPoll, Point::SoftirqExitNetRx] {
+        let i = r
+            .steps
+            .iter()
+            .position(|s| s.point == point)
+            .unwrap_or_else(|| panic!("no {point:?}: {:#?}", r.steps));
+        assert!(i > rx, "{point:?}");
+        assert!(r.steps[i].by_cpu_and_time);
+        assert!(
+            [dut.as_str(), b.as_str()].contains(&r.steps[i].netns.as_deref().unwrap_or("")),
+            "{:#?}",
+            r.steps[i]
+        );
+    }
+    assert!(rx_b > tx);
+    assert_causal(
+        r,
+        &[
+            ("net:net_dev_queue", Some("lr-a")),
+            ("irq:softirq_entry NET_RX", Some("lr-dut-a")),
+            ("net:netif_receive_skb", Some("lr-dut-a")),
+            ("fib:fib_table_lookup", Some("lr-dut-b")),
+            ("net:net_dev_queue", Some("lr-dut-b")),
+            ("net:netif_receive_skb", Some("lr-b")),
+            ("irq:softirq_exit NET_RX", None),
+        ],
+    );
+    let text = String::from_utf8(
+        linerate(&[
+            "journey",
+            "--bed",
+            &name,
+            "--count",
+            "5",
+            "--cost-time",
+            "0",
+        ])
+        .stdout,
+    )
+    .unwrap();
+    assert!(
+        text.contains("fib:fib_table_lookup *") && text.contains("attributed by CPU and time"),
+        "{text}"
     );
 }
 

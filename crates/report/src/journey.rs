@@ -4,7 +4,7 @@
 //! Every figure is a field of [`JourneyResult`]; nothing is computed here.
 
 use linerate_core::journey::iface::IfaceResult;
-use linerate_core::journey::{DropSite, Gap, JourneyResult, Quantiles, Step};
+use linerate_core::journey::{DropSite, Gap, JourneyResult, Quantiles, Step, ATTRIBUTED};
 use linerate_core::result::Envelope;
 use linerate_core::units::group_thousands;
 
@@ -49,7 +49,11 @@ fn step_rows(steps: &[Step]) -> Table {
         let cpus: Vec<String> = s.cpus.iter().map(ToString::to_string).collect();
         t.row(vec![
             (i + 1).to_string(),
-            s.tracepoint.clone(),
+            if s.by_cpu_and_time {
+                format!("{} *", s.tracepoint)
+            } else {
+                s.tracepoint.clone()
+            },
             s.dev.clone().unwrap_or_default(),
             ns,
             cpus.join(","),
@@ -94,14 +98,30 @@ pub fn render(doc: &Envelope<JourneyResult>, width: Width) -> String {
     ));
     out.push('\n');
     out.push_str(&steps_table(r).fit(2, width));
+    if r.steps.iter().any(|s| s.by_cpu_and_time) {
+        let a = &r.attribution;
+        out.push_str(&paragraph(
+            "",
+            "  ",
+            &format!(
+                "* {ATTRIBUTED}: on the CPU of the probe's netif_receive_skb, between it and the \
+                 probe's next event ({} events attributed, {} ambiguous, {} in no probe's \
+                 bracket)",
+                group_thousands(a.attributed),
+                group_thousands(a.ambiguous),
+                group_thousands(a.unattributed)
+            ),
+            width,
+        ));
+    }
     out.push_str(&gap_lines(&r.gaps, width));
     out.push_str(&drop_lines(&r.drops, width));
     let tracer = match (&r.tracer.fallback, r.tracer.tp_btf_programs.len()) {
         (Some(why), _) => format!("tracer: perf raw samples (tp_btf programs not used: {why})"),
         (None, 0) => "tracer: perf raw samples (--tracer perf)".to_string(),
         (None, n) => format!(
-            "tracer: {n} tp_btf programs filtering on the length in BPF, perf raw samples for \
-             the other tracepoints"
+            "tracer: {n} tp_btf programs (filtering on the length in BPF; the events without an \
+             skb gated per CPU by a probe's receive), perf raw samples for the other tracepoints"
         ),
     };
     out.push_str(&paragraph("\n", "", &tracer, width));

@@ -212,7 +212,7 @@ mod tests {
     use super::super::path::tests::{bridge_events, devices};
     use super::super::tests::config;
     use super::super::{
-        follow, summarise, Backend, Cost, JourneyResult, ProbeSent, Rates, TracerInfo,
+        follow, summarise, Attribution, Backend, Cost, JourneyResult, ProbeSent, Rates, TracerInfo,
     };
     use super::*;
 
@@ -263,6 +263,7 @@ mod tests {
                 cpus: 2,
             },
             probes: s.counts,
+            attribution: Attribution::default(),
             steps: s.steps,
             gaps: s.gaps,
             drops: s.drops,

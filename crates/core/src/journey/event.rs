@@ -27,8 +27,12 @@ use super::format::{record_type, Format, FormatError, Sample};
 pub enum Point {
     /// The sender called sendto() (user space, host a).
     UserSend,
-    /// fib:fib_table_lookup (a route lookup for the probe's flow).
+    /// fib:fib_table_lookup (an IPv4 route lookup; no skb: attributed to a
+    /// probe by CPU and time).
     FibTableLookup,
+    /// fib6:fib6_table_lookup (an IPv6 route lookup; attributed by CPU and
+    /// time).
+    Fib6TableLookup,
     /// net:net_dev_queue (dev_queue_xmit: the packet enters a device's tx path).
     NetDevQueue,
     /// qdisc:qdisc_enqueue.
@@ -41,8 +45,15 @@ pub enum Point {
     NetifRx,
     /// net:net_dev_xmit (the driver's transmit returned).
     NetDevXmit,
-    /// irq:softirq_entry with vec NET_RX, on the CPU of the next receive.
+    /// irq:softirq_entry with vec NET_RX, on the CPU of the next receive
+    /// (no skb: attributed by CPU and time).
     SoftirqNetRx,
+    /// napi:napi_poll (a NAPI instance, or the CPU's backlog, polled: after
+    /// the packets it handed to the stack; attributed by CPU and time).
+    NapiPoll,
+    /// irq:softirq_exit with vec NET_RX (the receive processing on that CPU
+    /// ends; attributed by CPU and time).
+    SoftirqExitNetRx,
     /// net:napi_gro_receive_entry (a NAPI driver hands the packet to GRO).
     NapiGroReceive,
     /// net:netif_receive_skb (the stack takes the packet: bridge, IP…).
@@ -98,8 +109,9 @@ pub enum FilterKind {
     None,
 }
 
-/// Every tracepoint a journey opens, in no particular order.
-pub const TRACEPOINTS: [Tracepoint; 17] = [
+/// Every tracepoint a journey opens, in no particular order (a `tp_btf`
+/// record names its tracepoint by its index here: new ones go at the end).
+pub const TRACEPOINTS: [Tracepoint; 20] = [
     tp(
         Point::NetDevQueue,
         "net/net_dev_queue",
@@ -147,7 +159,7 @@ pub const TRACEPOINTS: [Tracepoint; 17] = [
         Point::FibTableLookup,
         "fib/fib_table_lookup",
         false,
-        FilterKind::Dport,
+        FilterKind::None,
     ),
     tp(
         Point::SoftirqNetRx,
@@ -192,25 +204,66 @@ pub const TRACEPOINTS: [Tracepoint; 17] = [
         false,
         FilterKind::None,
     ),
+    tp(Point::NapiPoll, "napi/napi_poll", false, FilterKind::None),
+    tp(
+        Point::SoftirqExitNetRx,
+        "irq/softirq_exit",
+        false,
+        FilterKind::NetRx,
+    ),
+    tp(
+        Point::Fib6TableLookup,
+        "fib6/fib6_table_lookup",
+        false,
+        FilterKind::None,
+    ),
 ];
 
 /// The tracepoints of a journey: without `all_events`, those whose filter
-/// lets through a sample for every packet of the host (softirq NET_RX,
-/// sk_data_ready, qdisc events) are left out, since recording every packet
-/// is what makes a tracer expensive.
-pub fn tracepoints(all_events: bool) -> Vec<Tracepoint> {
+/// lets through a sample for every packet of the host (sk_data_ready,
+/// qdisc events; on perf also softirq NET_RX, NAPI polls and FIB lookups)
+/// are left out, since recording every packet is what makes a tracer
+/// expensive. With `gated` (the `tp_btf` tracer) the events without an skb
+/// are kept: their programs write only while a probe is being received on
+/// their CPU.
+pub fn tracepoints(all_events: bool, gated: bool) -> Vec<Tracepoint> {
     TRACEPOINTS
         .into_iter()
-        .filter(|t| (all_events || !t.every_packet()) && !t.point.iface_only())
+        .filter(|t| {
+            (all_events || !t.every_packet() || (gated && t.point.attributed()))
+                && !t.point.iface_only()
+        })
+        .collect()
+}
+
+/// Tracepoints no journey opens, with why (the end of
+/// `TracerInfo::left_out`).
+pub const NOT_USED: [&str; 2] = [
+    "tcp/tcp_probe: not used: TCP probes are followed by their lengths on the net and skb \
+     tracepoints (tcp_probe, which carries the skb's address, would add TCP's receive step: not \
+     built)",
+    "xdp/*: not opened: linerate's beds attach no XDP program, so no XDP event fires on the path \
+     (a program attached by hand is not detected)",
+];
+
+/// `TracerInfo::left_out`: every tracepoint of [`TRACEPOINTS`] not in
+/// `opened` (`SYSTEM/NAME`), with `why` it was not, then [`NOT_USED`].
+pub fn left_out(opened: &[String], why: impl Fn(&Tracepoint) -> &'static str) -> Vec<String> {
+    TRACEPOINTS
+        .iter()
+        .filter(|t| !opened.iter().any(|o| o == t.path))
+        .map(|t| format!("{}: {}", t.path, why(t)))
+        .chain(NOT_USED.iter().map(|s| (*s).to_string()))
         .collect()
 }
 
 impl Tracepoint {
-    /// True when it records a sample for every packet of the host, not only
-    /// for the probes (its filter cannot tell them apart).
+    /// True when perf records a sample for every packet of the host, not
+    /// only for the probes (its filter cannot tell them apart).
     pub fn every_packet(&self) -> bool {
         matches!(self.point, Point::QdiscEnqueue | Point::QdiscDequeue)
             || matches!(self.filter, FilterKind::NetRx | FilterKind::Udp)
+            || self.point.attributed()
     }
 }
 
@@ -230,6 +283,7 @@ impl Point {
             Self::UserSend => "user:sendto",
             Self::UserRecv => "user:recvfrom",
             Self::SoftirqNetRx => "irq:softirq_entry NET_RX",
+            Self::SoftirqExitNetRx => "irq:softirq_exit NET_RX",
             other => TRACEPOINTS
                 .iter()
                 .find(|t| t.point == other)
@@ -242,6 +296,20 @@ impl Point {
     /// host frees, and a probe journey has no address map in the kernel.
     pub fn iface_only(self) -> bool {
         self == Self::ConsumeSkb
+    }
+
+    /// True for the events that carry no skb (FIB lookups, NAPI polls, the
+    /// NET_RX softirq): a probe's are found by CPU and time, not by skb
+    /// address (see `follow`).
+    pub fn attributed(self) -> bool {
+        matches!(
+            self,
+            Self::FibTableLookup
+                | Self::Fib6TableLookup
+                | Self::NapiPoll
+                | Self::SoftirqNetRx
+                | Self::SoftirqExitNetRx
+        )
     }
 
     /// True for the events whose records carry the packet's length.
@@ -271,6 +339,8 @@ fn label_of(path: &'static str) -> &'static str {
         "qdisc/qdisc_enqueue" => "qdisc:qdisc_enqueue",
         "qdisc/qdisc_dequeue" => "qdisc:qdisc_dequeue",
         "fib/fib_table_lookup" => "fib:fib_table_lookup",
+        "fib6/fib6_table_lookup" => "fib6:fib6_table_lookup",
+        "napi/napi_poll" => "napi:napi_poll",
         "sock/sock_rcvqueue_full" => "sock:sock_rcvqueue_full",
         "udp/udp_fail_queue_rcv_skb" => "udp:udp_fail_queue_rcv_skb",
         "skb/skb_copy_datagram_iovec" => "skb:skb_copy_datagram_iovec",
@@ -422,9 +492,16 @@ impl Decoder {
                 );
                 e.location = f.uint(raw, "location");
             }
-            Point::SoftirqNetRx if f.uint(raw, "vec") != Some(NET_RX_VEC) => return None,
+            Point::SoftirqNetRx | Point::SoftirqExitNetRx
+                if f.uint(raw, "vec") != Some(NET_RX_VEC) =>
+            {
+                return None
+            }
+            Point::NapiPoll => e.len = f.int(raw, "work").and_then(|v| u32::try_from(v).ok()),
             Point::SockRecvLength => e.len = f.int(raw, "ret").and_then(|v| u32::try_from(v).ok()),
-            Point::FibTableLookup => e.dev = e.dev.filter(|d| !d.is_empty()),
+            Point::FibTableLookup | Point::Fib6TableLookup => {
+                e.dev = e.dev.filter(|d| !d.is_empty());
+            }
             _ => {}
         }
         Some(e)
@@ -449,8 +526,10 @@ fn needed_fields(point: Point) -> &'static [&'static str] {
         Point::SockRecvLength => &["sk", "ret"],
         Point::KfreeSkb => &["skbaddr", "reason", "location"],
         Point::ConsumeSkb => &["skbaddr"],
-        Point::SoftirqNetRx => &["vec"],
-        Point::FibTableLookup | Point::UdpFailQueueRcvSkb => &["dport"],
+        Point::SoftirqNetRx | Point::SoftirqExitNetRx => &["vec"],
+        Point::NapiPoll => &["dev_name", "work"],
+        Point::FibTableLookup | Point::Fib6TableLookup => &["name"],
+        Point::UdpFailQueueRcvSkb => &["dport"],
         Point::SockRcvqueueFull => &["sk_rcvbuf"],
         Point::UserSend | Point::UserRecv => &[],
     }
@@ -537,7 +616,7 @@ mod tests {
 
     #[test]
     fn the_default_set_leaves_out_what_records_every_packet() {
-        let few = tracepoints(false);
+        let few = tracepoints(false, false);
         assert!(few.len() < TRACEPOINTS.len());
         assert!(few.iter().all(|t| !t.every_packet()));
         assert!(few.iter().any(|t| t.point == Point::NetifReceiveSkb));
@@ -546,10 +625,18 @@ mod tests {
             .filter(|t| t.required)
             .all(|t| few.contains(t)));
         assert_eq!(
-            tracepoints(true).len(),
+            tracepoints(true, false).len(),
             TRACEPOINTS.iter().filter(|t| !t.point.iface_only()).count()
         );
-        assert!(tracepoints(true).iter().all(|t| !t.point.iface_only()));
+        assert!(tracepoints(true, false)
+            .iter()
+            .all(|t| !t.point.iface_only()));
+        // The tp_btf tracer keeps the gated events without --all-events.
+        let gated = tracepoints(false, true);
+        assert!(gated.iter().any(|t| t.point == Point::FibTableLookup));
+        assert!(gated.iter().any(|t| t.point == Point::SoftirqNetRx));
+        assert!(!gated.iter().any(|t| t.point == Point::SkDataReady));
+        assert!(!few.iter().any(|t| t.point.attributed()));
     }
 
     #[test]

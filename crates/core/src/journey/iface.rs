@@ -31,7 +31,7 @@ use crate::result::Flag;
 /// Schema name of the `--iface` JSON document.
 pub const SCHEMA: &str = "linerate.journey.iface";
 /// Its version.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// A copy or clone (a new skb address with the same headers) joins a
 /// packet only this soon after the packet's last event.
 pub const JOIN_NS: u64 = 100_000_000;
@@ -407,6 +407,7 @@ pub fn summarise(
             cpus: a.cpus.iter().copied().collect(),
             packets: a.offsets.len() as u64,
             from_send: *q,
+            by_cpu_and_time: point.attributed(),
         })
         .collect();
     // A packet's end: delivered (queued to a socket, its payload copied, its

@@ -33,16 +33,16 @@ mod responder;
 
 pub use assess::{assess, codes, hints};
 pub use event::{
-    tracepoints, Decoder, Event, FilterKind, Headers, Kept, Point, Tracepoint, NET_RX_VEC,
-    TRACEPOINTS,
+    left_out, tracepoints, Decoder, Event, FilterKind, Headers, Kept, Point, Tracepoint,
+    NET_RX_VEC, NOT_USED, TRACEPOINTS,
 };
-pub use path::{follow, summarise, Device, ProbePath, ProbeSent, Summary};
+pub use path::{attribute, follow, summarise, Device, ProbePath, ProbeSent, Summary, ATTRIBUTED};
 pub use responder::{responder_stages, ResponderAt, ResponderKernel};
 
 /// Schema name of the JSON document.
 pub const SCHEMA: &str = "linerate.journey";
 /// Schema version.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// Payload lengths of consecutive probes differ by this many bytes. Lengths
 /// are seen at three layers (UDP payload, +28 for IPv4 and UDP headers, +42
@@ -280,6 +280,10 @@ pub struct Step {
     /// Time from the sender's sendto() call (`--iface`: from the packet's
     /// first event).
     pub from_send: Quantiles,
+    /// True for an event without an skb (a FIB lookup, a NAPI poll, the
+    /// NET_RX softirq), attributed to the probes by CPU and time, not by
+    /// skb address.
+    pub by_cpu_and_time: bool,
 }
 
 /// The time between two consecutive steps.
@@ -366,6 +370,21 @@ pub struct ProbeCounts {
     pub ring_lost_samples: u64,
 }
 
+/// How the events without an skb were attributed to probes (see
+/// [`attribute`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Attribution {
+    /// How, in words.
+    pub method: String,
+    /// Events attributed to a probe.
+    pub attributed: u64,
+    /// FIB lookups inside the brackets of several probes: attributed to none.
+    pub ambiguous: u64,
+    /// Events recorded inside no probe's bracket (other traffic on a CPU
+    /// while a probe armed it, or a receive the tracer did not follow).
+    pub unattributed: u64,
+}
+
 /// The tracer and what the kernel offered it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TracerInfo {
@@ -385,8 +404,9 @@ pub struct TracerInfo {
     pub opened: Vec<String>,
     /// Optional tracepoints this kernel lacks.
     pub missing: Vec<String>,
-    /// Tracepoints left out because they record every packet of the host
-    /// (`--all-events` opens them).
+    /// Tracepoints not opened, each with why (`SYSTEM/NAME: why`): those
+    /// that record every packet of the host (`--all-events` opens them),
+    /// and those not used at all.
     pub left_out: Vec<String>,
     /// In-kernel filters set (`net/net_dev_queue: len >= 100 && len <= 187`).
     pub filters: Vec<String>,
@@ -509,6 +529,8 @@ pub struct JourneyResult {
     pub tracer: TracerInfo,
     /// Probe counts.
     pub probes: ProbeCounts,
+    /// How the events without an skb were attributed to probes.
+    pub attribution: Attribution,
     /// The table: one row per step, in path order.
     pub steps: Vec<Step>,
     /// Gaps between consecutive steps, largest median first.

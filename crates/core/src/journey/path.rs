@@ -4,7 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::event::{Event, Point};
-use super::{Config, DropSite, ExampleEvent, Gap, ProbeCounts, Quantiles, Step, LEN_SLOTS};
+use super::{
+    Attribution, Config, DropSite, ExampleEvent, Gap, ProbeCounts, Quantiles, Step, LEN_SLOTS,
+};
 
 /// A kfree_skb on a chain address counts as the probe's drop, and an
 /// sk_data_ready as its queueing to the socket, only this soon after the
@@ -205,7 +207,6 @@ fn follow_one(
                 }
                 _ => false,
             },
-            Point::FibTableLookup => e.time_ns <= last,
             _ => false,
         };
         if keep {
@@ -225,6 +226,128 @@ fn follow_one(
     attach_softirqs(&mut out, before);
     name_qdisc_devices(&mut out);
     out
+}
+
+/// The words the result and the table use for the events without an skb.
+pub const ATTRIBUTED: &str = "attributed by CPU and time, not by skb";
+
+/// Adds to the paths the events that carry no skb, by CPU and time, and
+/// counts how that went. A FIB lookup belongs to a probe when it ran on
+/// the CPU of one of the probe's netif_receive_skb events, in its
+/// namespace (where the lookup's device tells), after it and before the
+/// probe's next event and the end of that NET_RX softirq (the lookup routes
+/// the packet the stack just took); a lookup inside the brackets of several probes is
+/// attributed to none (ambiguous). The first NAPI poll and the first NET_RX
+/// softirq exit on that CPU after a receive (within 1 ms) end the receive
+/// processing that ran it; probes received in one poll share them. The
+/// NET_RX softirq entries were attached by [`follow`] (the latest on the
+/// CPU after the probe's previous event). Times stay monotonic within a
+/// probe: every path is sorted by time again.
+pub fn attribute(paths: &mut [ProbePath], devices: &[Device], events: &[Event]) -> Attribution {
+    struct Bracket<'a> {
+        path: usize,
+        cpu: u32,
+        from: u64,
+        to: u64,
+        rx: &'a Event,
+    }
+    // The same namespace, where both events tell: by inode (`tp_btf`
+    // records), else by the bed device's namespace.
+    let same_netns = |a: &Event, b: &Event| match (a.netns, b.netns) {
+        (Some(x), Some(y)) => x == y,
+        _ => match (
+            device(devices, a.dev.as_deref()),
+            device(devices, b.dev.as_deref()),
+        ) {
+            (Some(x), Some(y)) => x.netns == y.netns,
+            _ => true,
+        },
+    };
+    let mut brackets = Vec::new();
+    for (i, p) in paths.iter().enumerate() {
+        for (j, e) in p.events.iter().enumerate() {
+            let (Point::NetifReceiveSkb, Some(cpu)) = (e.point, e.cpu) else {
+                continue;
+            };
+            let lo = events.partition_point(|x| x.time_ns <= e.time_ns);
+            let limit = events[lo..]
+                .iter()
+                .take_while(|x| x.time_ns <= e.time_ns + SAME_SOFTIRQ_NS)
+                .find(|x| x.point == Point::SoftirqExitNetRx && x.cpu == Some(cpu))
+                .map_or(e.time_ns + SAME_SOFTIRQ_NS, |x| x.time_ns);
+            let next = p.events[j + 1..]
+                .iter()
+                .find(|n| !n.point.attributed() && n.time_ns > e.time_ns)
+                .map_or(limit, |n| n.time_ns.min(limit));
+            brackets.push(Bracket {
+                path: i,
+                cpu,
+                from: e.time_ns,
+                to: next,
+                rx: e,
+            });
+        }
+    }
+    let mut add: Vec<Vec<Event>> = vec![Vec::new(); paths.len()];
+    let mut a = Attribution {
+        method: format!(
+            "FIB lookups, NAPI polls and NET_RX softirq entries and exits carry no skb: {ATTRIBUTED} \
+             (a FIB lookup on the CPU of a probe's netif_receive_skb, after it and before the \
+             probe's next event; the first NAPI poll and softirq exit on that CPU after it; the \
+             last softirq entry before it)"
+        ),
+        ..Attribution::default()
+    };
+    for e in events
+        .iter()
+        .filter(|e| matches!(e.point, Point::FibTableLookup | Point::Fib6TableLookup))
+    {
+        let owners: BTreeSet<usize> = brackets
+            .iter()
+            .filter(|b| {
+                Some(b.cpu) == e.cpu
+                    && b.from < e.time_ns
+                    && e.time_ns < b.to
+                    && same_netns(b.rx, e)
+            })
+            .map(|b| b.path)
+            .collect();
+        match owners.len() {
+            0 => a.unattributed += 1,
+            1 => {
+                add[*owners.first().unwrap_or(&0)].push(e.clone());
+                a.attributed += 1;
+            }
+            _ => a.ambiguous += 1,
+        }
+    }
+    let mut used = BTreeSet::new();
+    for b in &brackets {
+        let lo = events.partition_point(|e| e.time_ns <= b.from);
+        for point in [Point::NapiPoll, Point::SoftirqExitNetRx] {
+            let first = events[lo..]
+                .iter()
+                .enumerate()
+                .take_while(|(_, e)| e.time_ns <= b.from + SAME_SOFTIRQ_NS)
+                .find(|(_, e)| e.point == point && e.cpu == Some(b.cpu));
+            if let Some((k, e)) = first {
+                used.insert(lo + k);
+                add[b.path].push(e.clone());
+            }
+        }
+    }
+    let polls = events
+        .iter()
+        .filter(|e| matches!(e.point, Point::NapiPoll | Point::SoftirqExitNetRx))
+        .count() as u64;
+    a.attributed += used.len() as u64;
+    a.unattributed += polls - used.len() as u64;
+    for (p, extra) in paths.iter_mut().zip(add) {
+        p.events.extend(extra);
+        p.events.sort_by_key(|e| e.time_ns);
+        p.events.dedup();
+    }
+    a
 }
 
 /// Adds the socket's side in host b: the first sk_data_ready on the CPU of
@@ -395,6 +518,7 @@ pub fn summarise(paths: &[ProbePath], devices: &[Device], topology: &str) -> Sum
             cpus: a.cpus.iter().copied().collect(),
             packets: a.offsets.len() as u64,
             from_send: *q,
+            by_cpu_and_time: point.attributed(),
         })
         .collect();
     let rows: Vec<&BTreeMap<u64, i64>> = keyed.iter().map(|(_, a, _)| &a.offsets).collect();
@@ -511,6 +635,34 @@ fn name_gap(a: &Step, b: &Step, topology: &str) -> String {
         {
             "the echo answered by host b's kernel (IP and ICMP receive, the reply built and \
              routed)"
+                .to_string()
+        }
+        (P::NetifReceiveSkb, P::FibTableLookup) if role(a) == "dut" && role(b) == "dut" => {
+            "IP routing in the router, up to the FIB lookup (ip_rcv, netfilter PREROUTING, \
+             ip_route_input)"
+                .to_string()
+        }
+        (P::FibTableLookup, P::NetDevQueue) if role(a) == "dut" && role(b) == "dut" => {
+            "IP routing in the router, after the FIB lookup (ip_forward, netfilter FORWARD and \
+             POSTROUTING, neighbour output)"
+                .to_string()
+        }
+        (_, P::NapiPoll) => {
+            "the rest of that NAPI poll (this packet's receive, then the packets after it)"
+                .to_string()
+        }
+        (P::NapiPoll | P::NetifReceiveSkb | P::FibTableLookup, P::SoftirqExitNetRx) => {
+            "the rest of the NET_RX softirq (other polls)".to_string()
+        }
+        (P::SoftirqExitNetRx, _) if role(a) == "b" => {
+            "after the NET_RX softirq: the receiver's wake-up and recvmsg()".to_string()
+        }
+        (P::NetifReceiveSkb, P::FibTableLookup) if role(a) == "b" => {
+            "IP receive up to the routing lookup in host b".to_string()
+        }
+        (P::FibTableLookup, _) if role(a) == "b" => {
+            "local delivery after the routing lookup in host b (IP and transport receive, socket \
+             queue, the receiver's wake-up)"
                 .to_string()
         }
         (P::NetifReceiveSkb, P::NetDevQueue) if role(a) == "dut" && role(b) == "dut" => {
@@ -662,6 +814,111 @@ pub(crate) mod tests {
         v.push(ev(Point::KfreeSkb, t + 5_000_000, a, None, None));
         v.sort_by_key(|e| e.time_ns);
         v
+    }
+
+    /// An event without an skb on `cpu` at `t`.
+    fn free(point: Point, t: u64, cpu: u32, dev: Option<&str>) -> Event {
+        let mut e = ev(point, t, 0, None, dev);
+        (e.skb, e.cpu) = (None, Some(cpu));
+        e
+    }
+
+    /// Two probes through a bridge, the second `later` ns after the first
+    /// (sent at `t`), and their events.
+    fn two_probes(t: u64, later: u64) -> ([ProbeSent; 2], Vec<Event>) {
+        let probe = |seq, payload, send_ns| ProbeSent {
+            seq,
+            payload,
+            send_ns,
+        };
+        let mut events = bridge_events(t, 100, 0xffff_0000_0000_1000, None);
+        events.extend(bridge_events(t + later, 105, 0xffff_0000_0000_2000, None));
+        ([probe(0, 100, t), probe(1, 105, t + later)], events)
+    }
+
+    #[test]
+    fn events_without_an_skb_are_attributed_by_cpu_and_time() {
+        let cfg = config();
+        let t = 1_000_000;
+        let (probes, mut events) = two_probes(t, 2_000_000);
+        events.extend([
+            // The router's lookup, between its receive (19 µs) and its
+            // queueing (30 µs), on the receive's CPU.
+            free(Point::FibTableLookup, t + 25_000, 1, Some("lr-dut-b")),
+            // The same instant on another CPU: not the probe's.
+            free(Point::FibTableLookup, t + 26_000, 0, Some("lr-dut-b")),
+            // b's local lookup, between its receive (33 µs) and
+            // sk_data_ready (40 µs); then the poll and the softirq's end.
+            free(Point::FibTableLookup, t + 35_000, 1, Some("lr-b")),
+            // Host a's lookup for b's answer, on the same CPU inside that
+            // bracket: another namespace, not the probe's.
+            free(Point::FibTableLookup, t + 36_000, 1, Some("lr-a")),
+            free(Point::NapiPoll, t + 41_000, 1, None),
+            free(Point::SoftirqExitNetRx, t + 42_000, 1, None),
+            // After that softirq ended: not the probe's either.
+            free(Point::FibTableLookup, t + 42_500, 1, Some("lr-b")),
+            free(Point::NapiPoll, t + 43_000, 1, None),
+            // Probe 1: a lookup after its queueing (outside its bracket).
+            free(Point::FibTableLookup, t + 2_031_000, 1, None),
+        ]);
+        events.sort_by_key(|e| e.time_ns);
+        let mut paths = follow(&cfg, &devices(), &probes, &events, &[]);
+        let a = attribute(&mut paths, &devices(), &events);
+        assert_eq!((a.attributed, a.ambiguous, a.unattributed), (4, 0, 5));
+        let pts: Vec<Point> = paths[0].events.iter().map(|e| e.point).collect();
+        let at = |p: Point, n: usize| {
+            pts.iter()
+                .enumerate()
+                .filter(|(_, q)| **q == p)
+                .nth(n)
+                .map(|(i, _)| i)
+                .unwrap()
+        };
+        let fib = at(Point::FibTableLookup, 0);
+        assert_eq!(pts[fib - 1], Point::NetifReceiveSkb);
+        assert_eq!(pts[fib + 1], Point::NetDevQueue);
+        assert_eq!(paths[0].events[fib].dev.as_deref(), Some("lr-dut-b"));
+        assert_eq!(
+            pts[at(Point::FibTableLookup, 1) - 1],
+            Point::NetifReceiveSkb
+        );
+        assert!(at(Point::NapiPoll, 0) < at(Point::SoftirqExitNetRx, 0));
+        assert_eq!(pts.iter().filter(|p| **p == Point::NapiPoll).count(), 1);
+        assert!(paths[0]
+            .events
+            .windows(2)
+            .all(|w| w[0].time_ns <= w[1].time_ns));
+        assert!(!paths[1]
+            .events
+            .iter()
+            .any(|e| e.point.attributed() && e.point != Point::SoftirqNetRx));
+        let s = summarise(&paths, &devices(), "router");
+        let rows: Vec<&Step> = s.steps.iter().filter(|s| s.by_cpu_and_time).collect();
+        assert!(rows
+            .iter()
+            .any(|r| r.point == Point::FibTableLookup && r.role.as_deref() == Some("dut")));
+        assert!(s.gaps.iter().any(|g| g
+            .what
+            .starts_with("IP routing in the router, up to the FIB lookup")));
+        assert!(!s
+            .steps
+            .iter()
+            .any(|s| s.point == Point::NetDevQueue && s.by_cpu_and_time));
+    }
+
+    #[test]
+    fn a_lookup_inside_two_probes_brackets_is_ambiguous() {
+        let cfg = config();
+        let t = 1_000_000;
+        let (probes, mut events) = two_probes(t, 1_000);
+        events.push(free(Point::FibTableLookup, t + 25_000, 1, None));
+        events.sort_by_key(|e| e.time_ns);
+        let mut paths = follow(&cfg, &devices(), &probes, &events, &[]);
+        let a = attribute(&mut paths, &devices(), &events);
+        assert_eq!((a.attributed, a.ambiguous), (0, 1));
+        assert!(paths
+            .iter()
+            .all(|p| !p.events.iter().any(|e| e.point == Point::FibTableLookup)));
     }
 
     #[test]

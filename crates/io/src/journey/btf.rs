@@ -3,7 +3,7 @@
 //! written, all programs writing into one BPF ring buffer.
 
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::sync::OnceLock;
 
 use linerate_core::journey::btf::Btf;
@@ -13,7 +13,7 @@ use linerate_core::journey::{record, Event, Point, Tracepoint};
 use super::tracer::Filters;
 use crate::sys::bpf::BpfError;
 use crate::sys::tpbtf::{
-    self, DevOffsets, HeaderAt, IfaceMapFds, IfaceSpec, ProgSpec, Ringbuf, Source,
+    self, Arm, DevOffsets, GatedSpec, HeaderAt, IfaceMapFds, IfaceSpec, ProgSpec, Ringbuf, Source,
 };
 use linerate_core::journey::filter::IfaceFilter;
 
@@ -104,6 +104,18 @@ fn sources(point: Point, skb_len: i16, skb_dev: i16) -> Option<Spec> {
                 drop_args: Some((2, 1)),
             })
         }
+        // TP_PROTO(int rc, struct sock *sk, struct sk_buff *skb): a UDP
+        // socket refused the datagram. Filtered on its length like the
+        // others, so a flood of other traffic dropped there costs no record.
+        Point::UdpFailQueueRcvSkb => {
+            return Some(Spec {
+                len: Source::Arg0Member(skb_len),
+                dev: None,
+                object_arg: 2,
+                object_member: None,
+                drop_args: None,
+            })
+        }
         // TP_PROTO(struct sock *sk, const struct sk_buff *skb)
         Point::SockRcvqueueFull => {
             return Some(Spec {
@@ -167,10 +179,63 @@ fn chain_sources(point: Point, o: ChainOffsets) -> Option<Spec> {
     })
 }
 
+/// Offsets the gated programs read.
+#[derive(Debug, Clone, Copy, Default)]
+struct GatedOffsets {
+    /// `napi_struct.dev`.
+    napi_dev: i16,
+    /// `fib_nh_common.nhc_dev`.
+    nhc_dev: i16,
+}
+
+/// The events without an skb, run as gated programs (written only while a
+/// probe's receive has armed their CPU: `crate::sys::tpbtf::gated_program`),
+/// and what their records hold, under record `code`. `irq:softirq_entry`
+/// is not one: its program only notes the time, which a probe's receive
+/// writes.
+fn gated_spec(point: Point, o: GatedOffsets, code: u32) -> Option<GatedSpec> {
+    let spec = |object, len, dev| GatedSpec {
+        code,
+        net_rx_exit: false,
+        object,
+        len,
+        dev,
+    };
+    Some(match point {
+        // TP_PROTO(u32 tb_id, const struct flowi4 *flp,
+        // const struct fib_nh_common *nhc, int err): the result's device
+        // (none when the lookup failed); the table id as the length.
+        Point::FibTableLookup => spec(
+            None,
+            Some(Source::Arg(0)),
+            Some(Source::ArgMember(2, o.nhc_dev)),
+        ),
+        // TP_PROTO(const struct net *net, const struct fib6_result *res,
+        // struct fib6_table *table, const struct flowi6 *flp): no device read.
+        Point::Fib6TableLookup => spec(None, None, None),
+        // TP_PROTO(struct napi_struct *napi, int work, int budget): the
+        // NAPI instance, the packets it handled, its device (none for a
+        // CPU's backlog).
+        Point::NapiPoll => spec(
+            Some(Source::Arg(0)),
+            Some(Source::Arg(1)),
+            Some(Source::ArgMember(0, o.napi_dev)),
+        ),
+        // TP_PROTO(unsigned int vec_nr)
+        Point::SoftirqExitNetRx => GatedSpec {
+            net_rx_exit: true,
+            ..spec(None, None, None)
+        },
+        _ => return None,
+    })
+}
+
 /// True for the tracepoints the `tp_btf` tracer runs as programs (the
 /// others go to perf).
 pub fn runs_as_program(point: Point) -> bool {
     sources(point, 0, 0).is_some()
+        || gated_spec(point, GatedOffsets::default(), 0).is_some()
+        || point == Point::SoftirqNetRx
 }
 
 fn offset(btf: &Btf, strukt: &str, path: &[&str]) -> Result<i16, BtfTracerError> {
@@ -187,12 +252,16 @@ pub struct BtfPrograms {
     links: Vec<OwnedFd>,
     /// The tracepoints run as programs (`net/net_dev_queue`…).
     pub opened: Vec<String>,
+    /// Optional tracepoints the kernel's BTF lacks (not run).
+    pub missing: Vec<String>,
     /// True when the records carry the device's namespace inode.
     pub netns: bool,
     /// `skb:kfree_skb`'s format, for naming drop reasons.
     pub reasons: Option<Format>,
     /// `--iface`: the chain map and the lost-record counter.
     iface_maps: Option<IfaceMapFds>,
+    /// The per-CPU gate of the events without an skb (None: none opened).
+    gate: Option<OwnedFd>,
 }
 
 /// Where an `--iface` program reads the IP header at `point`, for the
@@ -243,14 +312,60 @@ impl BtfPrograms {
         }
         let mut out = Self::empty(None)?;
         let (lo, hi) = filters.len;
+        let gated = tps
+            .iter()
+            .any(|t| runs_as_program(t.point) && t.point.attributed());
+        if gated {
+            out.gate = Some(tpbtf::gate_map().map_err(|source| BtfTracerError::Bpf {
+                name: "gate map".into(),
+                source,
+            })?);
+        }
+        let gate_fd = out.gate.as_ref().map(|g| g.as_raw_fd());
+        let arm = match (gate_fd, record::code_of(Point::SoftirqNetRx)) {
+            (Some(gate), Some(softirq_code)) => Some(Arm { gate, softirq_code }),
+            _ => None,
+        };
         for tp in tps {
+            if !runs_as_program(tp.point) {
+                continue;
+            }
+            let typedef = match trace_type(btf, tp) {
+                Ok(t) => t,
+                // An optional tracepoint this kernel lacks: left to the
+                // result's `missing`.
+                Err(_) if !tp.required => {
+                    out.missing.push(tp.path.to_string());
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if let Some(gate) = gate_fd.filter(|_| tp.point.attributed()) {
+                let (name, id) = typedef;
+                let insns = if tp.point == Point::SoftirqNetRx {
+                    tpbtf::softirq_entry_program(gate)
+                } else {
+                    let o = GatedOffsets {
+                        napi_dev: offset(btf, "napi_struct", &["dev"])?,
+                        nhc_dev: offset(btf, "fib_nh_common", &["nhc_dev"])?,
+                    };
+                    let code = record::code_of(tp.point)
+                        .ok_or_else(|| BtfTracerError::Missing(tp.path.to_string()))?;
+                    let spec = gated_spec(tp.point, o, code)
+                        .ok_or_else(|| BtfTracerError::Missing(tp.path.to_string()))?;
+                    tpbtf::gated_program(&spec, &dev, out.ring.fd(), gate)
+                };
+                out.add(tp, &insns, (name, id))?;
+                continue;
+            }
             let Some(src) = sources(tp.point, skb_len, skb_dev) else {
                 continue;
             };
             let Some(code) = record::code_of(tp.point) else {
                 continue;
             };
-            let (name, id) = trace_type(btf, tp)?;
+            let (name, id) = typedef;
+            let arm = arm.filter(|_| tp.point == Point::NetifReceiveSkb);
             let spec = ProgSpec {
                 code,
                 len: src.len,
@@ -261,12 +376,12 @@ impl BtfPrograms {
                 lo,
                 hi,
             };
-            let fd = load_spec(&spec, &dev, out.ring.fd(), id, name).or_else(|e| {
+            let fd = load_spec(&spec, &dev, out.ring.fd(), id, name, arm.as_ref()).or_else(|e| {
                 // A kernel whose verifier will not walk to the namespace:
                 // the same program without it.
                 if dev.netns.is_some() {
                     let without = DevOffsets { netns: None, ..dev };
-                    let fd = load_spec(&spec, &without, out.ring.fd(), id, name)?;
+                    let fd = load_spec(&spec, &without, out.ring.fd(), id, name, arm.as_ref())?;
                     dev = without;
                     Ok(fd)
                 } else {
@@ -294,9 +409,11 @@ impl BtfPrograms {
             progs: Vec::new(),
             links: Vec::new(),
             opened: Vec::new(),
+            missing: Vec::new(),
             netns: false,
             reasons: None,
             iface_maps,
+            gate: None,
         })
     }
 
@@ -361,18 +478,30 @@ impl BtfPrograms {
                 forget: matches!(tp.point, Point::KfreeSkb | Point::ConsumeSkb),
             };
             let insns = tpbtf::iface_program(&spec, &dev, fds);
-            let short: String = name.chars().take(12).collect();
-            let fd = tpbtf::load(&insns, id, &format!("lr_{short}")).map_err(|source| {
-                BtfTracerError::Bpf {
-                    name: tp.path.to_string(),
-                    source,
-                }
-            })?;
-            out.progs.push((tp.path.to_string(), fd));
-            out.opened.push(tp.path.to_string());
+            out.add(tp, &insns, (name, id))?;
         }
         out.netns = true;
         Ok(out)
+    }
+
+    /// Loads `insns` for `tp` (its name and `btf_trace_` typedef id) and
+    /// keeps it, to attach later.
+    fn add(
+        &mut self,
+        tp: &Tracepoint,
+        insns: &[crate::sys::bpf::BpfInsn],
+        (name, id): (&str, u32),
+    ) -> Result<(), BtfTracerError> {
+        let short: String = name.chars().take(12).collect();
+        let fd = tpbtf::load(insns, id, &format!("lr_{short}")).map_err(|source| {
+            BtfTracerError::Bpf {
+                name: tp.path.to_string(),
+                source,
+            }
+        })?;
+        self.progs.push((tp.path.to_string(), fd));
+        self.opened.push(tp.path.to_string());
+        Ok(())
     }
 
     /// `--iface`: records the ring refused so far (0 for a probe journey).
@@ -434,8 +563,9 @@ fn load_spec(
     ring: i32,
     id: u32,
     name: &str,
+    arm: Option<&Arm>,
 ) -> Result<OwnedFd, BpfError> {
-    let insns = tpbtf::program(spec, dev, ring);
+    let insns = tpbtf::program(spec, dev, ring, arm);
     let short: String = name.chars().take(12).collect();
     tpbtf::load(&insns, id, &format!("lr_{short}"))
 }

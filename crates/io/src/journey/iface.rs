@@ -18,7 +18,7 @@ use linerate_core::journey::format::Format;
 use linerate_core::journey::iface::{
     summarise, Chains, Iface, IfaceConfig, IfaceResult, MAX_EVENTS,
 };
-use linerate_core::journey::{Backend, Event, TracerInfo, TRACEPOINTS};
+use linerate_core::journey::{left_out, Backend, Event, TracerInfo, TRACEPOINTS};
 use linerate_core::progress::Progress;
 
 use super::btf::{runs_for_iface, BtfPrograms, RINGBUF_BYTES};
@@ -225,11 +225,9 @@ pub fn run(
         clock: "CLOCK_MONOTONIC (bpf_ktime_get_ns)".into(),
         opened: opened.clone(),
         missing: Vec::new(),
-        left_out: TRACEPOINTS
-            .iter()
-            .filter(|t| !opened.iter().any(|o| o == t.path))
-            .map(|t| t.path.to_string())
-            .collect(),
+        left_out: left_out(&opened, |_| {
+            "not used by --iface (its programs follow packets by headers and skb address)"
+        }),
         filters: vec![format!("in BPF, on the headers: {}", cfg.filter)],
         kprobes,
         function_level: function_level(kprobes),

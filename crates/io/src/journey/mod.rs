@@ -21,9 +21,9 @@ use std::time::Duration;
 
 use linerate_core::journey::format::FormatError;
 use linerate_core::journey::{
-    follow, hints, summarise, tracepoints, Backend, Config, Cost, Device, Event, JourneyResult,
-    Point, ProbeSent, Proto, Rates, Tracepoint, TracerInfo, L2_OVERHEAD, LEN_SLOTS, LEN_STEP,
-    TRACEPOINTS,
+    attribute, follow, hints, left_out, summarise, tracepoints, Backend, Config, Cost, Device,
+    Event, JourneyResult, Point, ProbeSent, Proto, Rates, Tracepoint, TracerInfo, L2_OVERHEAD,
+    LEN_SLOTS, LEN_STEP,
 };
 use linerate_core::progress::Progress;
 
@@ -232,7 +232,7 @@ pub fn run(
         len: cfg.len_range(),
         dport: port,
     };
-    let set = tracepoints(cfg.all_events);
+    let set = tracepoints(cfg.all_events, cfg.backend != Backend::Perf);
     let mut tracer = Tracer::open_with(&fs, &set, filters, cfg.backend)?;
     progress.step(&format!(
         "tracing {} tracepoints on {} CPUs; sending {} probes from {} to {}:{port}",
@@ -293,11 +293,15 @@ pub fn run(
         clock: "CLOCK_MONOTONIC (bpf_ktime_get_ns in tp_btf programs, perf use_clockid for perf samples, clock_gettime for sendto/recvfrom)".into(),
         opened: tracer.opened.clone(),
         missing: tracer.missing.clone(),
-        left_out: TRACEPOINTS
-            .iter()
-            .filter(|t| !set.contains(t))
-            .map(|t| t.path.to_string())
-            .collect(),
+        left_out: left_out(&tracer.opened, |t| {
+            if t.point.iface_only() {
+                "opened by --iface only (it fires for every buffer the host frees)"
+            } else if !set.contains(t) {
+                "records every packet of the host with this tracer (--all-events opens it)"
+            } else {
+                "missing on this kernel"
+            }
+        }),
         filters: tracer.filters.clone(),
         kprobes,
         function_level: function_level(kprobes),
@@ -311,7 +315,8 @@ pub fn run(
         events.len(),
         received.len()
     ));
-    let paths = follow(cfg, &target.devices, &probes, &events, &received);
+    let mut paths = follow(cfg, &target.devices, &probes, &events, &received);
+    let attribution = attribute(&mut paths, &target.devices, &events);
     let s = summarise(&paths, &target.devices, &target.topology);
     let cost = if cfg.cost_ns > 0 && !stop.load(Ordering::Relaxed) {
         progress.step("measuring the tracer's cost (UDP 1472 B, one datagram in 100 traced)");
@@ -340,6 +345,7 @@ pub fn run(
         rate_pps: cfg.rate_pps,
         tracer: info,
         probes: counts,
+        attribution,
         steps: s.steps,
         gaps: s.gaps,
         drops: s.drops,

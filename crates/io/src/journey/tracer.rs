@@ -125,6 +125,13 @@ impl Tracer {
         };
         let mut leaders: Vec<Option<usize>> = vec![None; cpus as usize];
         for tp in tracepoints {
+            if t.programs
+                .as_ref()
+                .is_some_and(|p| p.missing.iter().any(|m| m == tp.path))
+            {
+                t.missing.push(tp.path.to_string());
+                continue;
+            }
             if t.programs.is_some() && runs_as_program(tp.point) {
                 if tp.point == linerate_core::journey::Point::KfreeSkb {
                     // Drop reasons are named from the tracepoint's format.
@@ -134,10 +141,24 @@ impl Tracer {
                     }
                 }
                 t.opened.push(tp.path.to_string());
-                t.filters.push(format!(
-                    "{}: len >= {} && len <= {} (in BPF)",
-                    tp.path, filters.len.0, filters.len.1
-                ));
+                t.filters
+                    .push(if tp.point == linerate_core::journey::Point::SoftirqNetRx {
+                        format!(
+                            "{}: NET_RX entry time kept in BPF, written by a probe's \
+                         netif_receive_skb on that CPU",
+                            tp.path
+                        )
+                    } else if tp.point.attributed() {
+                        format!(
+                            "{}: only while a probe's receive armed its CPU (in BPF; no skb)",
+                            tp.path
+                        )
+                    } else {
+                        format!(
+                            "{}: len >= {} && len <= {} (in BPF)",
+                            tp.path, filters.len.0, filters.len.1
+                        )
+                    });
                 continue;
             }
             let text = match fs.format(tp.path) {
@@ -234,9 +255,10 @@ impl Tracer {
             }
         } else {
             format!(
-                "tp_btf programs assembled in linerate (filter on the length in BPF, then \
-                 bpf_ringbuf_output without wake-up; time bpf_ktime_get_ns) for {}; {perf} for \
-                 the others",
+                "tp_btf programs assembled in linerate (filter on the length in BPF — the \
+                 events without an skb only while a probe's netif_receive_skb armed their CPU —, \
+                 then bpf_ringbuf_output without wake-up; time bpf_ktime_get_ns) for {}; {perf} \
+                 for the others",
                 self.programs_opened.join(", ")
             )
         }

@@ -155,8 +155,14 @@ fn load_object_and_len(spec: &ProgSpec) -> Vec<BpfInsn> {
     p
 }
 
-/// The program of `spec`, writing to ring buffer `map_fd`.
-pub(crate) fn program(spec: &ProgSpec, dev: &DevOffsets, map_fd: i32) -> Vec<BpfInsn> {
+/// The program of `spec`, writing to ring buffer `map_fd`; with `arm`,
+/// a record written also arms the CPU's gate (see [`arm_tail`]).
+pub(crate) fn program(
+    spec: &ProgSpec,
+    dev: &DevOffsets,
+    map_fd: i32,
+    arm: Option<&Arm>,
+) -> Vec<BpfInsn> {
     let mut p = load_object_and_len(spec);
     // The filter: jumps to the end, patched below. The bounds are at most
     // a few thousand bytes; `as i32` keeps them (checked by the caller).
@@ -170,6 +176,9 @@ pub(crate) fn program(spec: &ProgSpec, dev: &DevOffsets, map_fd: i32) -> Vec<Bpf
         BpfInsn::st_imm(BpfSize::Dw, FP, slot(record::TRANSPORT), 0),
     ]);
     p.extend(record_tail(spec, dev, map_fd));
+    if let Some(arm) = arm {
+        p.extend(arm_tail(arm, map_fd));
+    }
     let end = p.len();
     for at in to_end {
         // Jump offsets count from the next instruction; programs are short.
@@ -208,18 +217,18 @@ fn record_tail(spec: &ProgSpec, dev: &DevOffsets, map_fd: i32) -> Vec<BpfInsn> {
         ]);
     }
     if let Some(from) = spec.dev {
-        p.extend(load_value(DEV, from, BpfSize::Dw));
+        let mut block = Vec::new();
         if let Some(off) = dev.ifindex {
-            p.push(BpfInsn::ldx(BpfSize::W, 1, DEV, off));
-            p.push(BpfInsn::stx(BpfSize::W, FP, slot(record::IFINDEX), 1));
+            block.push(BpfInsn::ldx(BpfSize::W, 1, DEV, off));
+            block.push(BpfInsn::stx(BpfSize::W, FP, slot(record::IFINDEX), 1));
         }
         if let Some((net, inum)) = dev.netns {
-            p.push(BpfInsn::ldx(BpfSize::Dw, 1, DEV, net));
-            p.push(BpfInsn::ldx(BpfSize::W, 1, 1, inum));
-            p.push(BpfInsn::stx(BpfSize::W, FP, slot(record::NETNS), 1));
+            block.push(BpfInsn::ldx(BpfSize::Dw, 1, DEV, net));
+            block.push(BpfInsn::ldx(BpfSize::W, 1, 1, inum));
+            block.push(BpfInsn::stx(BpfSize::W, FP, slot(record::NETNS), 1));
         }
         if let Some(off) = dev.name {
-            p.extend([
+            block.extend([
                 BpfInsn::mov64_reg(1, FP),
                 BpfInsn::add64_imm(1, i32::from(slot(record::NAME))),
                 BpfInsn::mov64_imm(2, 16),
@@ -228,6 +237,20 @@ fn record_tail(spec: &ProgSpec, dev: &DevOffsets, map_fd: i32) -> Vec<BpfInsn> {
                 BpfInsn::call(FN_PROBE_READ_KERNEL),
             ]);
         }
+        // No device (a NULL pointer on the way: a failed FIB lookup's
+        // next hop, a backlog's NAPI): its fields stay zero. Programs are
+        // short: the offsets fit.
+        let skip = block.len() as i16;
+        match from {
+            Source::ArgMember(n, off) => p.extend([
+                BpfInsn::ldx(BpfSize::Dw, DEV, CTX, n * 8),
+                BpfInsn::new(JMP_JEQ_K, DEV, 0, skip + 2, 0),
+                BpfInsn::ldx(BpfSize::Dw, DEV, DEV, off),
+            ]),
+            other => p.extend(load_value(DEV, other, BpfSize::Dw)),
+        }
+        p.push(BpfInsn::new(JMP_JEQ_K, DEV, 0, skip, 0));
+        p.extend(block);
     }
     p.extend(BpfInsn::ld_map_fd(1, map_fd));
     p.extend([
@@ -611,6 +634,209 @@ fn judge(a: &mut Asm, f: &IfaceFilter, [unknown, emit, exit]: [usize; 3], chains
     a.goto(exit);
 }
 
+/// The gate's stack slot for a map key (u32), below the record.
+const GATE_KEY: i16 = -record::SIZE - 8;
+/// Gate map slot: the time (ns) a probe's receive armed the CPU, 0 when
+/// disarmed.
+pub(crate) const GATE_ARMED: i32 = 0;
+/// Gate map slot: the time of the CPU's last NET_RX softirq entry (0: taken).
+pub(crate) const GATE_SOFTIRQ: i32 = 1;
+/// An armed gate opens for events at most this long after the arming
+/// receive (the NET_RX softirq that ran it ends well before).
+pub(crate) const GATE_OPEN_NS: i32 = 1_000_000;
+/// `BPF_ALU64 | BPF_SUB | BPF_X`.
+const ALU64_SUB_X: u8 = 0x1f;
+
+/// What a probe's receive does to the per-CPU gate map (`BPF_MAP_TYPE_PERCPU_ARRAY`,
+/// two u64 slots): the events that carry no skb (FIB lookups, NAPI polls,
+/// the NET_RX softirq's exit) are written only while their CPU is armed,
+/// so the packets that are not probes cost them a map lookup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Arm {
+    /// The gate map.
+    pub gate: i32,
+    /// The record code of the NET_RX softirq entry (written from the time
+    /// the entry program left in [`GATE_SOFTIRQ`]).
+    pub softirq_code: u32,
+}
+
+/// `r0 = &gate[slot]` for this CPU; jumps to `none` when the lookup fails.
+fn gate_slot(a: &mut Asm, gate: i32, slot: i32, none: usize) {
+    a.push(BpfInsn::st_imm(BpfSize::W, FP, GATE_KEY, slot));
+    a.extend(BpfInsn::ld_map_fd(1, gate));
+    a.extend([
+        BpfInsn::mov64_reg(2, FP),
+        BpfInsn::add64_imm(2, i32::from(GATE_KEY)),
+        BpfInsn::call(FN_MAP_LOOKUP_ELEM),
+    ]);
+    a.jump(JMP_JEQ_K, 0, 0, none);
+}
+
+/// After a probe's record (still on the stack): arms the CPU's gate with
+/// the record's time, then writes the NET_RX softirq entry the entry
+/// program saw last on this CPU (once: the slot is cleared), as a second
+/// record with the probe's device and no skb.
+fn arm_tail(arm: &Arm, ring: i32) -> Vec<BpfInsn> {
+    let mut a = Asm::default();
+    let done = a.label();
+    gate_slot(&mut a, arm.gate, GATE_ARMED, done);
+    a.extend([
+        BpfInsn::ldx(BpfSize::Dw, 1, FP, slot(record::TIME)),
+        BpfInsn::stx(BpfSize::Dw, 0, 0, 1),
+    ]);
+    gate_slot(&mut a, arm.gate, GATE_SOFTIRQ, done);
+    a.push(BpfInsn::ldx(BpfSize::Dw, 1, 0, 0));
+    a.jump(JMP_JEQ_K, 1, 0, done);
+    a.extend([
+        BpfInsn::st_imm(BpfSize::Dw, 0, 0, 0),
+        BpfInsn::stx(BpfSize::Dw, FP, slot(record::TIME), 1),
+        BpfInsn::st_imm(BpfSize::W, FP, slot(record::CODE), arm.softirq_code as i32),
+        BpfInsn::st_imm(BpfSize::Dw, FP, slot(record::ADDR), 0),
+        BpfInsn::st_imm(BpfSize::W, FP, slot(record::LEN), 0),
+    ]);
+    a.extend(BpfInsn::ld_map_fd(1, ring));
+    a.extend([
+        BpfInsn::mov64_reg(2, FP),
+        BpfInsn::add64_imm(2, i32::from(-record::SIZE)),
+        BpfInsn::mov64_imm(3, i32::from(record::SIZE)),
+        BpfInsn::mov64_imm(4, BPF_RB_NO_WAKEUP),
+        BpfInsn::call(FN_RINGBUF_OUTPUT),
+    ]);
+    a.bind(done);
+    a.finish()
+}
+
+/// The program of `irq:softirq_entry`: on a NET_RX entry, the time into
+/// the CPU's [`GATE_SOFTIRQ`] slot (no record: a probe's receive writes it).
+pub(crate) fn softirq_entry_program(gate: i32) -> Vec<BpfInsn> {
+    let mut a = Asm::default();
+    let exit = a.label();
+    a.extend([
+        BpfInsn::mov64_reg(CTX, 1),
+        BpfInsn::ldx(BpfSize::Dw, 1, CTX, 0),
+    ]);
+    a.jump(JMP32_JNE_K, 1, NET_RX, exit);
+    gate_slot(&mut a, gate, GATE_SOFTIRQ, exit);
+    a.extend([
+        BpfInsn::mov64_reg(ARG0, 0),
+        BpfInsn::call(FN_KTIME_GET_NS),
+        BpfInsn::stx(BpfSize::Dw, ARG0, 0, 0),
+    ]);
+    a.bind(exit);
+    a.extend([BpfInsn::mov64_imm(0, 0), BpfInsn::exit()]);
+    a.finish()
+}
+
+/// `enum softirq` NET_RX.
+const NET_RX: i32 = 3;
+
+/// A gated event's program: what it reads once its CPU's gate is open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct GatedSpec {
+    /// The record code.
+    pub code: u32,
+    /// Only for the NET_RX vector (argument 0); the gate closes after it.
+    pub net_rx_exit: bool,
+    /// The address the record holds (None: zero).
+    pub object: Option<Source>,
+    /// The value in the record's length field (None: zero).
+    pub len: Option<Source>,
+    /// The device (None: the record has none).
+    pub dev: Option<Source>,
+}
+
+/// A gated event's program: returns unless its CPU's gate was armed by a
+/// probe's receive less than [`GATE_OPEN_NS`] ago, then writes its record
+/// (the NET_RX softirq's exit also disarms the gate).
+pub(crate) fn gated_program(
+    spec: &GatedSpec,
+    dev: &DevOffsets,
+    ring: i32,
+    gate: i32,
+) -> Vec<BpfInsn> {
+    let mut a = Asm::default();
+    let exit = a.label();
+    a.push(BpfInsn::mov64_reg(CTX, 1));
+    if spec.net_rx_exit {
+        a.push(BpfInsn::ldx(BpfSize::Dw, 1, CTX, 0));
+        a.jump(JMP32_JNE_K, 1, NET_RX, exit);
+    }
+    gate_slot(&mut a, gate, GATE_ARMED, exit);
+    a.extend([
+        BpfInsn::mov64_reg(ARG0, 0),
+        BpfInsn::ldx(BpfSize::Dw, LEN, 0, 0),
+    ]);
+    a.jump(JMP_JEQ_K, LEN, 0, exit);
+    if spec.net_rx_exit {
+        a.push(BpfInsn::st_imm(BpfSize::Dw, ARG0, 0, 0));
+    }
+    a.push(BpfInsn::call(FN_KTIME_GET_NS));
+    a.alu(ALU64_SUB_X, 0, LEN, 0);
+    a.jump(JMP_JGT_K, 0, GATE_OPEN_NS, exit);
+    match spec.object {
+        Some(from) => a.extend(load_value(ARG0, from, BpfSize::Dw)),
+        None => a.push(BpfInsn::mov64_imm(ARG0, 0)),
+    }
+    match spec.len {
+        Some(from) => {
+            a.extend(load_value(LEN, from, BpfSize::W));
+            a.push(BpfInsn::mov32_reg(LEN, LEN));
+        }
+        None => a.push(BpfInsn::mov64_imm(LEN, 0)),
+    }
+    a.extend([
+        BpfInsn::st_imm(BpfSize::Dw, FP, slot(record::VERSION), 0),
+        BpfInsn::st_imm(BpfSize::Dw, FP, slot(record::TRANSPORT), 0),
+    ]);
+    let tail = ProgSpec {
+        code: spec.code,
+        len: Source::Arg(0),
+        dev: spec.dev,
+        object_arg: 0,
+        object_member: None,
+        drop_args: None,
+        lo: 0,
+        hi: 0,
+    };
+    a.extend(record_tail(&tail, dev, ring));
+    a.bind(exit);
+    a.extend([BpfInsn::mov64_imm(0, 0), BpfInsn::exit()]);
+    a.finish()
+}
+
+/// `BPF_MAP_TYPE_PERCPU_ARRAY`.
+const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
+
+/// Creates the per-CPU gate map (two u64 slots: [`GATE_ARMED`],
+/// [`GATE_SOFTIRQ`]).
+pub(crate) fn gate_map() -> Result<OwnedFd, BpfError> {
+    create_map(BPF_MAP_TYPE_PERCPU_ARRAY, 4, 2, "lr_gate")
+}
+
+/// A map of u64 values.
+fn create_map(
+    map_type: u32,
+    key_size: u32,
+    max_entries: u32,
+    name: &str,
+) -> Result<OwnedFd, BpfError> {
+    let mut attr = MapCreateAttr {
+        map_type,
+        key_size,
+        value_size: 8,
+        max_entries,
+        map_name: super::bpf::name16(name.as_bytes()),
+        ..MapCreateAttr::default()
+    };
+    bpf(BPF_MAP_CREATE, &mut attr)
+        .and_then(owned)
+        .map_err(|source| BpfError {
+            cmd: "BPF_MAP_CREATE",
+            source,
+            log: None,
+        })
+}
+
 /// `BPF_MAP_TYPE_ARRAY`.
 const BPF_MAP_TYPE_ARRAY: u32 = 2;
 /// `BPF_MAP_TYPE_LRU_HASH`.
@@ -631,26 +857,9 @@ pub(crate) struct IfaceMapFds {
 impl IfaceMapFds {
     /// Creates both maps.
     pub(crate) fn new() -> Result<Self, BpfError> {
-        let create = |map_type, key_size, max_entries, name: &str| {
-            let mut attr = MapCreateAttr {
-                map_type,
-                key_size,
-                value_size: 8,
-                max_entries,
-                map_name: super::bpf::name16(name.as_bytes()),
-                ..MapCreateAttr::default()
-            };
-            bpf(BPF_MAP_CREATE, &mut attr)
-                .and_then(owned)
-                .map_err(|source| BpfError {
-                    cmd: "BPF_MAP_CREATE",
-                    source,
-                    log: None,
-                })
-        };
         Ok(Self {
-            chains: create(BPF_MAP_TYPE_LRU_HASH, 8, CHAIN_ENTRIES, "lr_chains")?,
-            lost: create(BPF_MAP_TYPE_ARRAY, 4, 1, "lr_lost")?,
+            chains: create_map(BPF_MAP_TYPE_LRU_HASH, 8, CHAIN_ENTRIES, "lr_chains")?,
+            lost: create_map(BPF_MAP_TYPE_ARRAY, 4, 1, "lr_lost")?,
         })
     }
 
@@ -906,7 +1115,7 @@ mod tests {
             lo: 100,
             hi: 217,
         };
-        let p = program(&spec, &DevOffsets::default(), 5);
+        let p = program(&spec, &DevOffsets::default(), 5, None);
         let bytes = |i: &BpfInsn| i.to_le_bytes();
         // r8 = *(u32 *)(r7 + 112): BPF_LDX|BPF_MEM|BPF_W = 0x61.
         assert_eq!(bytes(&p[2]), [0x61, 0x78, 112, 0, 0, 0, 0, 0]);
@@ -942,7 +1151,7 @@ mod tests {
             name: Some(300),
             netns: Some((400, 8)),
         };
-        let p = program(&spec, &dev, 5);
+        let p = program(&spec, &dev, 5, None);
         let b: Vec<[u8; 8]> = p.iter().map(|i| i.to_le_bytes()).collect();
         // r8 = *(u64 *)(r6 + 8) (the second argument), then w8 = w8.
         assert_eq!(b[2], [0x79, 0x68, 8, 0, 0, 0, 0, 0]);
