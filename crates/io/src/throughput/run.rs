@@ -171,7 +171,8 @@ fn run_client(
 }
 
 /// One test with `params` over loopback against a server on a thread of
-/// this process (what `linerate demo` shows), without progress.
+/// this process, without progress (`linerate throughput --in-process`
+/// starts the same server: [`LocalServer`]).
 pub fn loopback(params: ThroughputParams) -> Result<Envelope<ThroughputResult>, RunError> {
     let server = LocalServer::start(None, SocketAddr::from(([127, 0, 0, 1], 0)))?;
     let cfg = Config::new(Target::Server(server.addr()), vec![params], None)?;
