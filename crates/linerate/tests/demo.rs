@@ -21,6 +21,10 @@ fn bed_of(name: &str) -> String {
     format!("sc-{}", &l.hash[..8])
 }
 
+/// The root tests bring up the same beds (a scenario's bed is named by its
+/// hash): one at a time.
+static BEDS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn beds_listed() -> String {
     common::json_of(&["testbed", "list", "--json"]).to_string()
 }
@@ -51,6 +55,9 @@ fn as_root_the_bed_parts_run_shortened() {
     if !linerate_bed::privileges::require("demo_bed_parts_as_root") {
         return;
     }
+    let _one = BEDS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let beds: Vec<String> = BED_PARTS.iter().map(|p| bed_of(p.scenario)).collect();
     let _swept: Vec<common::Swept> = beds.iter().cloned().map(common::Swept).collect();
     let o = common::linerate(&["--no-save", "demo", "--json"]);
@@ -90,6 +97,9 @@ fn sigint_during_a_bed_part_ends_the_tour_and_removes_the_bed() {
     if !linerate_bed::privileges::require("demo_sigint_removes_the_bed") {
         return;
     }
+    let _one = BEDS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let bed = bed_of(BED_PARTS[0].scenario);
     let _swept = common::Swept(bed.clone());
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_linerate"))
