@@ -404,10 +404,16 @@ pub fn serve(name: &str, state_dir: &Path) -> Result<(), BedError> {
         return Err(BedError::Invalid(format!("bed '{name}' has no cable")));
     };
     let capacity = io_emu::calibrate(first, &a.netns, &a.iface, CALIBRATION_S).map_err(emu_err)?;
+    let delivery = io_emu::measure_delivery(first, &a.netns, &a.iface).map_err(emu_err)?;
     let stats = stats_path(state_dir, name);
     let stop = AtomicBool::new(false);
     let seed = linerate_io::host::unix_now_ns();
-    io_emu::run(&cables, Some(capacity), &stats, &stop, seed).map_err(emu_err)
+    let start = io_emu::Start {
+        capacity: Some(capacity),
+        delivery,
+        poll: record.spec.emu_poll,
+    };
+    io_emu::run(&cables, &start, &stats, &stop, seed).map_err(emu_err)
 }
 
 /// A reading of a bed's emulator counters, to subtract from a later one.

@@ -352,6 +352,11 @@ pub struct BedSpec {
     /// (the link beyond the emulator's measured limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shaper_note: Option<String>,
+    /// The emulator polls its ports between frames instead of sleeping
+    /// (`--emu-poll`): it notices a frame at once, at the cost of a CPU
+    /// while traffic flows.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub emu_poll: bool,
 }
 
 fn legacy_shaper() -> Shaper {
@@ -487,6 +492,7 @@ impl BedSpec {
             shaper: Shaper::Tbf,
             impair: Impair::default(),
             shaper_note: None,
+            emu_poll: false,
         }
     }
 
@@ -550,6 +556,13 @@ impl BedSpec {
                 self.impair.settings().join(", "),
                 self.shaper.as_str()
             )));
+        }
+        if self.emu_poll && !self.uses_emulator() {
+            return Err(BedError::Invalid(
+                "--emu-poll sets how the link emulator waits: it needs --shaper emu and a \
+                 --link or an impairment"
+                    .into(),
+            ));
         }
         if self.impair.limit.is_some() && self.link.is_none() {
             return Err(BedError::Invalid(

@@ -109,6 +109,19 @@ impl BedRecord {
                     t.timer_overshoot_p99_ns as f64 / 1e3,
                     t.wake_margin_ns as f64 / 1e3
                 ));
+                if let Some(d) = t.delivery {
+                    v.push(format!(
+                        "emulator sends {:.2} µs ahead of each due time: its fastest delivery \
+                         to the far end's receive stamp at start (60-byte frames min {:.2} µs \
+                         p50 {:.2} µs, 1514-byte min {:.2} µs p50 {:.2} µs, {} each)",
+                        d.lead_ns() as f64 / 1e3,
+                        d.small_min_ns as f64 / 1e3,
+                        d.small_p50_ns as f64 / 1e3,
+                        d.large_min_ns as f64 / 1e3,
+                        d.large_p50_ns as f64 / 1e3,
+                        d.samples
+                    ));
+                }
             }
         }
         v
@@ -153,6 +166,9 @@ pub fn settings(s: &BedSpec) -> Vec<String> {
     }
     if !s.offloads.is_empty() {
         parts.push(format!("offload {}", s.offloads));
+    }
+    if s.emu_poll {
+        parts.push("emu-poll (the emulator polls between frames)".into());
     }
     if s.rps {
         parts.push("rps".into());

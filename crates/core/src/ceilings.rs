@@ -101,7 +101,14 @@ pub struct Request {
     pub repeats: Option<u32>,
     /// Parts to run (empty: all).
     pub parts: Vec<Part>,
+    /// Copy block and checksum sizes, bytes, instead of the default lists
+    /// (empty: the defaults); the packet paths keep their frame sizes.
+    pub sizes: Vec<u64>,
 }
+
+/// The largest copy block or checksum length `sizes` may ask (the default
+/// copy list's largest block).
+pub const MAX_SIZE_BYTES: u64 = 64 << 20;
 
 /// A request that cannot run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -112,6 +119,9 @@ pub enum CeilingsError {
     /// An unknown part name.
     #[error("unknown part '{0}' (copy, checksum, send, receive)")]
     UnknownPart(String),
+    /// A size out of range.
+    #[error("--sizes: {0} B is outside 1 B to {MAX_SIZE_BYTES} B")]
+    Size(u64),
 }
 
 /// The validated procedure.
@@ -157,7 +167,7 @@ impl Config {
         parts.dedup();
         const KIB: u64 = 1024;
         const MIB: u64 = 1024 * KIB;
-        let (copy_blocks, checksum_frames, packet_frames) = if req.quick {
+        let (mut copy_blocks, mut checksum_frames, packet_frames) = if req.quick {
             (
                 vec![64, 1518, 64 * KIB, MIB, 64 * MIB],
                 vec![64, 1518, 9000],
@@ -182,6 +192,19 @@ impl Config {
                 vec![64, 1518],
             )
         };
+        if !req.sizes.is_empty() {
+            if let Some(&bad) = (req.sizes.iter()).find(|&&b| b == 0 || b > MAX_SIZE_BYTES) {
+                return Err(CeilingsError::Size(bad));
+            }
+            let mut sizes = req.sizes.clone();
+            sizes.sort_unstable();
+            sizes.dedup();
+            // Checked above: at most MAX_SIZE_BYTES, which fits a u32.
+            checksum_frames = (sizes.iter())
+                .map(|&b| u32::try_from(b).unwrap_or(u32::MAX))
+                .collect();
+            copy_blocks = sizes;
+        }
         Ok(Self {
             quick: req.quick,
             parts,
@@ -594,6 +617,21 @@ mod tests {
                 ..Request::default()
             });
             assert_eq!(e, Err(CeilingsError::Repeats(bad)));
+        }
+        let sized = Config::new(&Request {
+            sizes: vec![1024, 512, 1024],
+            ..Request::default()
+        })
+        .unwrap();
+        assert_eq!(sized.copy_blocks, [512, 1024]);
+        assert_eq!(sized.checksum_frames, [512, 1024]);
+        assert_eq!(sized.packet_frames, full.packet_frames);
+        for bad in [0, MAX_SIZE_BYTES + 1] {
+            let e = Config::new(&Request {
+                sizes: vec![64, bad],
+                ..Request::default()
+            });
+            assert_eq!(e, Err(CeilingsError::Size(bad)));
         }
         assert_eq!("copy".parse::<Part>(), Ok(Part::Copy));
         assert!("memcpy".parse::<Part>().is_err());

@@ -515,7 +515,20 @@ pub struct Timing {
     /// It wakes this long before a departure and busy-waits the rest, ns
     /// ([`Timing::margin_for`] of the overshoot).
     pub wake_margin_ns: u64,
+    /// How long its send took to reach the far end at start; it calls its
+    /// send [`Delivery::lead_ns`] before each due time. None: not measured
+    /// (it sends at the due time).
+    #[serde(default)]
+    pub delivery: Option<Delivery>,
+    /// It polls its ports between frames (for [`POLL_WINDOW_NS`] after the
+    /// last one) instead of sleeping until the next.
+    #[serde(default)]
+    pub polls: bool,
 }
+
+/// How long a polling emulator goes on polling after the last frame it
+/// saw before it sleeps again, ns.
+pub const POLL_WINDOW_NS: u64 = 10_000_000;
 
 /// The shortest wake margin, ns: a departure is busy-waited for at least
 /// this long (the wake-up itself and the loop's own turn).
@@ -598,6 +611,58 @@ pub struct Capacity {
     /// ring never overflowed): the figure is the source's rate, so the
     /// emulator's limit is at least this.
     pub source_limited: bool,
+}
+
+/// How long the emulator's send takes to reach the far end, measured at
+/// bed start: from just before its send call (CLOCK_REALTIME) to the far
+/// end's kernel receive stamp, for minimum-size (60-byte) and full-size
+/// (1514-byte) calibration frames sent one at a time to an idle host.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Delivery {
+    /// Frames measured, each size.
+    pub samples: u32,
+    /// The fastest 60-byte frame, ns.
+    pub small_min_ns: u64,
+    /// The median 60-byte frame, ns.
+    pub small_p50_ns: u64,
+    /// The fastest 1514-byte frame, ns.
+    pub large_min_ns: u64,
+    /// The median 1514-byte frame, ns.
+    pub large_p50_ns: u64,
+}
+
+/// Fewest frames of each size a [`Delivery`] must rest on to be used.
+pub const DELIVERY_MIN_SAMPLES: usize = 20;
+
+impl Delivery {
+    /// From the measured times of each size, ns; None when either size
+    /// has fewer than [`DELIVERY_MIN_SAMPLES`].
+    pub fn of(small: &[u64], large: &[u64]) -> Option<Self> {
+        if small.len() < DELIVERY_MIN_SAMPLES || large.len() < DELIVERY_MIN_SAMPLES {
+            return None;
+        }
+        let sorted = |v: &[u64]| {
+            let mut v = v.to_vec();
+            v.sort_unstable();
+            v
+        };
+        let (s, l) = (sorted(small), sorted(large));
+        Some(Self {
+            samples: s.len().min(l.len()) as u32,
+            small_min_ns: s[0],
+            small_p50_ns: s[s.len() / 2],
+            large_min_ns: l[0],
+            large_p50_ns: l[l.len() / 2],
+        })
+    }
+
+    /// The send lead: how much earlier than a frame's due time the
+    /// emulator calls its send, ns: the fastest delivery of either size,
+    /// so that no frame reaches the far end before its due time unless
+    /// the kernel delivers faster than it ever did at start.
+    pub fn lead_ns(&self) -> u64 {
+        self.small_min_ns.min(self.large_min_ns)
+    }
 }
 
 /// Why a bed asked for no particular shaper gets tbf instead of the
@@ -1107,6 +1172,22 @@ mod tests {
         assert_eq!(assess(&a)[0].code, "emulator_unaccounted");
         a.shaper = Shaper::Tbf;
         assert!(assess(&a).is_empty());
+    }
+
+    #[test]
+    fn the_send_lead_is_the_fastest_delivery_of_either_size() {
+        let small: Vec<u64> = (0..40).map(|i| 1_500 + 10 * i).collect();
+        let large: Vec<u64> = (0..40).map(|i| 1_450 + 20 * (39 - i)).collect();
+        let d = Delivery::of(&small, &large).expect("enough samples");
+        assert_eq!((d.small_min_ns, d.large_min_ns), (1_500, 1_450));
+        assert_eq!((d.small_p50_ns, d.large_p50_ns), (1_700, 1_850));
+        assert_eq!(d.lead_ns(), 1_450);
+        assert_eq!(d.samples, 40);
+        // Too few frames of one size: no lead at all (sends at the due time).
+        assert_eq!(
+            Delivery::of(&small, &large[..DELIVERY_MIN_SAMPLES - 1]),
+            None
+        );
     }
 
     #[test]

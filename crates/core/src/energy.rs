@@ -198,7 +198,7 @@ pub fn per_unit(joules: f64, bytes: u64, packets: u64) -> (Option<f64>, Option<f
 }
 
 /// The one energy flag of a result: `energy` (info) with joules, joules per
-/// gigabyte and microjoules per packet, or `energy_unavailable` (info,
+/// gigabyte, microjoules per packet and the mean power (watts), or `energy_unavailable` (info,
 /// "energy: not available here (no RAPL)"). Every measuring command adds
 /// exactly one of them.
 pub fn flag(energy: &Energy, bytes: u64, packets: u64) -> Flag {
@@ -231,6 +231,9 @@ pub fn flag(energy: &Energy, bytes: u64, packets: u64) -> Flag {
             }
             if let Some(j) = per_packet {
                 f = f.with("energy_uj_per_packet", j * 1e6);
+            }
+            if *seconds > 0.0 {
+                f = f.with("power_w", joules / seconds);
             }
             f
         }
@@ -337,6 +340,8 @@ mod tests {
         let per_pkt = f.evidence["energy_uj_per_packet"].as_f64().unwrap();
         assert!((per_pkt - j).abs() < 1e-9, "{per_pkt}");
         assert_eq!(f.evidence["source"], "powercap: package-0, package-1");
+        let watts = f.evidence["power_w"].as_f64().unwrap();
+        assert!((watts - j / 2.0).abs() < 1e-12, "{watts}");
         let none = flag(
             &Energy::Unavailable {
                 reason: "no powercap".into(),

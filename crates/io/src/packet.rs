@@ -409,18 +409,8 @@ impl FrameGenerator {
         path: Generator,
         threads: usize,
     ) -> Result<Self, PacketError> {
-        let sock_err = |what| {
-            let iface = iface.to_string();
-            move |source| PacketError::Socket {
-                what,
-                iface,
-                source,
-            }
-        };
-        let index = raw::ifindex(iface).map_err(|source| PacketError::NoInterface {
-            iface: iface.to_string(),
-            source,
-        })?;
+        let sock_err = |what| socket_error(iface, what);
+        let index = interface_index(iface)?;
         let mac = raw::hwaddr(iface).map_err(sock_err("SIOCGIFHWADDR"))?;
         if qdisc_bypass {
             if let Some(qdisc) = shaping_qdisc(iface) {
@@ -873,22 +863,33 @@ pub struct Receiver {
     pub frames_seen: u64,
 }
 
+/// The index of `iface` (in the calling thread's namespace).
+pub(crate) fn interface_index(iface: &str) -> Result<u32, PacketError> {
+    raw::ifindex(iface).map_err(|source| PacketError::NoInterface {
+        iface: iface.to_string(),
+        source,
+    })
+}
+
+/// Maps a failed socket call `what` on `iface` to its error.
+pub(crate) fn socket_error(
+    iface: &str,
+    what: &'static str,
+) -> impl FnOnce(io::Error) -> PacketError {
+    let iface = iface.to_string();
+    move |source| PacketError::Socket {
+        what,
+        iface,
+        source,
+    }
+}
+
 impl Receiver {
     /// A receiver on `iface` (in the calling thread's namespace); each
     /// blocking wait lasts at most `poll`.
     pub fn open(iface: &str, poll: Duration) -> Result<Self, PacketError> {
-        let sock_err = |what| {
-            let iface = iface.to_string();
-            move |source| PacketError::Socket {
-                what,
-                iface,
-                source,
-            }
-        };
-        let index = raw::ifindex(iface).map_err(|source| PacketError::NoInterface {
-            iface: iface.to_string(),
-            source,
-        })?;
+        let sock_err = |what| socket_error(iface, what);
+        let index = interface_index(iface)?;
         let mac = raw::hwaddr(iface).map_err(sock_err("SIOCGIFHWADDR"))?;
         let mtu = raw::mtu(iface).map_err(sock_err("SIOCGIFMTU"))?;
         // Every protocol: IPv4 and IPv6 test frames (others count as other).
@@ -948,8 +949,9 @@ impl Receiver {
                 continue;
             }
             self.frames_seen += 1;
-            let parsed = TestFrame::new_checked(&self.bufs[i][..self.lens[i]])
-                .and_then(|v| TestFrameRepr::parse(&v));
+            let got = self.lens[i].min(self.bufs[i].len());
+            let parsed =
+                TestFrame::new_checked(&self.bufs[i][..got]).and_then(|v| TestFrameRepr::parse(&v));
             match parsed {
                 Ok(r) => {
                     let rx_ns = self.stamps[i].unwrap_or_else(|| {
@@ -979,10 +981,7 @@ impl RxCounter {
     /// Fails when the interface already has an XDP program, or without
     /// CAP_BPF and CAP_NET_ADMIN.
     pub fn attach(iface: &str) -> Result<Self, PacketError> {
-        let index = raw::ifindex(iface).map_err(|source| PacketError::NoInterface {
-            iface: iface.to_string(),
-            source,
-        })?;
+        let index = interface_index(iface)?;
         let counter = XdpCounter::attach(index).map_err(|source| PacketError::XdpCount {
             iface: iface.to_string(),
             source,

@@ -7,6 +7,7 @@ use linerate_bed::{Bed, BedSpec, Feature, Topology};
 use linerate_core::ceilings::{self as core, Config, Part, Request, SCHEMA, VERSION};
 use linerate_core::progress::Progress;
 use linerate_core::result::{Envelope, Flag};
+use linerate_core::units::ByteCount;
 use linerate_io::ceilings::{RawPair, RawTarget};
 
 use crate::Failure;
@@ -23,6 +24,10 @@ pub(crate) struct CeilingsArgs {
     /// Only these parts: copy, checksum, send, receive (default: all).
     #[arg(long, value_name = "PART[,PART…]", value_delimiter = ',', value_parser = parse_part)]
     pub(crate) only: Vec<Part>,
+    /// Copy block and checksum sizes instead of the default lists (e.g.
+    /// 512,1024 or 64K); the packet paths keep their frame sizes.
+    #[arg(long, value_name = "BYTES[,BYTES…]", value_delimiter = ',')]
+    pub(crate) sizes: Vec<ByteCount>,
     /// One JSON document (schema linerate.ceilings version 1).
     #[arg(long)]
     pub(crate) json: bool,
@@ -39,6 +44,7 @@ impl CeilingsArgs {
             quick: self.quick,
             repeats: self.repeats,
             parts: self.only.clone(),
+            sizes: self.sizes.iter().map(|b| b.get()).collect(),
         }
     }
 }

@@ -127,8 +127,9 @@ pub(crate) struct Rendered {
 }
 
 /// The schemas `report` renders.
-const SCHEMAS: [&str; 6] = [
+const SCHEMAS: [&str; 7] = [
     linerate_core::calc::SCHEMA,
+    linerate_core::ceilings::SCHEMA,
     linerate_core::scenario::SCHEMA,
     linerate_core::latency::SCHEMA,
     linerate_core::throughput::model::SCHEMA,
@@ -241,6 +242,18 @@ impl Rendered {
                 (s, plot::of_rfc2544(&doc.result))
             }
             linerate_core::scenario::SCHEMA => scenario_section(v, source)?,
+            linerate_core::ceilings::SCHEMA => {
+                let doc: Envelope<linerate_core::ceilings::CeilingsResult> = typed(v, source)?;
+                let mut s = section_of(&doc, source, "linerate ceilings".to_string());
+                // Laid out as the command prints it; the flags are the
+                // section's own.
+                s.body = Doc::pre(linerate_report::ceilings::render(
+                    &doc.result,
+                    &[],
+                    linerate_report::table::Width::new(false),
+                ));
+                (s, Vec::new())
+            }
             other => bail!(
                 "{source}: `{other}` documents are not rendered by `report` (it renders {})",
                 SCHEMAS.join(", ")

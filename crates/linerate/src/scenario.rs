@@ -19,10 +19,11 @@ use crate::output::{elog, print, print_json};
 use crate::{Ctx, Failure};
 
 /// The built-in scenarios: name and file text.
-pub(crate) const BUILTIN: [(&str, &str); 3] = [
+pub(crate) const BUILTIN: [(&str, &str); 4] = [
     ("seed000", include_str!("../../../scenarios/seed000.toml")),
     ("seed001", include_str!("../../../scenarios/seed001.toml")),
     ("seed002", include_str!("../../../scenarios/seed002.toml")),
+    ("seed004", include_str!("../../../scenarios/seed004.toml")),
 ];
 
 /// The built-in scenarios that need no bed and no privileges (the loopback
@@ -266,11 +267,14 @@ fn takes_bed(command: &str) -> bool {
 }
 
 /// The command's own flags→configuration validation, where it has one
-/// that runs nothing (throughput, latency).
+/// that runs nothing (throughput, latency, ceilings).
 fn config_check(cli: &Cli) -> Result<(), Failure> {
     match &cli.command {
         Command::Throughput(a) => a.config().map(drop),
         Command::Latency(a) => crate::latency::config(a).map(drop),
+        Command::Ceilings(a) => linerate_core::ceilings::Config::new(&a.request())
+            .map(drop)
+            .map_err(Failure::from),
         _ => Ok(()),
     }
 }

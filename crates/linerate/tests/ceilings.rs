@@ -1,5 +1,5 @@
 //! `linerate ceilings`: the published schema, the real `--quick --json`
-//! document validated and read back, the table naming its methods and CPU
+//! document validated and read back, `--sizes`, the table naming its methods and CPU
 //! features, and usage errors.
 #![allow(clippy::unwrap_used)]
 
@@ -141,6 +141,33 @@ fn table_names_methods_and_cpu_features() {
 }
 
 #[test]
+fn sizes_replace_the_copy_and_checksum_lists() {
+    let v = common::json_of(&[
+        "ceilings",
+        "--quick",
+        "--only",
+        "copy,checksum",
+        "--sizes",
+        "1K,512",
+        "--repeats",
+        "1",
+        "--json",
+    ]);
+    let e = common::round_trip::<CeilingsResult>(SCHEMA, &v);
+    let sizes = |part: Part| {
+        let mut s: Vec<u64> = (e.result.ceilings.iter())
+            .filter(|c| c.part == part)
+            .map(|c| c.bytes_per_op)
+            .collect();
+        s.sort_unstable();
+        s.dedup();
+        s
+    };
+    assert_eq!(sizes(Part::Copy), [512, 1024]);
+    assert_eq!(sizes(Part::Checksum), [512, 1024]);
+}
+
+#[test]
 fn usage_errors_exit_2() {
     for (args, what) in [
         (
@@ -152,6 +179,7 @@ fn usage_errors_exit_2() {
             &["ceilings", "--only", "memcpy"][..],
             "unknown part 'memcpy'",
         ),
+        (&["ceilings", "--sizes", "512,0"][..], "--sizes: 0 B"),
     ] {
         let o = linerate(args);
         let err = String::from_utf8_lossy(&o.stderr);

@@ -116,6 +116,22 @@ fn the_emulator_lives_and_dies_with_the_bed() {
         out.contains("shaper emu") && out.contains("emulator limit"),
         "{out}"
     );
+    // It measured its own delivery to host a at start and sends that far
+    // ahead: the fastest of each size, no more than their medians, and
+    // within what a veth hop can take.
+    let p = emulator::stats_path(Path::new(linerate_bed::state::STATE_DIR), &n);
+    let d = linerate_io::emu::read_stats(&p)
+        .unwrap()
+        .timing
+        .and_then(|t| t.delivery)
+        .expect("the delivery time measured at start");
+    assert!(d.samples >= 20, "{d:?}");
+    assert!(
+        d.small_min_ns <= d.small_p50_ns && d.large_min_ns <= d.large_p50_ns,
+        "{d:?}"
+    );
+    assert!(d.lead_ns() > 0 && d.lead_ns() < 1_000_000, "{d:?}");
+    assert!(out.contains("ahead of each due time"), "{out}");
     let o = linerate(&["testbed", "down", &n]);
     assert!(o.status.success());
     assert_gone(&n);
@@ -167,6 +183,30 @@ fn the_emulator_lives_and_dies_with_the_bed() {
     });
     assert!(r.is_err());
     assert_gone(&n);
+}
+
+#[test]
+fn a_polling_emulator_forwards_every_frame_and_says_so() {
+    if !privileged("a_polling_emulator_forwards_every_frame_and_says_so") {
+        return;
+    }
+    let n = name("poll");
+    let _swept = up(&n, &["--link", "1G", "--emu-poll"]);
+    let before = stats(&n);
+    send_from_a(&n, 200, 18, Duration::from_micros(100));
+    std::thread::sleep(Duration::from_millis(100));
+    let c = stats(&n).since(&before);
+    // The 200 datagrams, and whatever else host a sent (ARP, ND).
+    assert!(c.arrived >= 200, "{c:?}");
+    assert_eq!(c.forwarded, c.arrived, "{c:?}");
+    // Its stats and every result measured through it say how it waited.
+    let p = emulator::stats_path(Path::new(linerate_bed::state::STATE_DIR), &n);
+    let timing = linerate_io::emu::read_stats(&p).unwrap().timing.unwrap();
+    assert!(timing.polls, "{timing:?}");
+    let o = linerate(&["latency", "--bed", &n, "-c", "200", "--no-save"]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let words = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(words.contains("it polled between frames"), "{out}");
 }
 
 #[test]

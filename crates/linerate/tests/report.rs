@@ -238,6 +238,28 @@ fn plot_flag_writes_bitmaps() {
 }
 
 #[test]
+fn a_ceilings_document_renders_as_the_command_prints_it() {
+    let dir = tmp("ceilings");
+    let o = ok(&["ceilings", "--quick", "--only=checksum", "--json"]);
+    let path = dir.join("ceilings.json");
+    std::fs::write(&path, &o.stdout).unwrap();
+    let text = ok(&["report", path.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("linerate ceilings"), "{text}");
+    assert!(text.contains("RFC 1071 Internet checksum"), "{text}");
+    let page = dir.join("page.html");
+    ok(&[
+        "report",
+        "--html",
+        page.to_str().unwrap(),
+        path.to_str().unwrap(),
+    ]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("RFC 1071 Internet checksum"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn bad_sources_are_usage_errors() {
     let dir = tmp("bad");
     let junk = dir.join("junk.json");

@@ -130,6 +130,18 @@ fn bad_input_is_exit_2() {
             "x1",
             "--topo",
             "pair",
+            "--emu-poll",
+            "--dry-run",
+        ],
+        "--emu-poll sets how the link emulator waits",
+    );
+    assert_exit_2(
+        &[
+            "testbed",
+            "up",
+            "x1",
+            "--topo",
+            "pair",
             "--mtu",
             "10",
             "--dry-run",

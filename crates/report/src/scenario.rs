@@ -74,6 +74,13 @@ pub fn table_doc(t: &TableResult) -> Doc {
             if let Some(why) = &c.missing {
                 d.para("  n/a: ", "       ", format!("{} / {col}: {why}", r.label));
             }
+            if let Some(why) = &c.unavailable {
+                d.para(
+                    "  not available: ",
+                    "                 ",
+                    format!("{} / {col}: {why}", r.label),
+                );
+            }
         }
     }
     for r in &t.rows {
@@ -210,6 +217,7 @@ mod tests {
             reference: Some(12.19),
             within_tolerance: Some(true),
             marks: vec![1, 2],
+            unavailable: None,
         };
         assert_eq!(cell(&c), "11.5[1,2] (ref 12.2 ok)");
         let c = CellResult {
@@ -221,5 +229,29 @@ mod tests {
             ..c
         };
         assert_eq!(cell(&c), "n/a");
+        let c = CellResult {
+            missing: None,
+            text: Some(linerate_core::scenario::table::NOT_AVAILABLE.into()),
+            unavailable: Some("energy: not available here (no RAPL)".into()),
+            ..c
+        };
+        assert_eq!(cell(&c), "not available");
+        let t = TableResult {
+            title: "Energy".into(),
+            columns: vec!["µJ".into()],
+            reference: None,
+            rows: vec![linerate_core::scenario::table::RowResult {
+                label: "echo".into(),
+                cells: vec![c],
+                why: None,
+            }],
+            note: None,
+            footnotes: vec![],
+        };
+        let text = table_doc(&t).text(Width::Columns(100));
+        assert!(
+            text.contains("not available: echo / µJ: energy: not available here (no RAPL)"),
+            "{text}"
+        );
     }
 }

@@ -283,6 +283,9 @@ pub fn link_line(a: &linerate_core::emu::LinkAccount) -> String {
         if !t.cpu_latency_held {
             s.push_str("; idle CPUs could halt (no CPU latency request: slower wake-ups)");
         }
+        if t.polls {
+            s.push_str("; it polled between frames (--emu-poll: a CPU of its own)");
+        }
     }
     if let Some(n) = &a.shaper_note {
         s.push_str(&format!(" ({n})"));
@@ -362,6 +365,8 @@ mod link_tests {
             timer_overshoot_p50_ns: 15_000,
             timer_overshoot_p99_ns: 50_000,
             wake_margin_ns: 52_000,
+            delivery: None,
+            polls: false,
         });
         let l = link_line(&a);
         assert!(l.contains("0 left late") && !l.contains("by up to"), "{l}");

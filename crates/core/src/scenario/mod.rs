@@ -368,6 +368,12 @@ impl Loaded {
                     )));
                 }
                 for cell in &row.cells {
+                    if cell.test.is_none() && (!cell.add.is_empty() || cell.unavailable.is_some()) {
+                        return Err(refuse(format!(
+                            "row '{}': a cell with add or unavailable names no test",
+                            row.label
+                        )));
+                    }
                     let Some(test) = &cell.test else { continue };
                     if !s.test.iter().any(|x| x.id == *test) {
                         return Err(refuse(format!(
@@ -380,6 +386,16 @@ impl Loaded {
                             "row '{}': at = '{}' is not a JSON pointer (it starts with '/')",
                             row.label, cell.at
                         )));
+                    }
+                    let more = (cell.add.iter().map(|p| ("add", p)))
+                        .chain(cell.unavailable.iter().map(|p| ("unavailable", p)));
+                    for (key, p) in more {
+                        if !p.starts_with('/') {
+                            return Err(refuse(format!(
+                                "row '{}': {key} = '{p}' is not a JSON pointer (it starts with '/')",
+                                row.label
+                            )));
+                        }
                     }
                 }
             }

@@ -74,7 +74,20 @@ pub struct CellSpec {
     /// count as agreeing.
     #[serde(default)]
     pub tolerance_pct: Option<f64>,
+    /// Figures added to the one at `at` before scaling, each a path into
+    /// the same result (e.g. the stages that make a total).
+    #[serde(default)]
+    pub add: Vec<String>,
+    /// A path into the same result that says the figure cannot exist here
+    /// (e.g. `/flags/[code=energy_unavailable]`): when the figure is absent
+    /// and this finds something, the cell reads "not available", with the
+    /// reason found there under the table, instead of `n/a`.
+    #[serde(default)]
+    pub unavailable: Option<String>,
 }
+
+/// What a cell reads when its result says the figure cannot exist here.
+pub const NOT_AVAILABLE: &str = "not available";
 
 /// A table with its figures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -124,6 +137,11 @@ pub struct CellResult {
     pub within_tolerance: Option<bool>,
     /// Footnote numbers of the flags that concern the figure.
     pub marks: Vec<u32>,
+    /// Why the result says the figure cannot exist here (the cell's
+    /// `unavailable` path found this); the cell's text is then
+    /// [`NOT_AVAILABLE`].
+    #[serde(default)]
+    pub unavailable: Option<String>,
 }
 
 /// A flag a cell is marked with.
@@ -154,7 +172,7 @@ fn step<'a>(v: &'a Value, token: &str) -> Option<&'a Value> {
             .map(|c| c.split_once('='))
             .collect::<Option<_>>()?;
         let holds = |e: &Value, key: &str, want: &str| {
-            let field = key.split('.').try_fold(e, |v, k| v.get(k));
+            let field = key.split('.').try_fold(e, member);
             match field {
                 Some(Value::String(s)) => s == want,
                 Some(Value::Number(n)) => n.as_f64().is_some_and(|n| want.parse() == Ok(n)),
@@ -166,9 +184,22 @@ fn step<'a>(v: &'a Value, token: &str) -> Option<&'a Value> {
         return v.as_array()?.iter().find(|e| matches(e));
     }
     let t = token.replace("~1", "/").replace("~0", "~");
+    match (v, t.parse::<usize>()) {
+        (Value::Array(a), Ok(i)) => a.get(i),
+        _ => member(v, &t),
+    }
+}
+
+/// Field `name` of an object, or the value of the pair named `name` in a
+/// list of `[name, value]` pairs (a sweep point's `settings`:
+/// `[["size", "512"], ["reflector-copy", "on"]]`).
+fn member<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
     match v {
-        Value::Object(m) => m.get(&t),
-        Value::Array(a) => t.parse::<usize>().ok().and_then(|i| a.get(i)),
+        Value::Object(m) => m.get(name),
+        Value::Array(pairs) => pairs.iter().find_map(|p| match p.as_array()?.as_slice() {
+            [Value::String(k), value] if k == name => Some(value),
+            _ => None,
+        }),
         _ => None,
     }
 }
@@ -272,6 +303,7 @@ fn cell(
         reference: c.reference,
         within_tolerance: None,
         marks: Vec::new(),
+        unavailable: None,
     };
     let Some(test) = &c.test else { return out };
     let doc = match docs.get(test) {
@@ -285,20 +317,35 @@ fn cell(
             return out;
         }
     };
-    match resolve(doc, &c.at).map(|v| (v, v.as_f64())) {
-        Some((_, Some(x))) => out.value = Some(x * c.scale.unwrap_or(1.0)),
-        Some((Value::Null, None)) => {
-            out.missing = Some(format!("{} is null in test '{test}'s result", c.at))
-        }
-        Some((_, None)) => {
-            out.missing = Some(format!("{} is not a number in test '{test}'s result", c.at))
-        }
-        None => out.missing = Some(format!("no {} in test '{test}'s result", c.at)),
+    let paths = || std::iter::once(&c.at).chain(&c.add);
+    let figures: Result<Vec<f64>, String> = paths()
+        .map(|at| match resolve(doc, at).map(|v| (v, v.as_f64())) {
+            Some((_, Some(x))) => Ok(x),
+            Some((Value::Null, None)) => Err(format!("{at} is null in test '{test}'s result")),
+            Some((_, None)) => Err(format!("{at} is not a number in test '{test}'s result")),
+            None => Err(format!("no {at} in test '{test}'s result")),
+        })
+        .collect();
+    match figures {
+        Ok(x) => out.value = Some(x.iter().sum::<f64>() * c.scale.unwrap_or(1.0)),
+        Err(why) => match c.unavailable.as_deref().and_then(|u| resolve(doc, u)) {
+            Some(said) => {
+                out.text = Some(NOT_AVAILABLE.to_string());
+                out.unavailable = Some(reason(said, c.unavailable.as_deref().unwrap_or("")));
+            }
+            None => out.missing = Some(why),
+        },
     }
     if let (Some(v), Some(r), Some(tol)) = (out.value, c.reference, c.tolerance_pct) {
         out.within_tolerance = Some(r != 0.0 && ((v - r) / r).abs() * 100.0 <= tol);
     }
-    for (code, severity, message) in flags_on_path(doc, &c.at) {
+    let mut flags: Vec<(String, Severity, String)> = Vec::new();
+    for f in paths().flat_map(|at| flags_on_path(doc, at)) {
+        if !flags.contains(&f) {
+            flags.push(f);
+        }
+    }
+    for (code, severity, message) in flags {
         let mark = match notes.iter().find(|n| n.test == *test && n.code == code) {
             Some(n) => n.mark,
             None => {
@@ -318,4 +365,17 @@ fn cell(
         }
     }
     out
+}
+
+/// What an `unavailable` path found, as a reason: the text there, or the
+/// `message` (a flag's) or `reason` (a skipped benchmark's) of the object
+/// there, else the path itself.
+fn reason(said: &Value, path: &str) -> String {
+    let field = |k| said.get(k).and_then(Value::as_str);
+    match said {
+        Value::String(s) => s.clone(),
+        _ => field("message")
+            .or_else(|| field("reason"))
+            .map_or_else(|| format!("{path} in the result"), str::to_string),
+    }
 }

@@ -211,3 +211,102 @@ fn selectors_pick_array_elements_by_field() {
     assert_eq!(table::resolve(&doc, "/runs/1/x/deeper"), None);
     assert_eq!(table::resolve(&doc, ""), Some(&doc));
 }
+
+#[test]
+fn settings_pairs_are_looked_up_by_name() {
+    let doc = json!({"runs": [
+        {"settings": [["size", "512"], ["reflector-copy", "off"]], "x": 1.0},
+        {"settings": [["size", "1024"], ["reflector-copy", "on"]], "x": 2.0}
+    ]});
+    let at = "/runs/[settings.size=1024,settings.reflector-copy=on]/x";
+    assert_eq!(table::resolve(&doc, at), Some(&json!(2.0)));
+    assert_eq!(
+        table::resolve(&doc, "/runs/[settings.size=512]/settings/reflector-copy"),
+        Some(&json!("off"))
+    );
+    assert_eq!(table::resolve(&doc, "/runs/[settings.mtu=512]/x"), None);
+    // A number still indexes the list of pairs.
+    assert_eq!(
+        table::resolve(&doc, "/runs/0/settings/1/1"),
+        Some(&json!("off"))
+    );
+}
+
+const CELLS: &str = r#"[scenario]
+name = "cells"
+title = "t"
+
+[[test]]
+id = "t"
+command = "calc"
+
+[[table]]
+title = "T"
+columns = ["sum", "energy"]
+
+[[table.row]]
+label = "r"
+cells = [
+  { test = "t", at = "/stages/a", add = ["/stages/b", "/stages/c"], scale = 1e-3 },
+  { test = "t", at = "/flags/[code=energy]/evidence/j", unavailable = "/flags/[code=energy_unavailable]" },
+]
+"#;
+
+#[test]
+fn a_cell_adds_figures_and_says_when_one_cannot_exist() {
+    let l = Loaded::parse(CELLS).expect("parses");
+    let doc = json!({
+        "flags": [{"code": "energy_unavailable", "severity": "info", "message": "energy: not available here (no RAPL)"}],
+        "stages": {"a": 1000.0, "b": 2000.0, "c": 500.0}
+    });
+    let docs = BTreeMap::from([("t".to_string(), Ok(doc))]);
+    let t = &table::fill(&l.scenario.table, &docs)[0];
+    let [sum, energy] = &t.rows[0].cells[..] else {
+        panic!("two cells")
+    };
+    assert_eq!(sum.value, Some(3.5));
+    assert_eq!(energy.value, None);
+    assert_eq!(energy.missing, None);
+    assert_eq!(energy.text.as_deref(), Some(table::NOT_AVAILABLE));
+    assert_eq!(
+        energy.unavailable.as_deref(),
+        Some("energy: not available here (no RAPL)")
+    );
+
+    // Measured: the figure; one addend missing: n/a naming it.
+    let doc = json!({
+        "flags": [{"code": "energy", "severity": "info", "message": "m", "evidence": {"j": 2.0}}],
+        "stages": {"a": 1000.0, "c": 500.0}
+    });
+    let docs = BTreeMap::from([("t".to_string(), Ok(doc))]);
+    let t = &table::fill(&l.scenario.table, &docs)[0];
+    let [sum, energy] = &t.rows[0].cells[..] else {
+        panic!("two cells")
+    };
+    assert_eq!(sum.value, None);
+    assert!(
+        sum.missing
+            .as_deref()
+            .is_some_and(|m| m.contains("/stages/b")),
+        "{sum:?}"
+    );
+    assert_eq!(
+        (energy.value, energy.unavailable.as_deref()),
+        (Some(2.0), None)
+    );
+
+    // Neither the figure nor the statement: n/a.
+    let docs = BTreeMap::from([("t".to_string(), Ok(json!({"flags": []})))]);
+    let t = &table::fill(&l.scenario.table, &docs)[0];
+    assert!(t.rows[0].cells[1].missing.is_some());
+    assert_eq!(t.rows[0].cells[1].text, None);
+}
+
+#[test]
+fn add_and_unavailable_must_be_pointers_of_a_test() {
+    let e = err(&CELLS.replace("add = [\"/stages/b\"", "add = [\"stages/b\""));
+    assert_eq!(e.key.as_deref(), Some("table[1].row[1].cells"), "{e}");
+    assert!(e.message.contains("add = 'stages/b'"), "{e}");
+    let e = err(&CELLS.replace("{ test = \"t\", at = \"/flags", "{ at = \"/flags"));
+    assert!(e.message.contains("names no test"), "{e}");
+}

@@ -9,7 +9,10 @@
 //! is a read of shared memory, no system call; `recvmmsg` where the kernel
 //! refuses a ring), the kernel's receive stamp as each frame's arrival (so
 //! the time the emulator takes to notice a frame is part of its wire time,
-//! not added to it), departures on CLOCK_MONOTONIC.
+//! not added to it), departures on CLOCK_MONOTONIC, each send called the
+//! fastest delivery to the far end measured at start ([`measure_delivery`])
+//! before the frame's due time (so the send's own way is not added either,
+//! and no frame arrives early).
 //!
 //! Keeping time on a host that also runs the test: the thread is real-time
 //! (`SCHED_FIFO` at [`FIFO_PRIORITY`]), so the test's own threads (a
@@ -36,10 +39,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use linerate_core::emu::{Capacity, Counters, Direction, Impairments, Timing, WakeMargin};
+use linerate_core::emu::{
+    Capacity, Counters, Delivery, Direction, Impairments, Timing, WakeMargin, POLL_WINDOW_NS,
+};
 use serde::{Deserialize, Serialize};
 
-use crate::packet::PacketError;
+use crate::packet::{interface_index, socket_error, PacketError};
 use crate::sys::clock::{monotonic_ns, realtime_ns};
 use crate::sys::emu::RxRing;
 use crate::sys::packet::{self as raw, PacketSocket, ETH_P_ALL, MAX_BATCH, PACKET_OUTGOING};
@@ -101,6 +106,9 @@ pub enum EmuError {
     /// The calibration's frame source failed.
     #[error("calibration source")]
     Calibration(#[source] crate::netns::NetnsError),
+    /// Measuring the delivery time (send call to the far end) failed.
+    #[error("measuring the emulator's delivery time")]
+    Delivery(#[source] io::Error),
 }
 
 /// One emulated cable: its two ports (veth ends in the link namespace) and
@@ -333,18 +341,8 @@ fn room_for(mtu: u32) -> usize {
 
 impl Port {
     fn open(iface: &str) -> Result<Self, EmuError> {
-        let e = |what| {
-            let iface = iface.to_string();
-            move |source| PacketError::Socket {
-                what,
-                iface,
-                source,
-            }
-        };
-        let index = raw::ifindex(iface).map_err(|source| PacketError::NoInterface {
-            iface: iface.to_string(),
-            source,
-        })?;
+        let e = |what| socket_error(iface, what);
+        let index = interface_index(iface)?;
         let mtu = raw::mtu(iface).map_err(e("SIOCGIFMTU"))?;
         let sock = PacketSocket::open(index, ETH_P_ALL).map_err(e("AF_PACKET socket"))?;
         sock.set_ignore_outgoing()
@@ -440,6 +438,26 @@ struct Engine {
     /// Whether the thread runs real-time now (it leaves real-time
     /// priority in a flood, see [`Engine::wait`]).
     realtime_now: bool,
+    /// Every arrival is taken as this much earlier, ns, so each frame's
+    /// send is called that long before its due time
+    /// ([`Delivery::lead_ns`]; 0 unless [`Start::delivery`]).
+    lead_ns: u64,
+    /// When it last took a frame (CLOCK_MONOTONIC, ns): a polling engine
+    /// polls until [`POLL_WINDOW_NS`] after it.
+    last_frame_ns: u64,
+}
+
+/// How the emulator starts forwarding: what it measured at start and how
+/// it waits.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Start {
+    /// Its limit ([`calibrate`]), recorded in the stats.
+    pub capacity: Option<Capacity>,
+    /// Its send's delivery time ([`measure_delivery`]): each send is called
+    /// its lead before the frame's due time (None: at the due time).
+    pub delivery: Option<Delivery>,
+    /// Poll the ports between frames instead of sleeping (`--emu-poll`).
+    pub poll: bool,
 }
 
 impl Engine {
@@ -467,7 +485,20 @@ impl Engine {
             margin: WakeMargin::new(timing.wake_margin_ns),
             realtime_now: timing.realtime,
             fds,
+            lead_ns: 0,
+            last_frame_ns: 0,
         })
+    }
+
+    /// Takes what was measured at start and how to wait: each send is
+    /// called the delivery's lead before its frame's due time, so the
+    /// send's own way to the far end no longer adds to the wire time
+    /// (every arrival moves by the same amount: the queue, each frame
+    /// behind the one before it, is kept as it is).
+    fn start(&mut self, start: &Start) {
+        self.timing.delivery = start.delivery;
+        self.timing.polls = start.poll;
+        self.lead_ns = start.delivery.map_or(0, |d| d.lead_ns());
     }
 
     /// Gives every port room for its interface's MTU now
@@ -482,6 +513,8 @@ impl Engine {
 
     /// Receives what is queued at every port; false when a port is gone.
     fn receive(&mut self) -> Result<bool, EmuError> {
+        let lead = self.lead_ns;
+        let mut took_any = false;
         for (i, p) in self.ports.iter_mut().enumerate() {
             if let Some(ring) = &mut p.ring {
                 let (dir, pool) = (&mut self.dirs[i], &mut self.pool);
@@ -499,12 +532,13 @@ impl Engine {
                         let mut frame = pool.pop().unwrap_or_default();
                         frame.clear();
                         frame.extend_from_slice(data);
-                        let arrival = arrival_of(Some(stamp));
+                        let arrival = arrival_of(Some(stamp)).saturating_sub(lead);
                         dir.arrive(arrival, data.len() as u32, frame);
                     });
                     if !took {
                         break;
                     }
+                    took_any = true;
                 }
                 continue;
             }
@@ -526,17 +560,25 @@ impl Engine {
             if n == 0 {
                 continue;
             }
+            took_any = true;
             for j in 0..n {
                 if p.kinds[j] == PACKET_OUTGOING {
                     continue;
                 }
-                let arrival = arrival_of(p.stamps[j]);
                 let len = p.lens[j];
+                if len > p.bufs[j].len() {
+                    self.dirs[i].counters.truncated += 1;
+                    continue;
+                }
+                let arrival = arrival_of(p.stamps[j]).saturating_sub(lead);
                 let mut frame = self.pool.pop().unwrap_or_default();
                 frame.clear();
                 frame.extend_from_slice(&p.bufs[j][..len]);
                 self.dirs[i].arrive(arrival, len as u32, frame);
             }
+        }
+        if took_any {
+            self.last_frame_ns = monotonic_ns();
         }
         Ok(true)
     }
@@ -613,6 +655,15 @@ impl Engine {
                 self.realtime_now = crate::sys::emu::set_normal().is_err();
             }
             std::thread::yield_now();
+            return Ok(());
+        }
+        if self.timing.polls && now.saturating_sub(self.last_frame_ns) < POLL_WINDOW_NS {
+            // Polling between frames: at normal priority, so that the
+            // test's threads and the kernel's share the CPU with it.
+            if self.realtime_now {
+                self.realtime_now = crate::sys::emu::set_normal().is_err();
+            }
+            std::hint::spin_loop();
             return Ok(());
         }
         let sleep = next.map_or(IDLE_SLEEP_NS, |d| (d - now - margin).min(IDLE_SLEEP_NS));
@@ -727,6 +778,8 @@ fn keep_time() -> (Timing, Option<std::fs::File>) {
         timer_overshoot_p50_ns: p50,
         timer_overshoot_p99_ns: p99,
         wake_margin_ns: Timing::margin_for(p99),
+        delivery: None,
+        polls: false,
     };
     (timing, held)
 }
@@ -752,20 +805,21 @@ fn gone(e: &io::Error) -> bool {
 
 /// Forwards the bed's frames over `cables` (the calling thread must be in
 /// the link namespace) until `stop` is set or a port disappears, writing
-/// [`Stats`] to `stats_path`. `capacity` is recorded in the stats.
+/// [`Stats`] to `stats_path`, as `start` says.
 pub fn run(
     cables: &[Cable],
-    capacity: Option<Capacity>,
+    start: &Start,
     stats_path: &Path,
     stop: &AtomicBool,
     seed: u64,
 ) -> Result<(), EmuError> {
     let mut engine = Engine::new(cables, seed)?;
+    engine.start(start);
     let mut stats = Stats {
         pid: std::process::id(),
         updated_mono_ns: monotonic_ns(),
         ready: true,
-        capacity,
+        capacity: start.capacity,
         cables: engine.cable_stats(),
         stopped: None,
         timing: Some(engine.timing),
@@ -862,6 +916,122 @@ pub fn calibrate(
         seconds,
         source_limited: c.ring_drops == 0,
     })
+}
+
+/// Calibration frames of each size sent to measure the delivery time.
+const DELIVERY_SAMPLES: u32 = 200;
+/// The gap between two of them, ns (the far end's stack is idle again).
+const DELIVERY_GAP_NS: u64 = 20_000;
+
+/// Measures how long the emulator's send takes to reach the far end: a
+/// thread in namespace `dst_netns` receives on `dst_iface` (the peer of
+/// `cable`'s west port) with kernel receive stamps while the calling thread
+/// (in the link namespace) sends [`DELIVERY_SAMPLES`] 60-byte and as many
+/// 1514-byte calibration frames out of the west port, each stamped
+/// (CLOCK_REALTIME) just before its send call. Per frame: its receive stamp
+/// at the far end minus that stamp, the same point where a host's socket
+/// stamps what the emulator delivers.
+pub fn measure_delivery(
+    cable: &Cable,
+    dst_netns: &str,
+    dst_iface: &str,
+) -> Result<Option<Delivery>, EmuError> {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let iface = dst_iface.to_string();
+    let receiver = crate::netns::spawn_in(Some(dst_netns), "lr-emu-dlv", move || {
+        let got = receive_calibration(&iface, &ready_tx);
+        let _ = ready_tx.send(false);
+        got
+    })
+    .map_err(EmuError::Calibration)?;
+    let started = ready_rx
+        .recv_timeout(Duration::from_secs(2))
+        .unwrap_or(false);
+    let mut sent = Vec::new();
+    if started {
+        let mut sock = PacketSocket::open(interface_index(&cable.west)?, 0)
+            .map_err(socket_error(&cable.west, "AF_PACKET socket"))?;
+        sock.set_tx_protocol(CALIBRATION_ETHERTYPE);
+        sock.set_qdisc_bypass(true)
+            .map_err(socket_error(&cable.west, "PACKET_QDISC_BYPASS"))?;
+        let mut frame = vec![0u8; 1514];
+        frame[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
+        frame[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
+        frame[12..14].copy_from_slice(&CALIBRATION_ETHERTYPE.to_be_bytes());
+        for seq in 0..2 * DELIVERY_SAMPLES {
+            let len = if seq % 2 == 0 { 60 } else { 1514 };
+            frame[14..18].copy_from_slice(&seq.to_be_bytes());
+            let t = realtime_ns();
+            if sock
+                .send_batch(&[&frame[..len]])
+                .map_err(EmuError::Delivery)?
+                == 1
+            {
+                sent.push((seq, len, t));
+            }
+            let next = monotonic_ns() + DELIVERY_GAP_NS;
+            while monotonic_ns() < next {
+                std::hint::spin_loop();
+            }
+        }
+    }
+    let stamps = match receiver.join() {
+        Ok(Ok(Ok(stamps))) => stamps,
+        Ok(Ok(Err(e))) => return Err(EmuError::Delivery(e)),
+        Ok(Err(e)) => return Err(EmuError::Calibration(e)),
+        Err(_) => {
+            return Err(EmuError::Delivery(io::Error::other(
+                "its receiver panicked",
+            )))
+        }
+    };
+    let mut small = Vec::new();
+    let mut large = Vec::new();
+    for (seq, len, t) in sent {
+        if let Some(rx) = stamps.iter().find(|(s, _)| *s == seq).map(|(_, rx)| *rx) {
+            let d = rx.saturating_sub(t);
+            if len == 60 {
+                small.push(d)
+            } else {
+                large.push(d)
+            }
+        }
+    }
+    Ok(Delivery::of(&small, &large))
+}
+
+/// The far end of [`measure_delivery`]: receives calibration frames on
+/// `iface` until [`DELIVERY_SAMPLES`] × 2 came or 1 s passed; says it is
+/// ready (socket open) on `ready`. Returns (sequence, receive stamp).
+fn receive_calibration(
+    iface: &str,
+    ready: &std::sync::mpsc::Sender<bool>,
+) -> io::Result<Vec<(u32, u64)>> {
+    let sock = PacketSocket::open(raw::ifindex(iface)?, CALIBRATION_ETHERTYPE)?;
+    sock.set_timestampns()?;
+    sock.set_rcvtimeo(100_000)?;
+    let _ = ready.send(true);
+    let mut bufs = vec![vec![0u8; 1600]; MAX_BATCH];
+    let (mut lens, mut kinds, mut stamps) = (
+        vec![0; MAX_BATCH],
+        vec![0u8; MAX_BATCH],
+        vec![None; MAX_BATCH],
+    );
+    let mut got = Vec::new();
+    let end = monotonic_ns() + 1_000_000_000 + 2 * u64::from(DELIVERY_SAMPLES) * DELIVERY_GAP_NS;
+    while got.len() < 2 * DELIVERY_SAMPLES as usize && monotonic_ns() < end {
+        let n = sock.recv_batch(&mut bufs, &mut lens, &mut kinds, &mut stamps)?;
+        for j in 0..n {
+            if kinds[j] == PACKET_OUTGOING || lens[j] < 18 {
+                continue;
+            }
+            if let Some(t) = stamps[j] {
+                let seq = u32::from_be_bytes([bufs[j][14], bufs[j][15], bufs[j][16], bufs[j][17]]);
+                got.push((seq, t));
+            }
+        }
+    }
+    Ok(got)
 }
 
 /// Sends 60-byte calibration frames out of `iface` for `run_ns`; returns

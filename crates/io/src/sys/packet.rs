@@ -189,7 +189,9 @@ impl PacketSocket {
 
     /// Receives up to `bufs.len()` (≤ [`MAX_BATCH`]) frames, waiting for the
     /// first at most the SO_RCVTIMEO time (then `Ok(0)`). Frame `i` is
-    /// `bufs[i][..lens[i]]` (truncated to the buffer), `pkttypes[i]` its
+    /// `lens[i]` bytes long (MSG_TRUNC: its length on the wire), of which
+    /// `bufs[i][..lens[i].min(bufs[i].len())]` was received: `lens[i]`
+    /// above the buffer's length means the frame was cut. `pkttypes[i]` its
     /// `sll_pkttype`, `stamps[i]` its SO_TIMESTAMPNS receive time in ns
     /// (CLOCK_REALTIME) when the kernel attached one.
     pub(crate) fn recv_batch(
@@ -231,7 +233,7 @@ impl PacketSocket {
             self.fd.as_raw_fd(),
             msgs.as_mut_ptr(),
             n as u32,
-            libc::MSG_WAITFORONE,
+            libc::MSG_WAITFORONE | libc::MSG_TRUNC,
             std::ptr::null_mut()
         ));
         let got = match got {
@@ -245,7 +247,7 @@ impl PacketSocket {
             Err(e) => return Err(e),
         };
         for i in 0..got.min(n) {
-            lens[i] = (msgs[i].msg_len as usize).min(bufs[i].len());
+            lens[i] = msgs[i].msg_len as usize;
             pkttypes[i] = names[i].sll_pkttype;
             // SAFETY: recvmmsg filled msgs[i], whose control buffer is ctrl[i].
             stamps[i] = unsafe { rx_timestamp(&msgs[i].msg_hdr) };
