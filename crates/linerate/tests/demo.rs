@@ -13,12 +13,16 @@ use linerate_core::demo::{DemoResult, BED_PARTS, SCHEMA};
 use linerate_core::result::Envelope;
 use linerate_core::scenario::Loaded;
 
+/// A built-in scenario, parsed.
+fn builtin(name: &str) -> Loaded {
+    let text = common::linerate(&["scenario", "show", name]).stdout;
+    Loaded::parse(&String::from_utf8_lossy(&text)).unwrap()
+}
+
 /// The bed a built-in scenario brings up (`sc-` and its hash's first 8
 /// hex digits).
 fn bed_of(name: &str) -> String {
-    let text = common::linerate(&["scenario", "show", name]).stdout;
-    let l = Loaded::parse(&String::from_utf8_lossy(&text)).unwrap();
-    format!("sc-{}", &l.hash[..8])
+    format!("sc-{}", &builtin(name).hash[..8])
 }
 
 /// The root tests bring up the same beds (a scenario's bed is named by its
@@ -111,7 +115,8 @@ fn sigint_during_a_bed_part_ends_the_tour_and_removes_the_bed() {
     let err = child.stderr.take().expect("piped stderr");
     let mut lines = std::io::BufReader::new(err).lines();
     // The first bed part's first test has started: its bed is up.
-    let started = format!("linerate scenario: test {}", "ping");
+    let first = &builtin(BED_PARTS[0].scenario).scenario.test[0].id;
+    let started = format!("linerate scenario: test {first} ");
     let mut seen = Vec::new();
     let reached = lines.by_ref().map_while(Result::ok).any(|l| {
         seen.push(l.clone());
