@@ -644,9 +644,9 @@ fn socket_options_apply_and_mss_reads_back() {
     assert!(err.contains("TCP_CONGESTION=nosuchcc"), "{err}");
 }
 
-/// The whole driver (`run::loopback`, what `linerate demo` and the binary
-/// call): the path the client's packets took is read in its thread (lo and
-/// its MTU), the figures derived and the flags raised.
+/// The whole driver (`run::loopback`): the path the client's packets took
+/// is read in its thread (lo and its MTU), the figures derived and the
+/// flags raised.
 #[test]
 fn the_driver_names_the_path_and_assesses_the_run() {
     let mut p = params(Protocol::Udp, Direction::Forward, 1);

@@ -1,43 +1,75 @@
-//! `linerate demo`: what linerate tells without hardware, a second host or
-//! privileges: the line-rate model, a response time dissected on loopback,
-//! loopback throughput and this host's ceilings.
+//! `linerate demo`: a short tour made of built-in scenarios, each run by
+//! `linerate scenario run`'s own code (its tests and its document saved in
+//! the history like any scenario run's). Everywhere the bedless `tour`
+//! (the line-rate model, a loopback echo dissected, loopback throughput,
+//! the quick host ceilings); where this process may build beds, shortened
+//! runs (`--short`) of the notes' replays on testbeds; otherwise one line
+//! says what needs root and how to run it.
 
-use anyhow::Context as _;
-use linerate_core::demo;
-use linerate_core::progress::Silent;
-use linerate_core::result::Flag;
+use linerate_core::demo::{self, DemoResult, BED_PARTS, LOOPBACK_PART};
+use linerate_core::result::{Envelope, Flag};
 use linerate_report::demo as prose;
 
 use crate::flags::DemoArgs;
 use crate::output::print;
-use crate::Failure;
+use crate::scenario::Ran;
+use crate::{Ctx, Failure};
 
-/// `linerate demo`: the model, a loopback latency run, a loopback
-/// throughput run and the quick host ceilings, each as its command would
-/// show it.
-pub(crate) fn run(_args: &DemoArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
-    let mut text = prose::model(&demo::model()?, ctx.width);
-    let cfg = linerate_core::latency::Config::new(&demo::latency_request())
-        .context("loopback latency")?;
-    let latency = linerate_io::echo::run(&cfg, &mut Silent).context("loopback latency")?;
-    text.push_str(&linerate_report::latency::render(&latency, ctx.width));
-    print(&text)?;
+/// Runs built-in scenario `name`; prints its tables (or, with `json`,
+/// only saves its document: the demo's document holds it).
+fn part(name: &str, short: bool, json: bool, ctx: &Ctx) -> Result<Ran, Failure> {
+    let ran = crate::scenario::run_builtin(name, short, ctx)?;
+    match json {
+        true => ran.save(ctx).map(drop)?,
+        false => ran.output(false, ctx)?,
+    }
+    Ok(ran)
+}
 
-    let result = linerate_io::throughput::run::loopback(demo::throughput_params())?;
-    let mut text = prose::throughput_heading();
-    text.push_str(&linerate_report::throughput::render(&result, ctx.width));
-    print(&text)?;
-
-    let cfg = linerate_core::ceilings::Config::new(&demo::ceilings_request())?;
-    let ceilings = crate::ceilings::measure(&cfg, false, &mut Silent)?;
-    let mut text = prose::ceilings_heading(ctx.width);
-    text.push_str(&linerate_report::ceilings::render(
-        &ceilings.result,
-        &ceilings.flags,
-        ctx.width,
-    ));
-    text.push_str(&prose::next(ctx.width));
-    print(&text)?;
-    let flags = latency.flags.into_iter().chain(result.flags);
-    Ok(flags.chain(ceilings.flags).collect())
+/// `linerate demo`: the tour, then (as root) the bed parts; returns every
+/// part's flags, or the first part's failure (interrupted, a test that
+/// could not run) once every part that could run has been shown.
+pub(crate) fn run(args: &DemoArgs, ctx: &Ctx) -> Result<Vec<Flag>, Failure> {
+    let t0 = linerate_io::host::unix_now_ns();
+    if !args.json {
+        print(&prose::heading(ctx.width))?;
+    }
+    let mut parts = vec![part(LOOPBACK_PART, false, args.json, ctx)?];
+    let may_build = match args.no_bed {
+        true => Err("--no-bed".to_string()),
+        false => linerate_bed::privileges::check(),
+    };
+    let not_run = match may_build {
+        Ok(()) => {
+            for p in &BED_PARTS {
+                if linerate_io::signal::interrupted() {
+                    break;
+                }
+                if !args.json {
+                    print(&prose::bed_part(p, ctx.width))?;
+                }
+                parts.push(part(p.scenario, true, args.json, ctx)?);
+            }
+            Vec::new()
+        }
+        Err(why) => demo::not_run(&why),
+    };
+    let ended: Vec<Result<Vec<Flag>, Failure>> = parts.iter().map(Ran::end).collect();
+    let flags: Vec<Flag> = parts.iter().flat_map(|p| p.doc.flags.clone()).collect();
+    let result = DemoResult {
+        parts: parts.into_iter().map(|p| p.doc).collect(),
+        not_run,
+    };
+    let doc = Envelope::new(demo::SCHEMA, demo::VERSION, result)
+        .started(t0)
+        .on(linerate_io::host::facts())
+        .flagged(flags);
+    ctx.output(&doc, args.json, || {
+        let what: Vec<&str> = BED_PARTS.iter().map(|p| p.what).collect();
+        prose::not_run(&doc.result.not_run, &what, ctx.width)
+    })?;
+    for e in ended {
+        e?;
+    }
+    Ok(doc.flags)
 }

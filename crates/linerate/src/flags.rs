@@ -64,7 +64,9 @@ pub(crate) enum Command {
     /// payload_bits_per_s, efficiency_pct, and with --frames: frames, frames_time_ns;
     /// with --bus: bus_frames_per_s, bottleneck. `--csv` has the same columns.
     Calc(CalcArgs),
-    /// Runs the built-in demonstration: no hardware, no second host, no privileges.
+    /// Runs the built-in demonstration, a short tour made of built-in scenarios: the
+    /// loopback part without hardware, second host or privileges; as root, shortened
+    /// replays of the notes on testbeds.
     Demo(DemoArgs),
     /// Response time dissected into stages with kernel timestamps (UDP, TCP, ICMP echo).
     Latency(crate::latency::LatencyArgs),
@@ -184,7 +186,16 @@ pub(crate) struct CalcArgs {
 
 /// Flags of `linerate demo`.
 #[derive(Debug, Args)]
-pub(crate) struct DemoArgs {}
+pub(crate) struct DemoArgs {
+    /// One JSON document (schema linerate.demo, version 1): each part's
+    /// scenario document, and the parts that did not run.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Only the parts that need no testbed (what runs without root), also
+    /// as root.
+    #[arg(long)]
+    pub(crate) no_bed: bool,
+}
 
 #[cfg(test)]
 mod tests {

@@ -156,7 +156,7 @@ impl Results {
 
     /// Saves `text` (unless `--no-save`); a failure is one warning line.
     /// Returns the id it was saved as.
-    fn save(&self, text: &str) -> Option<i64> {
+    pub(crate) fn save(&self, text: &str) -> Option<i64> {
         let m = self.measuring.as_ref().filter(|_| self.save)?;
         let load = self.load.until_now();
         let saved = self.path().and_then(|path| {

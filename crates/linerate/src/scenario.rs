@@ -27,6 +27,16 @@ pub(crate) const BUILTIN: [(&str, &str); 5] = [
     ("seed004", include_str!("../../../scenarios/seed004.toml")),
 ];
 
+/// The built-in scenarios that need no bed and no privileges (the loopback
+/// part of `linerate demo`).
+pub(crate) const LOOPBACK: [(&str, &str); 1] =
+    [("tour", include_str!("../../../scenarios/tour.toml"))];
+
+/// Every built-in scenario: the seeds' replays, then the bedless ones.
+fn builtins() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    BUILTIN.iter().chain(&LOOPBACK)
+}
+
 /// Flags of `linerate scenario`.
 #[derive(Debug, Args)]
 pub(crate) struct ScenarioArgs {
@@ -75,8 +85,7 @@ enum Action {
 pub(crate) fn run(args: &ScenarioArgs, ctx: &Ctx) -> Result<Vec<Flag>, Failure> {
     match &args.action {
         Action::List { json } => {
-            let list: Vec<Value> = BUILTIN
-                .iter()
+            let list: Vec<Value> = builtins()
                 .filter_map(|(_, text)| Loaded::parse(text).ok())
                 .map(|l| {
                     let h = l.scenario.scenario;
@@ -122,11 +131,11 @@ pub(crate) fn run(args: &ScenarioArgs, ctx: &Ctx) -> Result<Vec<Flag>, Failure> 
 }
 
 fn builtin(name: &str) -> Option<&'static str> {
-    BUILTIN.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+    builtins().find(|(n, _)| *n == name).map(|(_, t)| *t)
 }
 
 fn unknown_builtin(name: &str) -> Failure {
-    let names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
+    let names: Vec<&str> = builtins().map(|(n, _)| *n).collect();
     Failure::Usage(anyhow!(
         "no built-in scenario '{name}' (built in: {})",
         names.join(", ")
@@ -340,6 +349,8 @@ fn run_test(cli: &Cli, tag: &str, ctx: &Ctx) -> Result<(Value, Option<i64>), Fai
     taken.ok_or_else(|| Failure::Usage(anyhow!("the command printed no result document")))
 }
 
+/// Runs a scenario: prints its document (`--json`) or tables, saves it in
+/// the history, returns its flags or why it could not end well.
 fn execute(
     l: &Loaded,
     plan: Plan,
@@ -347,14 +358,94 @@ fn execute(
     json: bool,
     ctx: &Ctx,
 ) -> Result<Vec<Flag>, Failure> {
+    let ran = measure(l, &plan, short, ctx)?;
+    ran.output(json, ctx)?;
+    ran.end()
+}
+
+/// Runs built-in scenario `name` (`--short` with `short`) to its end, for
+/// `linerate demo`: each test saved in the history, the scenario's document
+/// returned, not printed nor saved ([`Ran::output`] does both).
+pub(crate) fn run_builtin(name: &str, short: bool, ctx: &Ctx) -> Result<Ran, Failure> {
+    let (origin, text) = load(name)?;
+    let loaded = Loaded::parse(&text).map_err(|e| at(&origin, &e))?;
+    let plan = Plan::check(&loaded, short).map_err(|e| at(&origin, &e))?;
+    measure(&loaded, &plan, short, ctx)
+}
+
+/// A scenario that ran: its document, its history tag, the tests that
+/// could not run.
+pub(crate) struct Ran {
+    /// The scenario's document (schema linerate.scenario).
+    pub(crate) doc: Envelope<ScenarioResult>,
+    tag: String,
+    failed: Vec<String>,
+}
+
+impl Ran {
+    /// The results of the scenario document: saved as command `scenario`
+    /// under its tag.
+    fn results(&self, ctx: &Ctx) -> Ctx {
+        Ctx {
+            width: ctx.width,
+            results: ctx.results.scenario(&self.tag),
+        }
+    }
+
+    /// Prints the document (`json`) or its tables, and saves it.
+    pub(crate) fn output(&self, json: bool, ctx: &Ctx) -> Result<(), Failure> {
+        self.results(ctx).output(&self.doc, json, || {
+            linerate_report::scenario::render(&self.doc, ctx.width)
+        })
+    }
+
+    /// The scenario's flags, or how it ended badly: interrupted (128 + the
+    /// signal), a test that could not run (exit 2).
+    pub(crate) fn end(&self) -> Result<Vec<Flag>, Failure> {
+        if let Some(sig) = linerate_io::signal::interrupt_signal() {
+            return Err(Failure::Interrupted(sig));
+        }
+        if !self.failed.is_empty() {
+            return Err(Failure::Usage(anyhow!(
+                "scenario {}: test(s) {} could not run (the error is beside each in the result)",
+                self.doc.result.name,
+                self.failed.join(", ")
+            )));
+        }
+        Ok(self.doc.flags.clone())
+    }
+
+    /// Saves the document in the history without printing it (the demo
+    /// prints it inside its own); the id it was saved as.
+    pub(crate) fn save(&self, ctx: &Ctx) -> Result<Option<i64>, Failure> {
+        let mut text = serde_json::to_string_pretty(&self.doc).map_err(anyhow::Error::from)?;
+        text.push('\n');
+        Ok(self.results(ctx).results.save(&text))
+    }
+}
+
+/// Installs the bed's signal guard once per process (`linerate demo` runs
+/// several scenarios; one thread takes the signals).
+fn signal_guard() -> Result<(), Failure> {
+    static GUARD: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let installed = GUARD.get_or_init(|| {
+        linerate_bed::guard::install_signal_interrupt_then_teardown().map_err(|e| e.to_string())
+    });
+    installed
+        .clone()
+        .map_err(|e| Failure::Usage(anyhow!("installing the signal guard: {e}")))
+}
+
+/// Brings the bed up, runs every test (each saved in the history), removes
+/// the bed and fills the tables.
+fn measure(l: &Loaded, plan: &Plan, short: bool, ctx: &Ctx) -> Result<Ran, Failure> {
     let t0 = linerate_io::host::unix_now_ns();
     let h = &l.scenario.scenario;
     let tag = ctx.tag().map_or_else(
         || format!("scenario:{}@{}", h.name, &l.hash[..12]),
         str::to_string,
     );
-    linerate_bed::guard::install_signal_interrupt_then_teardown()
-        .map_err(|e| anyhow!(e).context("installing the signal guard"))?;
+    signal_guard()?;
     // Owned: dropped (removed) at the end, on an error and while a panic
     // unwinds; the signal guard removes it on a second signal.
     let bed = match &plan.bed {
@@ -448,24 +539,7 @@ fn execute(
         .started(t0)
         .on(linerate_io::host::facts())
         .flagged(flags);
-    let sctx = Ctx {
-        width: ctx.width,
-        results: ctx.results.scenario(&tag),
-    };
-    sctx.output(&doc, json, || {
-        linerate_report::scenario::render(&doc, ctx.width)
-    })?;
-    if let Some(sig) = linerate_io::signal::interrupt_signal() {
-        return Err(Failure::Interrupted(sig));
-    }
-    if !failed.is_empty() {
-        return Err(Failure::Usage(anyhow!(
-            "scenario {}: test(s) {} could not run (the error is beside each in the result)",
-            h.name,
-            failed.join(", ")
-        )));
-    }
-    Ok(doc.flags)
+    Ok(Ran { doc, tag, failed })
 }
 
 #[cfg(test)]
@@ -474,9 +548,9 @@ mod tests {
 
     #[test]
     fn every_builtin_parses_and_checks() {
-        for (name, text) in BUILTIN {
+        for (name, text) in builtins() {
             let l = Loaded::parse(text).unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert_eq!(l.scenario.scenario.name, name);
+            assert_eq!(l.scenario.scenario.name, *name);
             for short in [false, true] {
                 Plan::check(&l, short).unwrap_or_else(|e| panic!("{name}: {e}"));
             }

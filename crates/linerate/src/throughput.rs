@@ -2,6 +2,7 @@
 //! driver (`linerate_io::throughput::run`), the result rendered, its flags
 //! returned.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -33,10 +34,17 @@ use crate::Failure;
 /// Flags of `linerate throughput`.
 #[derive(Debug, Args)]
 pub(crate) struct ThroughputArgs {
-    /// The `linerate server` to test against (name or address), or a discard
-    /// sink with --discard. Not with --bed.
+    /// The `linerate server` to test against (name or address), a discard
+    /// sink with --discard, or a local address with --in-process. Not with
+    /// --bed.
     #[arg(required_unless_present = "bed", conflicts_with = "bed")]
     pub(crate) host: Option<String>,
+
+    /// Run a `linerate server` in this process on HOST (a local address,
+    /// e.g. 127.0.0.1; --port, else any free port): no server to start, the
+    /// client and the server on threads of one process.
+    #[arg(long, conflicts_with_all = ["bed", "discard", "iperf3"])]
+    pub(crate) in_process: bool,
 
     /// Run on a testbed (`linerate testbed up NAME`): the server in host b,
     /// the client in host a, both in this process (no server to start). The
@@ -257,20 +265,31 @@ impl ThroughputArgs {
     /// namespaces, address, link and MTU), per point one run per send path
     /// and the bed settings it needs.
     pub(crate) fn config(&self) -> Result<Vec<Point>, Failure> {
+        self.config_at(None)
+    }
+
+    /// [`Self::config`], against the server at `server` when given (the
+    /// one `--in-process` started) instead of HOST's.
+    fn config_at(&self, server: Option<SocketAddr>) -> Result<Vec<Point>, Failure> {
         let target = if let Some(name) = &self.bed {
             let bed = linerate_bed::target::throughput(name, self.ipv6, self.port);
             Target::Bed(bed.with_context(|| format!("testbed '{name}'"))?)
         } else {
             let host = self.host.as_deref().unwrap_or_default();
-            let port = match self.iperf3 {
-                true => iperf3::DEFAULT_PORT,
-                false => DEFAULT_PORT,
+            let port = match (self.iperf3, self.in_process) {
+                (true, _) => iperf3::DEFAULT_PORT,
+                (false, true) => 0,
+                (false, false) => DEFAULT_PORT,
             };
-            let addr = resolve(host, self.port.unwrap_or(port), self.ipv6);
-            let addr = addr.map_err(|e| match e {
-                ResolveError::NoIpv6 { .. } => anyhow!(e).context("--ipv6"),
-                e => anyhow!(e),
-            })?;
+            let addr = match server {
+                Some(addr) => addr,
+                None => {
+                    resolve(host, self.port.unwrap_or(port), self.ipv6).map_err(|e| match e {
+                        ResolveError::NoIpv6 { .. } => anyhow!(e).context("--ipv6"),
+                        e => anyhow!(e),
+                    })?
+                }
+            };
             match self.discard {
                 true => Target::Discard(addr),
                 false => Target::Server(addr),
@@ -404,7 +423,16 @@ fn run_points(
 /// the sweeps, per repeat. Returns the result's flags (every run's, with
 /// several runs).
 pub(crate) fn run(args: &ThroughputArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Failure> {
-    let points = args.config()?;
+    let mut points = args.config()?;
+    // Lives until the runs end.
+    let _server = match (args.in_process, points.first().map(|p| &p.config.0.target)) {
+        (true, Some(Target::Server(addr))) => {
+            let server = linerate_io::throughput::run::LocalServer::start(None, *addr)?;
+            points = args.config_at(Some(server.addr()))?;
+            Some(server)
+        }
+        _ => None,
+    };
     let matrix = points.len() > 1 || args.repeat > 1;
     if args.iperf3 {
         let ([point], false) = (points.as_slice(), matrix) else {

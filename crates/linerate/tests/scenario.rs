@@ -10,12 +10,13 @@ use common::linerate;
 use linerate_core::result::Envelope;
 use linerate_core::scenario::{ScenarioResult, SCHEMA};
 
-pub(crate) const BUILTIN: [(&str, &str); 5] = [
+const BUILTIN: [(&str, &str); 6] = [
     ("seed000", include_str!("../../../scenarios/seed000.toml")),
     ("seed001", include_str!("../../../scenarios/seed001.toml")),
     ("seed002", include_str!("../../../scenarios/seed002.toml")),
     ("seed003", include_str!("../../../scenarios/seed003.toml")),
     ("seed004", include_str!("../../../scenarios/seed004.toml")),
+    ("tour", include_str!("../../../scenarios/tour.toml")),
 ];
 
 #[test]
@@ -45,7 +46,8 @@ fn every_builtin_is_listed_shown_verbatim_and_dry_runs() {
             let plan = common::json_of(&args);
             let tests = plan["tests"].as_array().unwrap();
             assert!(!tests.is_empty(), "{name}");
-            let bed = plan["bed"][2].as_str().unwrap().to_string();
+            // A bedless scenario (the tour) has none: no test gets --bed.
+            let bed = plan["bed"][2].as_str().unwrap_or("none").to_string();
             for t in tests {
                 let argv: Vec<&str> = t["argv"]
                     .as_array()
@@ -53,10 +55,13 @@ fn every_builtin_is_listed_shown_verbatim_and_dry_runs() {
                     .iter()
                     .map(|a| a.as_str().unwrap())
                     .collect();
-                // Every test whose command takes a bed runs on the scenario's.
+                // Every test whose command takes a bed runs on the
+                // scenario's; a bedless scenario (the tour) gives none of
+                // them --bed.
                 if takes_bed(argv[0]) {
-                    assert!(
+                    assert_eq!(
                         argv.windows(2).any(|w| w == ["--bed", bed.as_str()]),
+                        plan["bed"].is_array(),
                         "{name}: {argv:?}"
                     );
                 }

@@ -733,3 +733,37 @@ fn a_server_returns_near_its_idle_size_after_large_sessions() {
         "server RSS {after} kB after the sessions, {idle} kB idle before (peak seen {peak} kB)"
     );
 }
+
+/// `--in-process`: a server on a thread of the client's process, on
+/// loopback, also when the client has a key (the server then requires it
+/// too instead of being refused as keyless).
+#[test]
+fn in_process_runs_a_server_of_its_own_with_or_without_a_key() {
+    for key in [None, Some("in-process-test-key-0123456789")] {
+        let mut cmd = Command::new(BIN);
+        cmd.args([
+            "--no-save",
+            "throughput",
+            "127.0.0.1",
+            "--in-process",
+            "--time",
+            "1s",
+            "--json",
+        ]);
+        match key {
+            Some(k) => cmd.env("LINERATE_AUTH_KEY", k),
+            None => cmd.env_remove("LINERATE_AUTH_KEY"),
+        };
+        let o = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(matches!(o.status.code(), Some(0 | 1)), "key {key:?}: {err}");
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let e = common::round_trip::<ThroughputResult>("linerate.throughput", &doc);
+        assert!(
+            e.result.figures.directions.iter().all(|d| d.bytes > 0),
+            "key {key:?}"
+        );
+    }
+    let o = common::linerate(&["throughput", "--in-process", "--bed", "x"]);
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -5,8 +5,7 @@
 use std::fmt::Write as _;
 
 use linerate_core::calc::CalcResult;
-use linerate_core::linerate::Row;
-use linerate_core::units::{format_bits_per_s, group_thousands, TimeSpan};
+use linerate_core::units::{format_bits_per_s, group_thousands};
 
 use crate::column::{csv_number, Scale};
 use crate::table::{Align, Doc, Table, Width};
@@ -226,24 +225,10 @@ pub fn doc(res: &CalcResult) -> Doc {
     out
 }
 
-/// "N frames take T": the line for `--frames` in prose, used by `demo`.
-pub fn frames_sentence(row: &Row, n: u64) -> String {
-    let t: TimeSpan = row.time_for_frames(n);
-    format!(
-        "{} frames of {} B at {} take {} on the wire ({} B of payload)",
-        group_thousands(n),
-        row.frame.frame_bytes,
-        row.link,
-        t,
-        group_thousands(n * u64::from(row.frame.payload_bytes)),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use linerate_core::calc::{Carried, Config, Request, SizeList};
-    use linerate_core::linerate::Encap;
     use linerate_core::units::BitRate;
 
     fn calc(links: Vec<BitRate>, sizes: Vec<u32>) -> CalcResult {
@@ -298,16 +283,6 @@ mod tests {
         assert!(
             !row.contains("9999999") && !row.contains("0000001"),
             "{row}"
-        );
-    }
-
-    #[test]
-    fn frames_sentence_reads_well() {
-        let f = Encap::ETHERNET.frame_of_length(1518, false).unwrap();
-        let row = Row::new(BitRate::from_mbps(100), f).unwrap();
-        assert_eq!(
-            frames_sentence(&row, 50),
-            "50 frames of 1518 B at 100 Mbit/s take 6.152 ms on the wire (75,000 B of payload)"
         );
     }
 }

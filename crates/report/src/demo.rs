@@ -1,39 +1,34 @@
-//! `linerate demo`'s prose around the tables of its four parts.
+//! `linerate demo`'s prose around its parts (each a scenario, rendered by
+//! [`crate::scenario`]).
 
-use linerate_core::demo::{Model, LATENCY_EXCHANGES, THROUGHPUT_SECONDS};
-use linerate_core::units::format_bytes_per_s;
+use linerate_core::demo::{BedPart, NotRun};
 
-use crate::calc::frames_sentence;
 use crate::table::{paragraph, Width};
 
-/// The heading, part 1 (the line-rate model and seed 000 against it) and
-/// the heading of part 2 (the latency table follows).
-pub fn model(m: &Model, width: Width) -> String {
-    let mut text = String::from(
-        "linerate demo (no hardware, no second host, no privileges)\n\n\
-         1. The line-rate model: the maximum every linerate result is measured against\n\n",
+/// The tour's first lines.
+pub fn heading(width: Width) -> String {
+    let mut text = paragraph(
+        "",
+        "",
+        "linerate demo: a short tour made of built-in scenarios (`linerate scenario list`; \
+         `linerate scenario show NAME` prints one to copy and edit). First what one host \
+         shows without a testbed or privileges:",
+        width,
     );
-    text.push_str(&crate::calc::table(&m.calc, width));
     text.push('\n');
+    text
+}
+
+/// The heading of a bed part (its scenario's tables follow).
+pub fn bed_part(part: &BedPart, width: Width) -> String {
+    let mut text = String::from("\n");
     text.push_str(&paragraph(
         "",
         "",
         &format!(
-            "{}; seed 000 (NXP AN11053) sent them in 6.25 ms (its 'ideal' scenario): {:.2} % of \
-             the {} payload maximum.",
-            frames_sentence(&m.seed000, linerate_core::demo::SEED000_FRAMES),
-            m.seed000_share * 100.0,
-            format_bytes_per_s(m.seed000.payload_bytes_per_s()),
-        ),
-        width,
-    ));
-    text.push('\n');
-    text.push_str(&paragraph(
-        "2. ",
-        "   ",
-        &format!(
-            "A UDP echo on loopback, {LATENCY_EXCHANGES} exchanges of 64 bytes, dissected with \
-             kernel timestamps (what seeds 001 and 004 measure with a scope on GPIO pins)"
+            "On a testbed of network namespaces: {} (`linerate scenario run {} --short`, \
+             shortened trials; without --short for the full ones):",
+            part.what, part.scenario
         ),
         width,
     ));
@@ -41,41 +36,44 @@ pub fn model(m: &Model, width: Width) -> String {
     text
 }
 
-/// The heading of part 3 (the throughput result follows).
-pub fn throughput_heading() -> String {
-    format!(
-        "\n3. TCP throughput over loopback for {THROUGHPUT_SECONDS} s, server and client in this \
-         process, from both ends\n\n"
-    )
-}
-
-/// The heading of part 4 (the ceilings report follows).
-pub fn ceilings_heading(width: Width) -> String {
-    let mut text = String::from("\n");
-    text.push_str(&paragraph(
-        "4. ",
-        "   ",
-        "This host's ceilings, quick version: copy, the Internet checksum and a packet through \
-         each socket path, each against the line rates it sustains (seed 004's memcpy and \
-         checksum costs, measured here)",
-        width,
-    ));
-    text.push('\n');
-    text
-}
-
-/// Where to go next.
-pub fn next(width: Width) -> String {
+/// One line: the bed parts that did not run, why and how to run them.
+pub fn not_run(parts: &[NotRun], what: &[&str], width: Width) -> String {
+    let Some(first) = parts.first() else {
+        return String::new();
+    };
+    let names: Vec<&str> = parts.iter().map(|p| p.scenario.as_str()).collect();
     let mut text = String::from("\n");
     text.push_str(&paragraph(
         "",
         "",
-        "Next: `linerate calc --help` for any link, encapsulation or bus; \
-         `linerate latency --help` to dissect a real responder; `linerate ceilings` for every block \
-         and frame size of part 4; `sudo linerate testbed up lab \
-         --topo pair --link 100M` and `linerate throughput --bed lab` for a measurement against \
-         an emulated 100 Mbit/s link, as % of the maximum possible.",
+        &format!(
+            "Not run here ({}): the parts on testbeds, which need root: {}. `sudo linerate \
+             demo` runs them, or one at a time `sudo linerate scenario run {}` (--short for a \
+             quick look).",
+            first.why,
+            what.join("; "),
+            names.join("|"),
+        ),
         width,
     ));
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_parts_not_run_are_one_paragraph_naming_each() {
+        let parts = linerate_core::demo::not_run("not root");
+        let what: Vec<&str> = linerate_core::demo::BED_PARTS
+            .iter()
+            .map(|p| p.what)
+            .collect();
+        let text = not_run(&parts, &what, Width::Unlimited);
+        assert_eq!(text.trim().lines().count(), 1, "{text}");
+        assert!(text.contains("sudo linerate demo"), "{text}");
+        assert!(text.contains("seed001|seed000"), "{text}");
+        assert!(not_run(&[], &[], Width::Unlimited).is_empty());
+    }
 }

@@ -124,7 +124,9 @@ pub fn set_client_key(key: Option<Key>) {
         .unwrap_or_else(std::sync::PoisonError::into_inner) = key;
 }
 
-fn client_key() -> Option<Key> {
+/// The key set by [`set_client_key`], if any (an in-process server takes
+/// it too, so that this process's clients can authenticate it).
+pub(crate) fn client_key() -> Option<Key> {
     CLIENT_KEY
         .read()
         .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -171,7 +171,8 @@ fn run_client(
 }
 
 /// One test with `params` over loopback against a server on a thread of
-/// this process (what `linerate demo` shows), without progress.
+/// this process, without progress (`linerate throughput --in-process`
+/// starts the same server: [`LocalServer`]).
 pub fn loopback(params: ThroughputParams) -> Result<Envelope<ThroughputResult>, RunError> {
     let server = LocalServer::start(None, SocketAddr::from(([127, 0, 0, 1], 0)))?;
     let cfg = Config::new(Target::Server(server.addr()), vec![params], None)?;
@@ -182,7 +183,9 @@ pub fn loopback(params: ThroughputParams) -> Result<Envelope<ThroughputResult>, 
 }
 
 /// A `linerate server` on a thread of this process (inside a bed's host b,
-/// or in the caller's namespace), for as long as this value lives.
+/// or in the caller's namespace), for as long as this value lives; it
+/// requires the key this process's clients have ([`super::control::set_client_key`]),
+/// if any.
 #[derive(Debug)]
 pub struct LocalServer {
     addr: SocketAddr,
@@ -203,7 +206,9 @@ impl LocalServer {
                 max_duration: None,
                 log: Arc::new(|_: &str| {}),
                 limits: super::server::Limits::default(),
-                access: super::server::Access::Anyone,
+                // This process's clients refuse a server without their key.
+                access: super::control::client_key()
+                    .map_or(super::server::Access::Anyone, super::server::Access::Key),
                 iperf3: None,
             });
             match server {
