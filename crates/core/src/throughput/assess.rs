@@ -1106,7 +1106,7 @@ mod tests {
             r.link_emulation = Some(crate::emu::LinkAccount {
                 bed: "x".into(),
                 shaper: crate::emu::Shaper::Emu,
-                link: Some(crate::units::BitRate::from_mbps(100)),
+                link: Some(BitRate::from_mbps(100)),
                 capacity: None,
                 during: Some(crate::emu::Counters {
                     forwarded: 1000,
