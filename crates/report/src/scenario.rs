@@ -278,6 +278,7 @@ mod tests {
             reference: None,
             within_tolerance: None,
             marks: vec![],
+            unavailable: None,
         };
         let figure = CellResult {
             value: Some(1.5),
