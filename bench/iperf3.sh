@@ -10,7 +10,7 @@
 # iperf3 per case, median over the rounds. Target: ratio >= 1.0.
 #
 # Needs iperf3 and python3 (parses iperf3 -J). Builds linerate in
-# release mode. Every run is bounded by DURATION seconds (+ a timeout).
+# release mode (LINERATE=path: that binary instead, unbuilt). Every run is bounded by DURATION seconds (+ a timeout).
 #
 # usage: [ROUNDS=3] bench/iperf3.sh [DURATION_S]   (default 5 s per run;
 # about 2 x 3 x ROUNDS x DURATION s in all)
@@ -18,14 +18,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-5}
 ROUNDS=${ROUNDS:-3}
-LR=target/release/linerate
+LR=${LINERATE:-target/release/linerate}
 IPERF_PORT=${IPERF_PORT:-25301}
 LR_PORT=${LR_PORT:-25401}
 LR_I3_PORT=${LR_I3_PORT:-25302}
 
 command -v iperf3 >/dev/null || { echo "iperf3 missing: apt-get install iperf3" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "python3 missing" >&2; exit 2; }
-cargo build --release -q -p linerate
+[ -n "${LINERATE:-}" ] || cargo build --release -q -p linerate
 
 cleanup() {
   [ -n "${I3_PID:-}" ] && kill "$I3_PID" 2>/dev/null || true

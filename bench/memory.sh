@@ -12,7 +12,9 @@
 #      they are touched: linerate is one binary for every command, so the
 #      file-backed part is larger; the anonymous part (buffers, heaps,
 #      stacks) is shown apart: the largest RssAnon of /proc/PID/status seen
-#      every 0.2 s during each test.
+#      every 0.2 s during each test, and what the resident set was made of
+#      when it was largest (/proc/PID/smaps: the program's code and data,
+#      libraries, heap, threads' stacks with malloc arenas, main stack).
 #   2. a long-running `linerate server` returns to within 10 MB of its idle
 #      RSS when its sessions end: VmRSS idle, then after large sessions (16
 #      streams of the `typical` path, reverse, twice: 16 × 16 MiB buffers;
@@ -39,25 +41,60 @@ TMPD=$(mktemp -d /tmp/lr-mem.XXXXXX)
 veth_pair me $IP_A $IP_B
 
 maxrss() { sed -n 's/.*Maximum resident set size (kbytes): //p' "$1"; }
-# RssAnon (kB) of the process named $2 among the descendants of $1 (the
-# background job running `inX timeout … /usr/bin/time … PROG`).
-anon_of() {
-    local p c
-    for p in $(pgrep -P "$1" || true); do
-        if [ "$(cat "/proc/$p/comm" 2>/dev/null)" = "$2" ]; then
-            sed -n 's/^RssAnon:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$p/status"
-            return
-        fi
-        c=$(anon_of "$p" "$2")
-        [ "$c" != "?" ] && { echo "$c"; return; }
-    done
-    echo "?"
+# A field (kB) of /proc/PID/status, or 0.
+status_kb() { sed -n "s/^$2:[[:space:]]*\([0-9]*\) kB/\1/p" "/proc/$1/status" 2>/dev/null || echo 0; }
+
+# What the resident set of PID is made of, kB, from /proc/PID/smaps:
+# the program's own file (code r-x; read-only data, relocated data),
+# shared libraries and the loader (file-backed), the main heap, thread
+# stacks and malloc arenas (other anonymous mappings) and the main stack.
+# Fails when the process ended while it was read.
+breakdown() {
+    local exe
+    exe=$(basename "$(tr '\0' '\n' <"/proc/$1/cmdline" | head -n 1)") || return 1
+    awk -v exe="$exe" '
+        /^[0-9a-f]+-[0-9a-f]+ / {
+            path = $6; n = split(path, parts, "/"); base = parts[n]
+            if (path != "" && base == exe) name = ($2 ~ /x/) ? "own code" : "own data"
+            else if (path ~ /^\//) name = "libraries"
+            else if (path == "[heap]") name = "heap"
+            else if (path == "[stack]") name = "main stack"
+            else if (path == "") name = "threads+arenas"
+            else name = "other"
+            next
+        }
+        /^Rss:/ { kb[name] += $2 }
+        END {
+            if (length(kb) == 0) exit 1
+            for (k in kb) if (kb[k] > 0) printf "%d %s\n", kb[k], k
+        }' "/proc/$1/smaps" | sort -rn |
+        awk '{v = $1; $1 = ""; printf "%s%s %d", sep, substr($0, 2), v; sep = "  "} END {print ""}'
+}
+
+# One look at side $1 (client or server), its process id in $TMPD/pid-$1:
+# the largest RssAnon so far in $TMPD/anon-$1, and what the resident set
+# was made of when it was largest in $TMPD/parts-$1.
+look() { # side
+    local p a r
+    p=$(cat "$TMPD/pid-$1" 2>/dev/null)
+    [ -n "$p" ] || return 0
+    a=$(status_kb "$p" RssAnon)
+    [ "${a:-0}" -gt "$(cat "$TMPD/anon-$1")" ] && echo "$a" >"$TMPD/anon-$1"
+    r=$(status_kb "$p" VmRSS)
+    if [ "${r:-0}" -gt "$(cat "$TMPD/rss-$1")" ] && breakdown "$p" >"$TMPD/part"; then
+        echo "$r" >"$TMPD/rss-$1"
+        mv "$TMPD/part" "$TMPD/parts-$1"
+    fi
+    return 0
 }
 
 # One test: server under /usr/bin/time in b, client under /usr/bin/time in a,
-# the largest RssAnon of both. Prints "client_kB server_kB client_anon server_anon".
+# looked at every 0.2 s while the client runs (`look`). Each is started by
+# a shell that writes its own process id and then becomes the program (its
+# peak, below a megabyte, is under either program's).
+# Prints "client_kB server_kB client_anon server_anon".
 one() { # tool dir
-    local tool=$1 dir=$2 srv cli sa ca a
+    local tool=$1 dir=$2 srv cli side
     if [ "$tool" = linerate ]; then
         srv=("$BIN" server --bind $IP_B --port 5300 --once --no-iperf3 --no-save)
         cli=("$BIN" throughput $IP_B --port 5300 --time "$T" --streams 4 --no-save --json)
@@ -67,23 +104,25 @@ one() { # tool dir
         cli=(iperf3 -c $IP_B -p 5201 -t "$T" -P 4)
         [ "$dir" = reverse ] && cli+=(-R)
     fi
-    inB timeout $((T + 30)) /usr/bin/time -v -o "$TMPD/srv" "${srv[@]}" >/dev/null 2>&1 &
+    for side in client server; do
+        echo 0 >"$TMPD/anon-$side"
+        echo 0 >"$TMPD/rss-$side"
+        : >"$TMPD/parts-$side"
+        rm -f "$TMPD/pid-$side"
+    done
+    inB timeout $((T + 30)) /usr/bin/time -v -o "$TMPD/srv" sh -c 'echo $$ >"$0"; exec "$@"' "$TMPD/pid-server" "${srv[@]}" >/dev/null 2>&1 &
     local spid=$!
     sleep 0.5
-    inA timeout $((T + 20)) /usr/bin/time -v -o "$TMPD/cli" "${cli[@]}" >/dev/null 2>&1 &
+    inA timeout $((T + 20)) /usr/bin/time -v -o "$TMPD/cli" sh -c 'echo $$ >"$0"; exec "$@"' "$TMPD/pid-client" "${cli[@]}" >/dev/null 2>&1 &
     local cpid=$!
-    # The largest RssAnon seen, every 0.2 s while the client runs.
-    ca=0 sa=0
     while kill -0 "$cpid" 2>/dev/null; do
-        a=$(anon_of "$cpid" "$(basename "${cli[0]}")")
-        [ "$a" != "?" ] && [ "$a" -gt "$ca" ] && ca=$a
-        a=$(anon_of "$spid" "$(basename "${srv[0]}")")
-        [ "$a" != "?" ] && [ "$a" -gt "$sa" ] && sa=$a
+        look client
+        look server
         sleep 0.2
     done
     wait "$cpid" || true
     wait "$spid" || true
-    echo "$(maxrss "$TMPD/cli") $(maxrss "$TMPD/srv") $ca $sa"
+    echo "$(maxrss "$TMPD/cli") $(maxrss "$TMPD/srv") $(cat "$TMPD/anon-client") $(cat "$TMPD/anon-server")"
 }
 
 echo "memory over veth ($A ↔ $B), ${T} s per test, $(date -u +%FT%TZ); load: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -96,6 +135,8 @@ for dir in forward reverse; do
         R[$dir,$tool]=$(one "$tool" "$dir")
         # shellcheck disable=SC2086
         printf '%-8s %-9s %10s %10s %12s %12s\n' "$dir" "$tool" ${R[$dir,$tool]}
+        echo "         client at its largest (kB): $(cat "$TMPD/parts-client")"
+        echo "         server at its largest (kB): $(cat "$TMPD/parts-server")"
     done
     python3 - "${R[$dir,linerate]}" "${R[$dir,iperf3]}" <<'PY'
 import sys

@@ -675,6 +675,23 @@ fn linerate_client_against_iperf3_server() {
             "{args:?}"
         );
     }
+    // The receivers' low-water mark: linerate's default, or the one asked.
+    for (args, lowat) in [
+        (&["--time", "1", "--reverse"][..], 256 << 10),
+        (
+            &["--time", "1", "--reverse", "--recv-lowat", "65536"],
+            65536,
+        ),
+    ] {
+        let v = linerate_client(srv.port, args);
+        let flows = v["client"]["flows"].as_array().unwrap();
+        assert!(
+            flows
+                .iter()
+                .all(|f| f["role"] == "receiver" && f["recv_lowat_bytes"] == lowat),
+            "{args:?}: {flows:?}"
+        );
+    }
     // --bytes: at least that much went.
     let v = linerate_client(srv.port, &["--bytes", "20M"]);
     let sent: u64 = v["client"]["flows"]

@@ -199,8 +199,11 @@ pub fn run(
                         .enumerate()
                         .map(|(i, (s, &sends))| (stream_id(i), sends, s))
                         .collect();
-                    let r =
-                        streams::start(list, StreamCfg::of(&params)).map_err(ClientError::Spawn)?;
+                    let c = StreamCfg {
+                        recv_lowat: cfg.recv_lowat,
+                        ..StreamCfg::of(&params)
+                    };
+                    let r = streams::start(list, c).map_err(ClientError::Spawn)?;
                     running = Some((r, Instant::now()));
                 }
                 ClientAction::StopFlows => {
@@ -489,6 +492,7 @@ fn client_side(out: &[StreamOutcome], complete: bool) -> SideReport {
             f.cpu_user_ns = o.cpu_ns.0;
             f.cpu_sys_ns = o.cpu_ns.1;
             f.mss_bytes = o.mss;
+            f.recv_lowat_bytes = o.recv_lowat;
             f.intervals.clone_from(&o.intervals);
             f.retransmits = if o.sender { o.retransmits } else { None };
             if let Some((u, at)) = &o.udp {

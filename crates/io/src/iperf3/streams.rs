@@ -56,7 +56,9 @@ pub(crate) struct StreamCfg {
     pub(crate) blockcount: u64,
     /// Reporting interval, ns (0: no intervals).
     pub(crate) interval_ns: u64,
-    /// TCP receivers' SO_RCVLOWAT (None: the kernel's, woken per arrival).
+    /// TCP receivers' SO_RCVLOWAT (None: the kernel's, woken per arrival;
+    /// a linerate client passes its own, an iperf3 session's server keeps
+    /// the kernel's).
     pub(crate) recv_lowat: Option<u32>,
 }
 
@@ -121,6 +123,8 @@ pub(crate) struct StreamOutcome {
     pub(crate) retransmits: Option<u64>,
     /// The MSS in use (TCP).
     pub(crate) mss: Option<u32>,
+    /// TCP receivers: the SO_RCVLOWAT the kernel kept (None: not set).
+    pub(crate) recv_lowat: Option<u32>,
     /// Per interval, from the stream's start (the omitted seconds included).
     pub(crate) intervals: Vec<Interval>,
     /// Why the stream ended early.
@@ -493,10 +497,13 @@ fn send_udp(s: &DataSock, c: &StreamCfg, sh: &Shared, m: &mut Meter) -> io::Resu
 }
 
 fn recv_tcp(s: &DataSock, c: &StreamCfg, sh: &Shared, m: &mut Meter) -> io::Result<()> {
-    let mut buf = vec![0u8; c.len.clamp(64 << 10, 1 << 20)];
+    // At least the low-water mark: one read takes what woke the receiver.
+    let mark = c.recv_lowat.unwrap_or(0) as usize;
+    let mut buf = vec![0u8; c.len.max(mark).clamp(64 << 10, 1 << 20)];
     let fd = s.as_raw_fd();
     if let Some(b) = c.recv_lowat {
-        crate::throughput::net::set_recv_lowat(s, b).map_err(io::Error::other)?;
+        m.out.recv_lowat =
+            Some(crate::throughput::net::set_recv_lowat(s, b).map_err(io::Error::other)?);
     }
     // An unpaced sender fills the buffer in microseconds: one read per
     // buffer (MSG_WAITALL) instead of one per wake-up keeps the receive
