@@ -9,8 +9,8 @@ use linerate_core::scenario::{shell_word, ScenarioResult};
 
 use crate::table::{Align, Doc, Table, Width};
 
-/// A figure with its digits, its flag marks (`¹²`) and its reference
-/// (`12.00 (ref 12.19 ✓)`; ✗ when outside the tolerance).
+/// A figure with its digits and its flag marks (`12.00[1,2]`); its
+/// reference goes in the row under it ([`reference`]).
 fn cell(c: &CellResult) -> String {
     let marks: Vec<String> = c.marks.iter().map(u32::to_string).collect();
     let marks = match marks.is_empty() {
@@ -23,15 +23,21 @@ fn cell(c: &CellResult) -> String {
         (None, None, Some(_)) => "n/a".to_string(),
         (None, None, None) => String::new(),
     };
-    let reference = c.reference.map(|r| {
-        let agree = match c.within_tolerance {
-            Some(true) => " ok",
-            Some(false) => " off",
-            None => "",
-        };
-        format!(" (ref {r:.*}{agree})", usize::from(c.digits))
-    });
-    format!("{figure}{marks}{}", reference.unwrap_or_default())
+    format!("{figure}{marks}")
+}
+
+/// A cell's reference figure, with whether the measured one agrees within
+/// the tolerance (`12.19 ok`, `off` outside it), or empty.
+fn reference(c: &CellResult) -> String {
+    let Some(r) = c.reference else {
+        return String::new();
+    };
+    let agree = match c.within_tolerance {
+        Some(true) => " ok",
+        Some(false) => " off",
+        None => "",
+    };
+    format!("{r:.*}{agree}", usize::from(c.digits))
 }
 
 /// Whether a cell shows a text (fixed or read from the result) and no figure.
@@ -53,12 +59,21 @@ pub fn table_doc(t: &TableResult) -> Doc {
     let header = std::iter::once(("".to_string(), Align::Left))
         .chain((t.columns.iter().enumerate()).map(|(k, c)| (c.clone(), align(k))));
     let mut table = Table::new(header);
+    // A row with references gets a row under it with them, labelled
+    // `ref`: the measured and the published figure one above the other.
     for r in &t.rows {
         table.row(
             std::iter::once(r.label.clone())
                 .chain(r.cells.iter().map(cell))
                 .collect(),
         );
+        if r.cells.iter().any(|c| c.reference.is_some()) {
+            table.row(
+                std::iter::once("  ref".to_string())
+                    .chain(r.cells.iter().map(reference))
+                    .collect(),
+            );
+        }
     }
     match t.rows.is_empty() {
         true => d.line("  (no rows: the list they come from is empty)"),
@@ -232,7 +247,26 @@ mod tests {
             marks: vec![1, 2],
             unavailable: None,
         };
-        assert_eq!(cell(&c), "11.5[1,2] (ref 12.2 ok)");
+        assert_eq!(cell(&c), "11.5[1,2]");
+        assert_eq!(reference(&c), "12.2 ok");
+        // The reference stands under the figure, on a `ref` row.
+        let t = TableResult {
+            title: "T".into(),
+            columns: vec!["MB/s".into()],
+            reference: None,
+            rows: vec![linerate_core::scenario::table::RowResult {
+                label: "ideal".into(),
+                cells: vec![c.clone()],
+                why: None,
+            }],
+            footnotes: vec![],
+            note: None,
+        };
+        let text = table_doc(&t).text(Width::Columns(100));
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines.iter().position(|l| l.contains("11.5[1,2]")).unwrap();
+        assert!(lines[at + 1].trim_start().starts_with("ref"), "{text}");
+        assert!(lines[at + 1].contains("12.2 ok"), "{text}");
         let c = CellResult {
             value: None,
             missing: Some("x".into()),
