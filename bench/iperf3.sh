@@ -12,7 +12,7 @@
 # Needs iperf3 and python3 (parses iperf3 -J). Builds linerate in
 # release mode (LINERATE=path: that binary instead, unbuilt). Every run is bounded by DURATION seconds (+ a timeout).
 #
-# usage: [ROUNDS=3] bench/iperf3.sh [DURATION_S]   (default 5 s per run;
+# usage: [ROUNDS=3] [CASES="tcp1:-P_1 …"] bench/iperf3.sh [DURATION_S]   (default 5 s per run;
 # about 2 x 3 x ROUNDS x DURATION s in all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,7 +50,9 @@ print(int(d["end"]["sum_received"]["bits_per_second"]))'
 }
 
 declare -A R
-cases=("tcp1:-P 1" "tcp4:-P 4" "udp1472:-u -b 0 -l 1472")
+# CASES: NAME:ARGS, space-separated, '_' for a space inside ARGS.
+read -r -a cases <<<"${CASES:-tcp1:-P_1 tcp4:-P_4 udp1472:-u_-b_0_-l_1472}"
+cases=("${cases[@]//_/ }")
 for round in $(seq 1 "$ROUNDS"); do
   for c in "${cases[@]}"; do
     name=${c%%:*}; args=${c#*:}
