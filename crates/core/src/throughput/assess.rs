@@ -1058,22 +1058,26 @@ mod tests {
         assert!(r.figures.intervals[0].rows.iter().all(|r| !r.omitted));
     }
 
+    /// One second of UDP at `share` of the 100 Mbit/s maximum, both ends.
+    fn one_second_at(share: f64) -> Measured {
+        let got = (udp_line_100m().payload_bytes_per_s * share) as u64;
+        Measured {
+            client: side(
+                End::Client,
+                vec![flow(0, FlowRole::Sender, got, 1_000_000_000, 0)],
+            ),
+            server: Some(side(
+                End::Server,
+                vec![flow(0, FlowRole::Receiver, got, 1_000_000_000, 0)],
+            )),
+            steal_share: None,
+        }
+    }
+
     #[test]
     fn a_receiver_above_the_line_rate_is_impossible() {
-        let max = udp_line_100m();
         let at = |share: f64| {
-            let got = (max.payload_bytes_per_s * share) as u64;
-            let m = Measured {
-                client: side(
-                    End::Client,
-                    vec![flow(0, FlowRole::Sender, got, 1_000_000_000, 0)],
-                ),
-                server: Some(side(
-                    End::Server,
-                    vec![flow(0, FlowRole::Receiver, got, 1_000_000_000, 0)],
-                )),
-                steal_share: None,
-            };
+            let m = one_second_at(share);
             assess(&result(&bed(100), udp(None), m))
         };
         let flags = at(1.01);
@@ -1088,20 +1092,8 @@ mod tests {
     fn the_emulators_late_departures_are_allowed_over_the_window_they_fall_in() {
         // Frames held back up to 6 ms leave together: over one second the
         // receiver may see 0.6 % above the rate, the emulator's doing.
-        let max = udp_line_100m();
         let at = |share: f64, late_max_ns: u64| {
-            let got = (max.payload_bytes_per_s * share) as u64;
-            let m = Measured {
-                client: side(
-                    End::Client,
-                    vec![flow(0, FlowRole::Sender, got, 1_000_000_000, 0)],
-                ),
-                server: Some(side(
-                    End::Server,
-                    vec![flow(0, FlowRole::Receiver, got, 1_000_000_000, 0)],
-                )),
-                steal_share: None,
-            };
+            let m = one_second_at(share);
             let mut r = result(&bed(100), udp(None), m);
             r.link_emulation = Some(crate::emu::LinkAccount {
                 bed: "x".into(),
@@ -1138,20 +1130,8 @@ mod tests {
     fn a_token_buckets_burst_is_allowed_over_the_window_it_falls_in() {
         // A 100 Mbit/s tbf link with a 64,000-byte bucket: over one second
         // it may deliver 0.512 % above its rate (seen in CI: 100.51 %).
-        let max = udp_line_100m();
         let at = |share: f64, burst: Option<u64>| {
-            let got = (max.payload_bytes_per_s * share) as u64;
-            let m = Measured {
-                client: side(
-                    End::Client,
-                    vec![flow(0, FlowRole::Sender, got, 1_000_000_000, 0)],
-                ),
-                server: Some(side(
-                    End::Server,
-                    vec![flow(0, FlowRole::Receiver, got, 1_000_000_000, 0)],
-                )),
-                steal_share: None,
-            };
+            let m = one_second_at(share);
             let mut s = bed(100);
             s.burst_bytes = burst;
             assess(&result(&s, udp(None), m))
