@@ -368,33 +368,23 @@ impl Loaded {
                     )));
                 }
                 for cell in &row.cells {
-                    if cell.test.is_none() && (!cell.add.is_empty() || cell.unavailable.is_some()) {
-                        return Err(refuse(format!(
-                            "row '{}': a cell with add or unavailable names no test",
-                            row.label
-                        )));
-                    }
-                    let Some(test) = &cell.test else { continue };
+                    let Some(test) = &cell.test else {
+                        if let Some(key) = cell.reads().next() {
+                            return Err(refuse(format!(
+                                "row '{}': a cell with {key} names no test",
+                                row.label
+                            )));
+                        }
+                        continue;
+                    };
                     if !s.test.iter().any(|x| x.id == *test) {
                         return Err(refuse(format!(
                             "row '{}' reads test '{test}', which the scenario does not run",
                             row.label
                         )));
                     }
-                    if !cell.at.is_empty() && !cell.at.starts_with('/') {
-                        return Err(refuse(format!(
-                            "row '{}': at = '{}' is not a JSON pointer (it starts with '/')",
-                            row.label, cell.at
-                        )));
-                    }
-                    for (key, p) in cell.more_paths() {
-                        if !p.starts_with('/') {
-                            return Err(refuse(format!(
-                                "row '{}': {key} = '{p}' is not a JSON pointer (it starts with '/')",
-                                row.label
-                            )));
-                        }
-                    }
+                    check_cell(cell, false)
+                        .map_err(|m| refuse(format!("row '{}': {m}", row.label)))?;
                 }
             }
             rows_before += t.row.len();
@@ -443,16 +433,7 @@ impl Loaded {
                     "a cell of [table.each] reads the list's own test: no 'test' here".into(),
                 ));
             }
-            let paths = std::iter::once(&cell.at).chain(cell.more_paths().map(|(_, p)| p));
-            if let Some(bad) = paths
-                .filter(|p| !p.is_empty())
-                .find(|p| !p.starts_with('/'))
-            {
-                return Err(refuse(
-                    "cells",
-                    format!("'{bad}' is not a JSON pointer (it starts with '/')"),
-                ));
-            }
+            check_cell(cell, true).map_err(|m| refuse("cells", m))?;
         }
         Ok(())
     }
@@ -543,6 +524,32 @@ impl Loaded {
             })
             .max_by_key(|k| k.len())
             .map(|k| (k.clone(), self.key_line(section, idx, k)))
+    }
+}
+
+/// Checks a cell's paths and how its keys combine: each path a JSON
+/// pointer (`at` may be empty: the whole document, or in `[table.each]`
+/// the element, as `add` may there), and `as_text` alone (a text has no
+/// addends, no origin and no "not available").
+fn check_cell(cell: &table::CellSpec, in_each: bool) -> Result<(), String> {
+    let pointer = |key: &str, p: &str, may_be_empty: bool| match p.starts_with('/')
+        || (may_be_empty && p.is_empty())
+    {
+        true => Ok(()),
+        false => Err(format!(
+            "{key} = '{p}' is not a JSON pointer (it starts with '/')"
+        )),
+    };
+    pointer("at", &cell.at, true)?;
+    for (key, p) in cell.more_paths() {
+        pointer(key, p, in_each && key == "add")?;
+    }
+    let beside_text = cell.more_paths().map(|(k, _)| k);
+    match beside_text.chain(cell.text.as_ref().map(|_| "text")).next() {
+        Some(key) if cell.as_text => Err(format!(
+            "as_text shows the value at `at` as it is: no {key} with it"
+        )),
+        _ => Ok(()),
     }
 }
 

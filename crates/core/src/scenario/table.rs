@@ -52,10 +52,11 @@ pub struct EachSpec {
     /// At most this many rows: the list's first elements [default: all].
     #[serde(default)]
     pub limit: Option<usize>,
-    /// One cell per column, as a row's, without `test` (the list's test):
-    /// `at` is a path inside the element (`/from_send/median_ns`; empty:
-    /// the element itself); `minus` stays a path from the document's root
-    /// (one origin for every row).
+    /// One cell per column, as a row's, without `test` (the list's test;
+    /// a `text` cell reads nothing): `at` and `add` are paths inside the
+    /// element (`/from_send/median_ns`; empty: the element itself);
+    /// `minus` and `unavailable` stay paths from the document's root (one
+    /// origin for every row, the document's own statement).
     pub cells: Vec<CellSpec>,
 }
 
@@ -130,6 +131,12 @@ impl CellSpec {
         (self.add.iter().map(|p| ("add", p)))
             .chain(self.unavailable.iter().map(|p| ("unavailable", p)))
             .chain(self.minus.iter().map(|p| ("minus", p)))
+    }
+
+    /// The keys set on the cell that read its test's result besides `at`
+    /// (a cell without `test` may set none of them).
+    pub fn reads(&self) -> impl Iterator<Item = &'static str> + '_ {
+        (self.more_paths().map(|(key, _)| key)).chain(self.as_text.then_some("as_text"))
     }
 }
 
@@ -390,9 +397,13 @@ fn each_rows(
             why: None,
             cells: (each.cells.iter())
                 .map(|c| {
+                    // `at` and `add` inside the element; a fixed text
+                    // reads nothing.
+                    let inside = |p: &String| format!("{}/{i}{p}", each.at);
                     let at = CellSpec {
-                        test: Some(test.clone()),
-                        at: format!("{}/{i}{}", each.at, c.at),
+                        test: c.text.is_none().then(|| test.clone()),
+                        at: inside(&c.at),
+                        add: c.add.iter().map(inside).collect(),
                         ..c.clone()
                     };
                     cell(&at, docs, notes)
@@ -414,7 +425,7 @@ pub fn template(text: &str, element: &Value) -> String {
         };
         out.push_str(&rest[..open]);
         let key = &rest[open + 1..close];
-        let field = key.split('.').try_fold(element, |v, k| v.get(k));
+        let field = key.split('.').try_fold(element, member);
         out.push_str(&field.and_then(as_text).unwrap_or_else(|| "-".into()));
         rest = &rest[close + 1..];
     }
