@@ -352,6 +352,14 @@ impl Loaded {
         }
         let mut rows_before = 0;
         for (ti, t) in s.table.iter().enumerate() {
+            if t.row.is_empty() && t.each.is_none() {
+                return Err(self.error_at(
+                    "table",
+                    Some(ti),
+                    "",
+                    "no [[table.row]] and no [table.each]: the table has nothing to show",
+                ));
+            }
             for (ri, row) in t.row.iter().enumerate() {
                 // Rows are `[[table.row]]` headers counted through the file.
                 let refuse = |message: String| ScenarioError {
@@ -419,6 +427,9 @@ impl Loaded {
                 "at",
                 format!("'{}' is not a JSON pointer (it starts with '/')", each.at),
             ));
+        }
+        if each.limit == Some(0) {
+            return Err(refuse("limit", "0 rows: the table would show none".into()));
         }
         if each.cells.len() != columns {
             return Err(refuse(

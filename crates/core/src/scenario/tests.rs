@@ -545,3 +545,22 @@ fn templates_read_pairs_as_selectors_do() {
         "512 B, copy on"
     );
 }
+
+#[test]
+fn a_table_without_rows_is_refused() {
+    let text = EACH.replace("[[table.row]]\nlabel = \"fixed\"\ncells = [{ text = \"-\" }, { test = \"j\", at = \"/total\", scale = 1e-3 }, {}]\n", "");
+    // Rows from the list alone are a table.
+    Loaded::parse(&text).expect("parses");
+    let end = text.find("[table.each]").expect("each");
+    let e = err(&text[..end]);
+    assert_eq!((e.line, e.key.as_deref()), (9, Some("table[1]")), "{e}");
+    assert!(e.message.contains("nothing to show"), "{e}");
+    // Nor may the list's rows be cut to none (the table would say the list
+    // is empty).
+    let e = err(&EACH.replace("limit = 3", "limit = 0"));
+    assert_eq!(
+        (e.line, e.key.as_deref()),
+        (21, Some("table[1].each.limit")),
+        "{e}"
+    );
+}
