@@ -1,5 +1,6 @@
 //! `linerate demo`, the tour made of built-in scenarios: its published
-//! schema; its JSON document without a testbed (`--no-bed`); as root
+//! schema; its JSON document without a testbed (`--no-bed`) and what it
+//! saves in the history; as root
 //! (privileged: skips loudly without root, fails instead under
 //! LINERATE_REQUIRE_PRIV=1) the bed parts run shortened, and SIGINT during
 //! a bed part ends the tour with 130 and removes the bed.
@@ -40,7 +41,12 @@ fn the_schema_is_published() {
 
 #[test]
 fn without_a_bed_the_tour_runs_and_names_the_bed_parts() {
-    let doc = common::json_of(&["--no-save", "demo", "--no-bed", "--json"]);
+    let dir = std::env::temp_dir().join(format!("lr-demo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("history.db");
+    let db = db.to_str().unwrap();
+    let doc = common::json_of(&["--history", db, "demo", "--no-bed", "--json"]);
     let e = common::round_trip::<DemoResult>(SCHEMA, &doc);
     let r = &e.result;
     assert_eq!(r.parts.len(), 1);
@@ -52,6 +58,24 @@ fn without_a_bed_the_tour_runs_and_names_the_bed_parts() {
     let names: Vec<&str> = r.not_run.iter().map(|n| n.scenario.as_str()).collect();
     assert_eq!(names, BED_PARTS.map(|p| p.scenario));
     assert!(r.not_run.iter().all(|n| n.why == "--no-bed"));
+    // Saved as `linerate scenario run tour` saves: the tour's document and
+    // its measuring tests' own, each once; the demo's document (which holds
+    // them again) is not.
+    let list = common::json_of(&["--history", db, "history", "list", "--json"]);
+    let rows = list.as_array().unwrap();
+    let schemas: Vec<&str> = rows.iter().map(|r| r["schema"].as_str().unwrap()).collect();
+    let scenarios = schemas.iter().filter(|s| **s == "linerate.scenario");
+    assert_eq!(scenarios.count(), 1, "{schemas:?}");
+    assert!(!schemas.contains(&SCHEMA), "{schemas:?}");
+    let ids: Vec<i64> = rows.iter().map(|r| r["id"].as_i64().unwrap()).collect();
+    let saved: Vec<i64> = tour.tests.iter().filter_map(|t| t.saved_as).collect();
+    assert!(!saved.is_empty(), "{tour:?}");
+    assert!(
+        saved.iter().all(|id| ids.contains(id)),
+        "{saved:?} in {ids:?}"
+    );
+    assert_eq!(rows.len(), 1 + saved.len(), "{schemas:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
