@@ -198,6 +198,23 @@ pub struct CellResult {
     pub unavailable: Option<String>,
 }
 
+impl CellResult {
+    /// Cell `c` before its test's result is read: its fixed text and
+    /// reference, no figure.
+    fn unread(c: &CellSpec) -> Self {
+        Self {
+            value: None,
+            digits: c.digits.unwrap_or(2),
+            text: c.text.clone(),
+            missing: None,
+            reference: c.reference,
+            within_tolerance: None,
+            marks: Vec::new(),
+            unavailable: None,
+        }
+    }
+}
+
 /// A flag a cell is marked with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Footnote {
@@ -371,16 +388,11 @@ fn each_rows(
     let list = match list {
         Ok(list) => list,
         Err(why) => {
+            // A text cell reads nothing: it keeps its text.
             let cells = (each.cells.iter())
                 .map(|c| CellResult {
-                    value: None,
-                    digits: c.digits.unwrap_or(2),
-                    text: None,
-                    missing: Some(why.clone()),
-                    reference: c.reference,
-                    within_tolerance: None,
-                    marks: Vec::new(),
-                    unavailable: None,
+                    missing: c.text.is_none().then(|| why.clone()),
+                    ..CellResult::unread(c)
                 })
                 .collect();
             return vec![RowResult {
@@ -466,16 +478,7 @@ fn cell(
     docs: &BTreeMap<String, Result<Value, String>>,
     notes: &mut Vec<Footnote>,
 ) -> CellResult {
-    let mut out = CellResult {
-        value: None,
-        digits: c.digits.unwrap_or(2),
-        text: c.text.clone(),
-        missing: None,
-        reference: c.reference,
-        within_tolerance: None,
-        marks: Vec::new(),
-        unavailable: None,
-    };
+    let mut out = CellResult::unread(c);
     let Some(test) = &c.test else { return out };
     let doc = match docs.get(test) {
         Some(Ok(doc)) => doc,
@@ -514,13 +517,15 @@ fn cell(
         let value = figures.and_then(|x| Ok(x.iter().sum::<f64>() - origin(doc, c, test)?));
         match value {
             Ok(v) => out.value = Some(v * c.scale.unwrap_or(1.0)),
-            Err(why) => match c.unavailable.as_deref().and_then(|u| resolve(doc, u)) {
-                Some(said) => {
-                    out.text = Some(NOT_AVAILABLE.to_string());
-                    out.unavailable = Some(reason(said, c.unavailable.as_deref().unwrap_or("")));
+            Err(why) => {
+                match (c.unavailable.as_deref()).and_then(|u| Some((resolve(doc, u)?, u))) {
+                    Some((said, path)) => {
+                        out.text = Some(NOT_AVAILABLE.to_string());
+                        out.unavailable = Some(reason(said, path));
+                    }
+                    None => out.missing = Some(why),
                 }
-                None => out.missing = Some(why),
-            },
+            }
         }
     }
     if let (Some(v), Some(r), Some(tol)) = (out.value, c.reference, c.tolerance_pct) {

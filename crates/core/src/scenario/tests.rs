@@ -535,6 +535,13 @@ fn each_adds_inside_the_element_and_keeps_fixed_texts() {
         assert_eq!(r.cells[0].text.as_deref(), Some("x"));
         assert_eq!(r.cells[0].missing, None, "{r:?}");
     }
+    // Nor in the row that says why there is no list.
+    let docs = BTreeMap::from([("j".to_string(), Ok(json!({})))]);
+    let none = &table::fill(&l.scenario.table, &docs)[0].rows[1];
+    assert_eq!(none.label, "(none)");
+    assert_eq!(none.cells[0].text.as_deref(), Some("x"));
+    assert_eq!(none.cells[0].missing, None, "{none:?}");
+    assert!(none.cells[1].missing.is_some(), "{none:?}");
 }
 
 #[test]
