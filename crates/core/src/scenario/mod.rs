@@ -403,8 +403,9 @@ impl Loaded {
         Ok(())
     }
 
-    /// Checks table `ti`'s `[table.each]`: its test exists, its paths are
-    /// JSON pointers, it has one cell per column and no cell names a test.
+    /// Checks table `ti`'s `[table.each]`: its test exists, its limit
+    /// keeps a row, it has one cell per column, no cell names a test and
+    /// each cell is as [`check_cell`] wants it.
     fn check_each(
         &self,
         ti: usize,
