@@ -63,14 +63,19 @@ pub struct NotRun {
 /// The bed parts that cannot run when this process may not build beds
 /// (`why`), each with the command that runs it.
 pub fn not_run(why: &str) -> Vec<NotRun> {
-    BED_PARTS
-        .iter()
-        .map(|p| NotRun {
-            scenario: p.scenario.to_string(),
+    BED_PARTS.iter().map(|p| p.not_run(why)).collect()
+}
+
+impl BedPart {
+    /// This part as one that did not run (`why`), with the command that
+    /// runs it.
+    pub fn not_run(&self, why: &str) -> NotRun {
+        NotRun {
+            scenario: self.scenario.to_string(),
             why: why.to_string(),
-            command: format!("sudo linerate scenario run {} --short", p.scenario),
-        })
-        .collect()
+            command: format!("sudo linerate scenario run {} --short", self.scenario),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! runs (`--short`) of the notes' replays on testbeds; otherwise one line
 //! says what needs root and how to run it.
 
-use linerate_core::demo::{self, DemoResult, BED_PARTS, LOOPBACK_PART};
+use linerate_core::demo::{self, BedPart, DemoResult, BED_PARTS, LOOPBACK_PART};
 use linerate_core::result::{Envelope, Flag};
 use linerate_report::demo as prose;
 
@@ -28,7 +28,8 @@ fn part(name: &str, short: bool, json: bool, ctx: &Ctx) -> Result<Ran, Failure> 
 
 /// `linerate demo`: the tour, then (as root) the bed parts; returns every
 /// part's flags, or the first part's failure (interrupted, a test that
-/// could not run) once every part that could run has been shown.
+/// could not run, a bed that did not come up: that part is listed as not
+/// run, with the error) once every part that could run has been shown.
 pub(crate) fn run(args: &DemoArgs, ctx: &Ctx) -> Result<Vec<Flag>, Failure> {
     let t0 = linerate_io::host::unix_now_ns();
     if !args.json {
@@ -39,8 +40,12 @@ pub(crate) fn run(args: &DemoArgs, ctx: &Ctx) -> Result<Vec<Flag>, Failure> {
         true => Err("--no-bed".to_string()),
         false => linerate_bed::privileges::check(),
     };
+    // A bed part that cannot start (its bed does not come up) is one that
+    // did not run, with its error; the tour goes on and ends with it.
+    let mut unstarted = None;
     let not_run = match may_build {
         Ok(()) => {
+            let mut not_run = Vec::new();
             for p in &BED_PARTS {
                 if linerate_io::signal::interrupted() {
                     break;
@@ -48,9 +53,15 @@ pub(crate) fn run(args: &DemoArgs, ctx: &Ctx) -> Result<Vec<Flag>, Failure> {
                 if !args.json {
                     print(&prose::bed_part(p, ctx.width))?;
                 }
-                parts.push(part(p.scenario, true, args.json, ctx)?);
+                match part(p.scenario, true, args.json, ctx) {
+                    Ok(ran) => parts.push(ran),
+                    Err(e) => {
+                        not_run.push(p.not_run(&crate::scenario::failure_text(&e)));
+                        unstarted.get_or_insert(e);
+                    }
+                }
             }
-            Vec::new()
+            not_run
         }
         Err(why) => demo::not_run(&why),
     };
@@ -65,11 +76,15 @@ pub(crate) fn run(args: &DemoArgs, ctx: &Ctx) -> Result<Vec<Flag>, Failure> {
         .on(linerate_io::host::facts())
         .flagged(flags);
     ctx.output(&doc, args.json, || {
-        let what: Vec<&str> = BED_PARTS.iter().map(|p| p.what).collect();
+        let not_run = |p: &&BedPart| doc.result.not_run.iter().any(|n| n.scenario == p.scenario);
+        let what: Vec<&str> = BED_PARTS.iter().filter(not_run).map(|p| p.what).collect();
         prose::not_run(&doc.result.not_run, &what, ctx.width)
     })?;
     for e in ended {
         e?;
     }
-    Ok(doc.flags)
+    match unstarted {
+        Some(e) => Err(e),
+        None => Ok(doc.flags),
+    }
 }

@@ -276,8 +276,8 @@ fn scenario_section(v: serde_json::Value, source: &str) -> anyhow::Result<(Secti
     let mut plots = Vec::new();
     for t in &doc.result.tests {
         let Some(result) = &t.result else { continue };
-        // A test whose documents `report` does not render (journey,
-        // ceilings) is shown by the scenario's tables alone.
+        // A test whose documents `report` does not render (journey) is
+        // shown by the scenario's tables alone.
         let schema = result.get("schema").and_then(serde_json::Value::as_str);
         if let Some(other) = schema.filter(|s| !SCHEMAS.contains(s)) {
             body.blank();

@@ -213,7 +213,7 @@ impl Plan {
             let Command::Testbed(crate::testbed::TestbedArgs::Up(up)) = cli.command else {
                 return Err(refuse("not a bed".into()));
             };
-            crate::testbed::spec(&up).map_err(|e| refuse(failure_text(e)))?;
+            crate::testbed::spec(&up).map_err(|e| refuse(failure_text(&e)))?;
             bed = Some((bed_name, argv, up));
         }
         let mut tests = Vec::new();
@@ -237,7 +237,7 @@ impl Plan {
             // Without a bed the commands' own validation runs now; on a bed
             // it needs the bed up and runs before the first test.
             if on_bed.is_none() {
-                config_check(&cli).map_err(|e| refuse(failure_text(e)))?;
+                config_check(&cli).map_err(|e| refuse(failure_text(&e)))?;
             }
             tests.push((argv, cli));
         }
@@ -246,7 +246,7 @@ impl Plan {
 }
 
 /// A failure's message as one line.
-fn failure_text(f: Failure) -> String {
+pub(crate) fn failure_text(f: &Failure) -> String {
     match f {
         Failure::Usage(e) | Failure::Check(e) => format!("{e:#}"),
         Failure::Interrupted(sig) => format!("interrupted by signal {sig}"),
@@ -464,7 +464,7 @@ fn measure(l: &Loaded, plan: &Plan, short: bool, ctx: &Ctx) -> Result<Ran, Failu
         for (i, (_, cli)) in plan.tests.iter().enumerate() {
             config_check(cli).map_err(|e| {
                 let id = &l.scenario.test[i].id;
-                Failure::Usage(anyhow!("test '{id}': {}", failure_text(e)))
+                Failure::Usage(anyhow!("test '{id}': {}", failure_text(&e)))
             })?;
         }
     }
@@ -484,7 +484,7 @@ fn measure(l: &Loaded, plan: &Plan, short: bool, ctx: &Ctx) -> Result<Ran, Failu
         );
         let (result, error, saved_as) = match run_test(cli, &tag, ctx) {
             Ok((doc, id)) => (Some(doc), None, id),
-            Err(e) => (None, Some(failure_text(e)), None),
+            Err(e) => (None, Some(failure_text(&e)), None),
         };
         docs.insert(
             t.id.clone(),

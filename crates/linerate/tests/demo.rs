@@ -1,8 +1,10 @@
 //! `linerate demo`, the tour made of built-in scenarios: its published
-//! schema; its JSON document without a testbed (`--no-bed`); as root
+//! schema; its JSON document without a testbed (`--no-bed`) and what it
+//! saves in the history; as root
 //! (privileged: skips loudly without root, fails instead under
-//! LINERATE_REQUIRE_PRIV=1) the bed parts run shortened, and SIGINT during
-//! a bed part ends the tour with 130 and removes the bed.
+//! LINERATE_REQUIRE_PRIV=1) the bed parts run shortened, a bed part whose
+//! bed cannot come up is listed as not run while the tour goes on, and
+//! SIGINT during a bed part ends the tour with 130 and removes the bed.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -40,7 +42,12 @@ fn the_schema_is_published() {
 
 #[test]
 fn without_a_bed_the_tour_runs_and_names_the_bed_parts() {
-    let doc = common::json_of(&["--no-save", "demo", "--no-bed", "--json"]);
+    let dir = std::env::temp_dir().join(format!("lr-demo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("history.db");
+    let db = db.to_str().unwrap();
+    let doc = common::json_of(&["--history", db, "demo", "--no-bed", "--json"]);
     let e = common::round_trip::<DemoResult>(SCHEMA, &doc);
     let r = &e.result;
     assert_eq!(r.parts.len(), 1);
@@ -52,6 +59,24 @@ fn without_a_bed_the_tour_runs_and_names_the_bed_parts() {
     let names: Vec<&str> = r.not_run.iter().map(|n| n.scenario.as_str()).collect();
     assert_eq!(names, BED_PARTS.map(|p| p.scenario));
     assert!(r.not_run.iter().all(|n| n.why == "--no-bed"));
+    // Saved as `linerate scenario run tour` saves: the tour's document and
+    // its measuring tests' own, each once; the demo's document (which holds
+    // them again) is not.
+    let list = common::json_of(&["--history", db, "history", "list", "--json"]);
+    let rows = list.as_array().unwrap();
+    let schemas: Vec<&str> = rows.iter().map(|r| r["schema"].as_str().unwrap()).collect();
+    let scenarios = schemas.iter().filter(|s| **s == "linerate.scenario");
+    assert_eq!(scenarios.count(), 1, "{schemas:?}");
+    assert!(!schemas.contains(&SCHEMA), "{schemas:?}");
+    let ids: Vec<i64> = rows.iter().map(|r| r["id"].as_i64().unwrap()).collect();
+    let saved: Vec<i64> = tour.tests.iter().filter_map(|t| t.saved_as).collect();
+    assert!(!saved.is_empty(), "{tour:?}");
+    assert!(
+        saved.iter().all(|id| ids.contains(id)),
+        "{saved:?} in {ids:?}"
+    );
+    assert_eq!(rows.len(), 1 + saved.len(), "{schemas:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -94,6 +119,53 @@ fn as_root_the_bed_parts_run_shortened() {
     for b in &beds {
         assert!(!listed.contains(b.as_str()), "bed {b} removed");
     }
+}
+
+/// A network namespace this test made, deleted when dropped.
+struct Netns(String);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.0])
+            .status();
+    }
+}
+
+#[test]
+fn a_bed_part_whose_bed_cannot_come_up_is_not_run_and_the_tour_goes_on() {
+    if !linerate_bed::privileges::require("demo_bed_part_not_up") {
+        return;
+    }
+    let _one = BEDS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let [first, second] = BED_PARTS;
+    // The first part's bed needs this namespace: taken, its bed cannot come up.
+    let taken = format!("lr-{}-a", bed_of(first.scenario));
+    let made = std::process::Command::new("ip")
+        .args(["netns", "add", &taken])
+        .status()
+        .unwrap();
+    assert!(made.success(), "ip netns add {taken}");
+    let _taken = Netns(taken.clone());
+    let _swept = common::Swept(bed_of(second.scenario));
+    let o = common::linerate(&["--no-save", "demo", "--json"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    // The part's error ends the tour (exit 2), after the parts that could run.
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains(&taken), "{err}");
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let e = common::round_trip::<DemoResult>(SCHEMA, &doc);
+    let names: Vec<&str> = (e.result.parts.iter())
+        .map(|p| p.result.name.as_str())
+        .collect();
+    assert_eq!(names, ["tour", second.scenario]);
+    let [n] = &e.result.not_run[..] else {
+        panic!("one part not run: {:?}", e.result.not_run)
+    };
+    assert_eq!(n.scenario, first.scenario);
+    assert!(n.why.contains(&taken), "{}", n.why);
 }
 
 #[test]

@@ -352,6 +352,14 @@ impl Loaded {
         }
         let mut rows_before = 0;
         for (ti, t) in s.table.iter().enumerate() {
+            if t.row.is_empty() && t.each.is_none() {
+                return Err(self.error_at(
+                    "table",
+                    Some(ti),
+                    "",
+                    "no [[table.row]] and no [table.each]: the table has nothing to show",
+                ));
+            }
             for (ri, row) in t.row.iter().enumerate() {
                 // Rows are `[[table.row]]` headers counted through the file.
                 let refuse = |message: String| ScenarioError {
@@ -368,33 +376,23 @@ impl Loaded {
                     )));
                 }
                 for cell in &row.cells {
-                    if cell.test.is_none() && (!cell.add.is_empty() || cell.unavailable.is_some()) {
-                        return Err(refuse(format!(
-                            "row '{}': a cell with add or unavailable names no test",
-                            row.label
-                        )));
-                    }
-                    let Some(test) = &cell.test else { continue };
+                    let Some(test) = &cell.test else {
+                        if let Some(key) = cell.reads().next() {
+                            return Err(refuse(format!(
+                                "row '{}': a cell with {key} names no test",
+                                row.label
+                            )));
+                        }
+                        continue;
+                    };
                     if !s.test.iter().any(|x| x.id == *test) {
                         return Err(refuse(format!(
                             "row '{}' reads test '{test}', which the scenario does not run",
                             row.label
                         )));
                     }
-                    if !cell.at.is_empty() && !cell.at.starts_with('/') {
-                        return Err(refuse(format!(
-                            "row '{}': at = '{}' is not a JSON pointer (it starts with '/')",
-                            row.label, cell.at
-                        )));
-                    }
-                    for (key, p) in cell.more_paths() {
-                        if !p.starts_with('/') {
-                            return Err(refuse(format!(
-                                "row '{}': {key} = '{p}' is not a JSON pointer (it starts with '/')",
-                                row.label
-                            )));
-                        }
-                    }
+                    check_cell(cell, false)
+                        .map_err(|m| refuse(format!("row '{}': {m}", row.label)))?;
                 }
             }
             rows_before += t.row.len();
@@ -405,8 +403,9 @@ impl Loaded {
         Ok(())
     }
 
-    /// Checks table `ti`'s `[table.each]`: its test exists, its paths are
-    /// JSON pointers, it has one cell per column and no cell names a test.
+    /// Checks table `ti`'s `[table.each]`: its test exists, its limit
+    /// keeps a row, it has one cell per column, no cell names a test and
+    /// each cell is as [`check_cell`] wants it.
     fn check_each(
         &self,
         ti: usize,
@@ -430,6 +429,9 @@ impl Loaded {
                 format!("'{}' is not a JSON pointer (it starts with '/')", each.at),
             ));
         }
+        if each.limit == Some(0) {
+            return Err(refuse("limit", "0 rows: the table would show none".into()));
+        }
         if each.cells.len() != columns {
             return Err(refuse(
                 "cells",
@@ -443,16 +445,7 @@ impl Loaded {
                     "a cell of [table.each] reads the list's own test: no 'test' here".into(),
                 ));
             }
-            let paths = std::iter::once(&cell.at).chain(cell.more_paths().map(|(_, p)| p));
-            if let Some(bad) = paths
-                .filter(|p| !p.is_empty())
-                .find(|p| !p.starts_with('/'))
-            {
-                return Err(refuse(
-                    "cells",
-                    format!("'{bad}' is not a JSON pointer (it starts with '/')"),
-                ));
-            }
+            check_cell(cell, true).map_err(|m| refuse("cells", m))?;
         }
         Ok(())
     }
@@ -543,6 +536,32 @@ impl Loaded {
             })
             .max_by_key(|k| k.len())
             .map(|k| (k.clone(), self.key_line(section, idx, k)))
+    }
+}
+
+/// Checks a cell's paths and how its keys combine: each path a JSON
+/// pointer (`at` may be empty: the whole document, or in `[table.each]`
+/// the element, as `add` may there), and `as_text` alone (a text has no
+/// addends, no origin and no "not available").
+fn check_cell(cell: &table::CellSpec, in_each: bool) -> Result<(), String> {
+    let pointer = |key: &str, p: &str, may_be_empty: bool| match p.starts_with('/')
+        || (may_be_empty && p.is_empty())
+    {
+        true => Ok(()),
+        false => Err(format!(
+            "{key} = '{p}' is not a JSON pointer (it starts with '/')"
+        )),
+    };
+    pointer("at", &cell.at, true)?;
+    for (key, p) in cell.more_paths() {
+        pointer(key, p, in_each && key == "add")?;
+    }
+    let beside_text = cell.more_paths().map(|(k, _)| k);
+    match beside_text.chain(cell.text.as_ref().map(|_| "text")).next() {
+        Some(key) if cell.as_text => Err(format!(
+            "as_text shows the value at `at` as it is: no {key} with it"
+        )),
+        _ => Ok(()),
     }
 }
 

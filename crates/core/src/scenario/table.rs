@@ -52,10 +52,11 @@ pub struct EachSpec {
     /// At most this many rows: the list's first elements [default: all].
     #[serde(default)]
     pub limit: Option<usize>,
-    /// One cell per column, as a row's, without `test` (the list's test):
-    /// `at` is a path inside the element (`/from_send/median_ns`; empty:
-    /// the element itself); `minus` stays a path from the document's root
-    /// (one origin for every row).
+    /// One cell per column, as a row's, without `test` (the list's test;
+    /// a `text` cell reads nothing): `at` and `add` are paths inside the
+    /// element (`/from_send/median_ns`; empty: the element itself);
+    /// `minus` and `unavailable` stay paths from the document's root (one
+    /// origin for every row, the document's own statement).
     pub cells: Vec<CellSpec>,
 }
 
@@ -131,6 +132,12 @@ impl CellSpec {
             .chain(self.unavailable.iter().map(|p| ("unavailable", p)))
             .chain(self.minus.iter().map(|p| ("minus", p)))
     }
+
+    /// The keys set on the cell that read its test's result besides `at`
+    /// (a cell without `test` may set none of them).
+    pub fn reads(&self) -> impl Iterator<Item = &'static str> + '_ {
+        (self.more_paths().map(|(key, _)| key)).chain(self.as_text.then_some("as_text"))
+    }
 }
 
 /// What a cell reads when its result says the figure cannot exist here.
@@ -189,6 +196,23 @@ pub struct CellResult {
     /// [`NOT_AVAILABLE`].
     #[serde(default)]
     pub unavailable: Option<String>,
+}
+
+impl CellResult {
+    /// Cell `c` before its test's result is read: its fixed text and
+    /// reference, no figure.
+    fn unread(c: &CellSpec) -> Self {
+        Self {
+            value: None,
+            digits: c.digits.unwrap_or(2),
+            text: c.text.clone(),
+            missing: None,
+            reference: c.reference,
+            within_tolerance: None,
+            marks: Vec::new(),
+            unavailable: None,
+        }
+    }
 }
 
 /// A flag a cell is marked with.
@@ -364,16 +388,11 @@ fn each_rows(
     let list = match list {
         Ok(list) => list,
         Err(why) => {
+            // A text cell reads nothing: it keeps its text.
             let cells = (each.cells.iter())
                 .map(|c| CellResult {
-                    value: None,
-                    digits: c.digits.unwrap_or(2),
-                    text: None,
-                    missing: Some(why.clone()),
-                    reference: c.reference,
-                    within_tolerance: None,
-                    marks: Vec::new(),
-                    unavailable: None,
+                    missing: c.text.is_none().then(|| why.clone()),
+                    ..CellResult::unread(c)
                 })
                 .collect();
             return vec![RowResult {
@@ -390,9 +409,13 @@ fn each_rows(
             why: None,
             cells: (each.cells.iter())
                 .map(|c| {
+                    // `at` and `add` inside the element; a fixed text
+                    // reads nothing.
+                    let inside = |p: &String| format!("{}/{i}{p}", each.at);
                     let at = CellSpec {
-                        test: Some(test.clone()),
-                        at: format!("{}/{i}{}", each.at, c.at),
+                        test: c.text.is_none().then(|| test.clone()),
+                        at: inside(&c.at),
+                        add: c.add.iter().map(inside).collect(),
                         ..c.clone()
                     };
                     cell(&at, docs, notes)
@@ -414,7 +437,7 @@ pub fn template(text: &str, element: &Value) -> String {
         };
         out.push_str(&rest[..open]);
         let key = &rest[open + 1..close];
-        let field = key.split('.').try_fold(element, |v, k| v.get(k));
+        let field = key.split('.').try_fold(element, member);
         out.push_str(&field.and_then(as_text).unwrap_or_else(|| "-".into()));
         rest = &rest[close + 1..];
     }
@@ -455,16 +478,7 @@ fn cell(
     docs: &BTreeMap<String, Result<Value, String>>,
     notes: &mut Vec<Footnote>,
 ) -> CellResult {
-    let mut out = CellResult {
-        value: None,
-        digits: c.digits.unwrap_or(2),
-        text: c.text.clone(),
-        missing: None,
-        reference: c.reference,
-        within_tolerance: None,
-        marks: Vec::new(),
-        unavailable: None,
-    };
+    let mut out = CellResult::unread(c);
     let Some(test) = &c.test else { return out };
     let doc = match docs.get(test) {
         Some(Ok(doc)) => doc,
@@ -503,13 +517,15 @@ fn cell(
         let value = figures.and_then(|x| Ok(x.iter().sum::<f64>() - origin(doc, c, test)?));
         match value {
             Ok(v) => out.value = Some(v * c.scale.unwrap_or(1.0)),
-            Err(why) => match c.unavailable.as_deref().and_then(|u| resolve(doc, u)) {
-                Some(said) => {
-                    out.text = Some(NOT_AVAILABLE.to_string());
-                    out.unavailable = Some(reason(said, c.unavailable.as_deref().unwrap_or("")));
+            Err(why) => {
+                match (c.unavailable.as_deref()).and_then(|u| Some((resolve(doc, u)?, u))) {
+                    Some((said, path)) => {
+                        out.text = Some(NOT_AVAILABLE.to_string());
+                        out.unavailable = Some(reason(said, path));
+                    }
+                    None => out.missing = Some(why),
                 }
-                None => out.missing = Some(why),
-            },
+            }
         }
     }
     if let (Some(v), Some(r), Some(tol)) = (out.value, c.reference, c.tolerance_pct) {

@@ -482,3 +482,92 @@ fn templates_fill_fields_and_keep_stray_braces() {
     assert_eq!(table::template("{b}", &el), "-");
     assert_eq!(table::template("", &el), "");
 }
+
+#[test]
+fn as_text_stands_alone_and_every_reading_key_needs_a_test() {
+    // A text has no addends, no origin and no "not available": refused,
+    // naming the key, on the cells' line.
+    let e = err(&EACH.replace(
+        "{ test = \"j\", at = \"/total\", scale = 1e-3 }",
+        "{ test = \"j\", at = \"/total\", as_text = true, minus = \"/total\" }",
+    ));
+    assert_eq!(
+        (e.line, e.key.as_deref()),
+        (15, Some("table[1].row[1].cells")),
+        "{e}"
+    );
+    assert!(
+        e.message.contains("as_text") && e.message.contains("minus"),
+        "{e}"
+    );
+    let e = err(&EACH.replace(
+        "{ at = \"/dev\", as_text = true }",
+        "{ at = \"/dev\", as_text = true, add = [\"/x\"] }",
+    ));
+    assert_eq!(e.key.as_deref(), Some("table[1].each.cells"), "{e}");
+    assert!(e.message.contains("no add with it"), "{e}");
+    // minus or as_text on a cell of no test would be silently ignored.
+    for cell in [
+        "{ minus = \"/total\" }",
+        "{ at = \"/total\", as_text = true }",
+    ] {
+        let e = err(&EACH.replace("{ text = \"-\" }", cell));
+        assert!(e.message.contains("names no test"), "{cell}: {e}");
+    }
+}
+
+#[test]
+fn each_adds_inside_the_element_and_keeps_fixed_texts() {
+    let text = EACH
+        .replace(
+            "{ at = \"/t_ns\", scale = 1e-3, digits = 1 }",
+            "{ at = \"/t_ns\", add = [\"/t_ns\"], scale = 1e-3, digits = 1 }",
+        )
+        .replace("{ at = \"/dev\", as_text = true }", "{ text = \"x\" }");
+    let l = Loaded::parse(&text).expect("parses");
+    let docs = BTreeMap::from([("j".to_string(), Ok(journey_doc()))]);
+    let t = &table::fill(&l.scenario.table, &docs)[0];
+    // Each row's own figure doubled: `add` reads the element, as `at` does.
+    let doubled: Vec<Option<f64>> = t.rows[1..].iter().map(|r| r.cells[1].value).collect();
+    assert_eq!(doubled, [Some(0.0), Some(4.0), Some(11.0)]);
+    // A fixed text reads nothing: no n/a beside it.
+    for r in &t.rows[1..] {
+        assert_eq!(r.cells[0].text.as_deref(), Some("x"));
+        assert_eq!(r.cells[0].missing, None, "{r:?}");
+    }
+    // Nor in the row that says why there is no list.
+    let docs = BTreeMap::from([("j".to_string(), Ok(json!({})))]);
+    let none = &table::fill(&l.scenario.table, &docs)[0].rows[1];
+    assert_eq!(none.label, "(none)");
+    assert_eq!(none.cells[0].text.as_deref(), Some("x"));
+    assert_eq!(none.cells[0].missing, None, "{none:?}");
+    assert!(none.cells[1].missing.is_some(), "{none:?}");
+}
+
+#[test]
+fn templates_read_pairs_as_selectors_do() {
+    let el = json!({"settings": [["size", "512"], ["reflector-copy", "on"]]});
+    assert_eq!(
+        table::template("{settings.size} B, copy {settings.reflector-copy}", &el),
+        "512 B, copy on"
+    );
+}
+
+#[test]
+fn a_table_without_rows_is_refused() {
+    let text = EACH.replace("[[table.row]]\nlabel = \"fixed\"\ncells = [{ text = \"-\" }, { test = \"j\", at = \"/total\", scale = 1e-3 }, {}]\n", "");
+    // Rows from the list alone are a table.
+    Loaded::parse(&text).expect("parses");
+    let end = text.find("[table.each]").expect("each");
+    let e = err(&text[..end]);
+    assert_eq!((e.line, e.key.as_deref()), (9, Some("table[1]")), "{e}");
+    assert!(e.message.contains("nothing to show"), "{e}");
+    // Nor may the list's rows be cut to none (the table would say the list
+    // is empty).
+    let e = err(&EACH.replace("limit = 3", "limit = 0"));
+    assert_eq!(
+        (e.line, e.key.as_deref()),
+        (21, Some("table[1].each.limit")),
+        "{e}"
+    );
+}
