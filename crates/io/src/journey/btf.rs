@@ -204,12 +204,8 @@ fn gated_spec(point: Point, o: GatedOffsets, code: u32) -> Option<GatedSpec> {
     Some(match point {
         // TP_PROTO(u32 tb_id, const struct flowi4 *flp,
         // const struct fib_nh_common *nhc, int err): the result's device
-        // (none when the lookup failed); the table id as the length.
-        Point::FibTableLookup => spec(
-            None,
-            Some(Source::Arg(0)),
-            Some(Source::ArgMember(2, o.nhc_dev)),
-        ),
+        // (none when the lookup failed).
+        Point::FibTableLookup => spec(None, None, Some(Source::ArgMember(2, o.nhc_dev))),
         // TP_PROTO(const struct net *net, const struct fib6_result *res,
         // struct fib6_table *table, const struct flowi6 *flp): no device read.
         Point::Fib6TableLookup => spec(None, None, None),
