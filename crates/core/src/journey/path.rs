@@ -302,10 +302,7 @@ pub fn attribute(paths: &mut [ProbePath], devices: &[Device], events: &[Event]) 
         ),
         ..Attribution::default()
     };
-    for e in events
-        .iter()
-        .filter(|e| matches!(e.point, Point::FibTableLookup | Point::Fib6TableLookup))
-    {
+    for e in events.iter().filter(|e| e.point == Point::FibTableLookup) {
         let owners: BTreeSet<usize> = brackets
             .iter()
             .filter(|b| {

@@ -206,9 +206,6 @@ fn gated_spec(point: Point, o: GatedOffsets, code: u32) -> Option<GatedSpec> {
         // const struct fib_nh_common *nhc, int err): the result's device
         // (none when the lookup failed).
         Point::FibTableLookup => spec(None, None, Some(Source::ArgMember(2, o.nhc_dev))),
-        // TP_PROTO(const struct net *net, const struct fib6_result *res,
-        // struct fib6_table *table, const struct flowi6 *flp): no device read.
-        Point::Fib6TableLookup => spec(None, None, None),
         // TP_PROTO(struct napi_struct *napi, int work, int budget): the
         // NAPI instance, the packets it handled, its device (none for a
         // CPU's backlog).
