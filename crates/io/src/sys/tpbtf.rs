@@ -252,7 +252,13 @@ fn record_tail(spec: &ProgSpec, dev: &DevOffsets, map_fd: i32) -> Vec<BpfInsn> {
         p.push(BpfInsn::new(JMP_JEQ_K, DEV, 0, skip, 0));
         p.extend(block);
     }
-    p.extend(BpfInsn::ld_map_fd(1, map_fd));
+    p.extend(ring_output(map_fd));
+    p
+}
+
+/// `bpf_ringbuf_output(ring, record on the stack, no wake-up)`.
+fn ring_output(ring: i32) -> Vec<BpfInsn> {
+    let mut p = BpfInsn::ld_map_fd(1, ring).to_vec();
     p.extend([
         BpfInsn::mov64_reg(2, FP),
         BpfInsn::add64_imm(2, i32::from(-record::SIZE)),
@@ -694,14 +700,7 @@ fn arm_tail(arm: &Arm, ring: i32) -> Vec<BpfInsn> {
         BpfInsn::st_imm(BpfSize::Dw, FP, slot(record::ADDR), 0),
         BpfInsn::st_imm(BpfSize::W, FP, slot(record::LEN), 0),
     ]);
-    a.extend(BpfInsn::ld_map_fd(1, ring));
-    a.extend([
-        BpfInsn::mov64_reg(2, FP),
-        BpfInsn::add64_imm(2, i32::from(-record::SIZE)),
-        BpfInsn::mov64_imm(3, i32::from(record::SIZE)),
-        BpfInsn::mov64_imm(4, BPF_RB_NO_WAKEUP),
-        BpfInsn::call(FN_RINGBUF_OUTPUT),
-    ]);
+    a.extend(ring_output(ring));
     a.bind(done);
     a.finish()
 }
