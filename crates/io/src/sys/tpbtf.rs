@@ -736,8 +736,6 @@ pub(crate) struct GatedSpec {
     pub code: u32,
     /// Only for the NET_RX vector (argument 0); the gate closes after it.
     pub net_rx_exit: bool,
-    /// The address the record holds (None: zero).
-    pub object: Option<Source>,
     /// The value in the record's length field (None: zero).
     pub len: Option<Source>,
     /// The device (None: the record has none).
@@ -772,10 +770,8 @@ pub(crate) fn gated_program(
     a.push(BpfInsn::call(FN_KTIME_GET_NS));
     a.alu(ALU64_SUB_X, 0, LEN, 0);
     a.jump(JMP_JGT_K, 0, GATE_OPEN_NS, exit);
-    match spec.object {
-        Some(from) => a.extend(load_value(ARG0, from, BpfSize::Dw)),
-        None => a.push(BpfInsn::mov64_imm(ARG0, 0)),
-    }
+    // No skb: the record's address is zero.
+    a.push(BpfInsn::mov64_imm(ARG0, 0));
     match spec.len {
         Some(from) => {
             a.extend(load_value(LEN, from, BpfSize::W));
