@@ -233,8 +233,9 @@ pub const NOT_USED: [&str; 3] = [
     "tcp/tcp_probe: not used: TCP probes are followed by their lengths on the net and skb \
      tracepoints (tcp_probe, which carries the skb's address, would add TCP's receive step: not \
      built)",
-    "fib6/fib6_table_lookup: not used: the probes are IPv4 (it would add only other packets' \
-     IPv6 lookups, which carry no skb to tell them apart)",
+    "fib6/fib6_table_lookup: not used: the journey's probes are IPv4 (it would add only other \
+     packets' IPv6 lookups, which carry no skb to tell them apart), and --iface follows packets \
+     by headers and skb address, which a lookup does not carry",
     "xdp/*: not opened: linerate's beds attach no XDP program, so no XDP event fires on the path \
      (a program attached by hand is not detected)",
 ];
