@@ -302,21 +302,28 @@ pub fn attribute(paths: &mut [ProbePath], devices: &[Device], events: &[Event]) 
         ),
         ..Attribution::default()
     };
-    for e in events.iter().filter(|e| e.point == Point::FibTableLookup) {
-        let owners: BTreeSet<usize> = brackets
-            .iter()
-            .filter(|b| {
-                Some(b.cpu) == e.cpu
-                    && b.from < e.time_ns
-                    && e.time_ns < b.to
-                    && same_netns(b.rx, e)
-            })
-            .map(|b| b.path)
-            .collect();
-        match owners.len() {
-            0 => a.unattributed += 1,
-            1 => {
-                add[*owners.first().unwrap_or(&0)].push(e.clone());
+    // Each lookup's owners, found from the brackets (each at most 1 ms of
+    // events) rather than every lookup of the host (perf with
+    // --all-events records them all) against every bracket.
+    let mut owners: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
+    for b in &brackets {
+        let lo = events.partition_point(|x| x.time_ns <= b.from);
+        let hi = events.partition_point(|x| x.time_ns < b.to).max(lo);
+        for (k, e) in events[lo..hi].iter().enumerate() {
+            if e.point == Point::FibTableLookup && e.cpu == Some(b.cpu) && same_netns(b.rx, e) {
+                owners.entry(lo + k).or_default().insert(b.path);
+            }
+        }
+    }
+    let lookups = events
+        .iter()
+        .filter(|e| e.point == Point::FibTableLookup)
+        .count() as u64;
+    a.unattributed += lookups - owners.len() as u64;
+    for (k, paths_of) in &owners {
+        match paths_of.iter().collect::<Vec<_>>()[..] {
+            [&only] => {
+                add[only].push(events[*k].clone());
                 a.attributed += 1;
             }
             _ => a.ambiguous += 1,
