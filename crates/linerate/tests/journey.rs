@@ -205,6 +205,7 @@ fn a_missing_tracepoint_is_an_error_naming_it() {
         Filters {
             len: (100, 217),
             dport: 9,
+            all_events: true,
         },
         Backend::Perf,
     )
@@ -229,6 +230,7 @@ fn tp_btf_programs_pass_the_verifier_and_a_missing_one_is_named() {
     let filters = Filters {
         len: (100, 217),
         dport: 9,
+        all_events: true,
     };
     // The kernel's verifier checks every program here (loaded, not attached).
     let p = BtfPrograms::load(&TRACEPOINTS, filters).unwrap();
@@ -293,6 +295,7 @@ fn the_tracer_detaches_on_drop_and_on_panic() {
     let filters = Filters {
         len: (100, 217),
         dport: 9,
+        all_events: true,
     };
     for backend in [Backend::Perf, Backend::TpBtf] {
         let before = perf_fds();
@@ -316,6 +319,26 @@ fn the_tracer_detaches_on_drop_and_on_panic() {
             before,
             "the panic left events open ({backend:?})"
         );
+    }
+    // Without --all-events, perf (asked for, or tp_btf's fallback) leaves
+    // out the events without an skb: no program gates them there.
+    let few = Filters {
+        all_events: false,
+        ..filters
+    };
+    for backend in [Backend::Perf, Backend::TpBtf] {
+        let t = Tracer::open_with(&fs, &TRACEPOINTS, few, backend).unwrap();
+        let gated: Vec<&str> = TRACEPOINTS
+            .iter()
+            .filter(|tp| tp.point.attributed())
+            .map(|tp| tp.path)
+            .filter(|p| t.opened.iter().any(|o| o == p))
+            .collect();
+        if backend == Backend::Perf {
+            assert_eq!(gated, Vec::<&str>::new());
+        } else {
+            assert!(gated.contains(&"fib/fib_table_lookup"), "{gated:?}");
+        }
     }
 }
 

@@ -104,9 +104,10 @@ pub fn render(doc: &Envelope<JourneyResult>, width: Width) -> String {
             "",
             "  ",
             &format!(
-                "* {ATTRIBUTED}: on the CPU of the probe's netif_receive_skb, between it and the \
-                 probe's next event ({} events attributed, {} ambiguous, {} in no probe's \
-                 bracket)",
+                "* {ATTRIBUTED}, on the CPU of the probe's netif_receive_skb: a FIB lookup in its \
+                 namespace between it and the probe's next event, the first NAPI poll and \
+                 softirq exit after it, the last softirq entry before it ({} events attributed, \
+                 {} ambiguous, {} in no probe's bracket)",
                 group_thousands(a.attributed),
                 group_thousands(a.ambiguous),
                 group_thousands(a.unattributed)

@@ -30,9 +30,6 @@ pub enum Point {
     /// fib:fib_table_lookup (an IPv4 route lookup; no skb: attributed to a
     /// probe by CPU and time).
     FibTableLookup,
-    /// fib6:fib6_table_lookup (an IPv6 route lookup; attributed by CPU and
-    /// time).
-    Fib6TableLookup,
     /// net:net_dev_queue (dev_queue_xmit: the packet enters a device's tx path).
     NetDevQueue,
     /// qdisc:qdisc_enqueue.
@@ -111,7 +108,7 @@ pub enum FilterKind {
 
 /// Every tracepoint a journey opens, in no particular order (a `tp_btf`
 /// record names its tracepoint by its index here: new ones go at the end).
-pub const TRACEPOINTS: [Tracepoint; 20] = [
+pub const TRACEPOINTS: [Tracepoint; 19] = [
     tp(
         Point::NetDevQueue,
         "net/net_dev_queue",
@@ -211,12 +208,6 @@ pub const TRACEPOINTS: [Tracepoint; 20] = [
         false,
         FilterKind::NetRx,
     ),
-    tp(
-        Point::Fib6TableLookup,
-        "fib6/fib6_table_lookup",
-        false,
-        FilterKind::None,
-    ),
 ];
 
 /// The tracepoints of a journey: without `all_events`, those whose filter
@@ -238,10 +229,13 @@ pub fn tracepoints(all_events: bool, gated: bool) -> Vec<Tracepoint> {
 
 /// Tracepoints no journey opens, with why (the end of
 /// `TracerInfo::left_out`).
-pub const NOT_USED: [&str; 2] = [
+pub const NOT_USED: [&str; 3] = [
     "tcp/tcp_probe: not used: TCP probes are followed by their lengths on the net and skb \
      tracepoints (tcp_probe, which carries the skb's address, would add TCP's receive step: not \
      built)",
+    "fib6/fib6_table_lookup: not used: the journey's probes are IPv4 (it would add only other \
+     packets' IPv6 lookups, which carry no skb to tell them apart), and --iface follows packets \
+     by headers and skb address, which a lookup does not carry",
     "xdp/*: not opened: linerate's beds attach no XDP program, so no XDP event fires on the path \
      (a program attached by hand is not detected)",
 ];
@@ -304,11 +298,7 @@ impl Point {
     pub fn attributed(self) -> bool {
         matches!(
             self,
-            Self::FibTableLookup
-                | Self::Fib6TableLookup
-                | Self::NapiPoll
-                | Self::SoftirqNetRx
-                | Self::SoftirqExitNetRx
+            Self::FibTableLookup | Self::NapiPoll | Self::SoftirqNetRx | Self::SoftirqExitNetRx
         )
     }
 
@@ -339,7 +329,6 @@ fn label_of(path: &'static str) -> &'static str {
         "qdisc/qdisc_enqueue" => "qdisc:qdisc_enqueue",
         "qdisc/qdisc_dequeue" => "qdisc:qdisc_dequeue",
         "fib/fib_table_lookup" => "fib:fib_table_lookup",
-        "fib6/fib6_table_lookup" => "fib6:fib6_table_lookup",
         "napi/napi_poll" => "napi:napi_poll",
         "sock/sock_rcvqueue_full" => "sock:sock_rcvqueue_full",
         "udp/udp_fail_queue_rcv_skb" => "udp:udp_fail_queue_rcv_skb",
@@ -499,9 +488,7 @@ impl Decoder {
             }
             Point::NapiPoll => e.len = f.int(raw, "work").and_then(|v| u32::try_from(v).ok()),
             Point::SockRecvLength => e.len = f.int(raw, "ret").and_then(|v| u32::try_from(v).ok()),
-            Point::FibTableLookup | Point::Fib6TableLookup => {
-                e.dev = e.dev.filter(|d| !d.is_empty());
-            }
+            Point::FibTableLookup => e.dev = e.dev.filter(|d| !d.is_empty()),
             _ => {}
         }
         Some(e)
@@ -528,7 +515,7 @@ fn needed_fields(point: Point) -> &'static [&'static str] {
         Point::ConsumeSkb => &["skbaddr"],
         Point::SoftirqNetRx | Point::SoftirqExitNetRx => &["vec"],
         Point::NapiPoll => &["dev_name", "work"],
-        Point::FibTableLookup | Point::Fib6TableLookup => &["name"],
+        Point::FibTableLookup => &["name"],
         Point::UdpFailQueueRcvSkb => &["dport"],
         Point::SockRcvqueueFull => &["sk_rcvbuf"],
         Point::UserSend | Point::UserRecv => &[],

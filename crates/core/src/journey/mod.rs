@@ -381,7 +381,8 @@ pub struct Attribution {
     /// FIB lookups inside the brackets of several probes: attributed to none.
     pub ambiguous: u64,
     /// Events recorded inside no probe's bracket (other traffic on a CPU
-    /// while a probe armed it, or a receive the tracer did not follow).
+    /// while a probe armed it, a lookup in another namespace, or a receive
+    /// the tracer did not follow).
     pub unattributed: u64,
 }
 

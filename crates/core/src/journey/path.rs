@@ -251,16 +251,19 @@ pub fn attribute(paths: &mut [ProbePath], devices: &[Device], events: &[Event]) 
         to: u64,
         rx: &'a Event,
     }
-    // The same namespace, where both events tell: by inode (`tp_btf`
-    // records), else by the bed device's namespace.
-    let same_netns = |a: &Event, b: &Event| match (a.netns, b.netns) {
+    // The same namespace as the receive `rx` (always on a bed device),
+    // where the lookup `e` tells: by inode (`tp_btf` records), else by the
+    // bed device's namespace; a device outside the bed other than `lo`
+    // (every namespace has one) is in none of its namespaces.
+    let same_netns = |rx: &Event, e: &Event| match (rx.netns, e.netns) {
         (Some(x), Some(y)) => x == y,
         _ => match (
-            device(devices, a.dev.as_deref()),
-            device(devices, b.dev.as_deref()),
+            device(devices, rx.dev.as_deref()),
+            device(devices, e.dev.as_deref()),
         ) {
             (Some(x), Some(y)) => x.netns == y.netns,
-            _ => true,
+            (_, None) => e.dev.as_deref().is_none_or(|d| d == "lo"),
+            (None, Some(_)) => true,
         },
     };
     let mut brackets = Vec::new();
@@ -292,30 +295,35 @@ pub fn attribute(paths: &mut [ProbePath], devices: &[Device], events: &[Event]) 
     let mut a = Attribution {
         method: format!(
             "FIB lookups, NAPI polls and NET_RX softirq entries and exits carry no skb: {ATTRIBUTED} \
-             (a FIB lookup on the CPU of a probe's netif_receive_skb, after it and before the \
-             probe's next event; the first NAPI poll and softirq exit on that CPU after it; the \
+             (a FIB lookup on the CPU of a probe's netif_receive_skb, in its namespace where the \
+             lookup's device tells, after it and before the probe's next event and the softirq's \
+             exit; the first NAPI poll and softirq exit on that CPU after it; the \
              last softirq entry before it)"
         ),
         ..Attribution::default()
     };
-    for e in events
+    // Each lookup's owners, found from the brackets (each at most 1 ms of
+    // events) rather than every lookup of the host (perf with
+    // --all-events records them all) against every bracket.
+    let mut owners: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
+    for b in &brackets {
+        let lo = events.partition_point(|x| x.time_ns <= b.from);
+        let hi = events.partition_point(|x| x.time_ns < b.to).max(lo);
+        for (k, e) in events[lo..hi].iter().enumerate() {
+            if e.point == Point::FibTableLookup && e.cpu == Some(b.cpu) && same_netns(b.rx, e) {
+                owners.entry(lo + k).or_default().insert(b.path);
+            }
+        }
+    }
+    let lookups = events
         .iter()
-        .filter(|e| matches!(e.point, Point::FibTableLookup | Point::Fib6TableLookup))
-    {
-        let owners: BTreeSet<usize> = brackets
-            .iter()
-            .filter(|b| {
-                Some(b.cpu) == e.cpu
-                    && b.from < e.time_ns
-                    && e.time_ns < b.to
-                    && same_netns(b.rx, e)
-            })
-            .map(|b| b.path)
-            .collect();
-        match owners.len() {
-            0 => a.unattributed += 1,
-            1 => {
-                add[*owners.first().unwrap_or(&0)].push(e.clone());
+        .filter(|e| e.point == Point::FibTableLookup)
+        .count() as u64;
+    a.unattributed += lookups - owners.len() as u64;
+    for (k, paths_of) in &owners {
+        match paths_of.iter().collect::<Vec<_>>()[..] {
+            [&only] => {
+                add[only].push(events[*k].clone());
                 a.attributed += 1;
             }
             _ => a.ambiguous += 1,
@@ -346,6 +354,21 @@ pub fn attribute(paths: &mut [ProbePath], devices: &[Device], events: &[Event]) 
         p.events.extend(extra);
         p.events.sort_by_key(|e| e.time_ns);
         p.events.dedup();
+    }
+    // The softirq entries `follow` attached (a copy named after the
+    // receive's device: known by time and CPU).
+    let entries: BTreeSet<(u64, Option<u32>)> = paths
+        .iter()
+        .flat_map(|p| &p.events)
+        .filter(|e| e.point == Point::SoftirqNetRx)
+        .map(|e| (e.time_ns, e.cpu))
+        .collect();
+    for e in events.iter().filter(|e| e.point == Point::SoftirqNetRx) {
+        if entries.contains(&(e.time_ns, e.cpu)) {
+            a.attributed += 1;
+        } else {
+            a.unattributed += 1;
+        }
     }
     a
 }
@@ -860,11 +883,16 @@ pub(crate) mod tests {
             free(Point::NapiPoll, t + 43_000, 1, None),
             // Probe 1: a lookup after its queueing (outside its bracket).
             free(Point::FibTableLookup, t + 2_031_000, 1, None),
+            // Probe 1: inside its router bracket, but a device of no
+            // namespace of the bed (the host's own): not the probe's.
+            free(Point::FibTableLookup, t + 2_025_000, 1, Some("eth0")),
         ]);
         events.sort_by_key(|e| e.time_ns);
         let mut paths = follow(&cfg, &devices(), &probes, &events, &[]);
         let a = attribute(&mut paths, &devices(), &events);
-        assert_eq!((a.attributed, a.ambiguous, a.unattributed), (4, 0, 5));
+        // A FIB lookup, a NAPI poll, a softirq exit and the two softirq entries
+        // follow attached, of probe 0 and probe 1.
+        assert_eq!((a.attributed, a.ambiguous, a.unattributed), (6, 0, 6));
         let pts: Vec<Point> = paths[0].events.iter().map(|e| e.point).collect();
         let at = |p: Point, n: usize| {
             pts.iter()
@@ -915,7 +943,8 @@ pub(crate) mod tests {
         events.sort_by_key(|e| e.time_ns);
         let mut paths = follow(&cfg, &devices(), &probes, &events, &[]);
         let a = attribute(&mut paths, &devices(), &events);
-        assert_eq!((a.attributed, a.ambiguous), (0, 1));
+        // Attributed: only the two probes' softirq entries.
+        assert_eq!((a.attributed, a.ambiguous), (2, 1));
         assert!(paths
             .iter()
             .all(|p| !p.events.iter().any(|e| e.point == Point::FibTableLookup)));

@@ -117,6 +117,10 @@ pub fn decode(b: &[u8], reason_name: impl Fn(u64) -> Option<String>) -> Option<E
         .map(str::to_string);
     let addr = u64_at(b, ADDR)?;
     let socket = point == Point::SockRecvLength;
+    // The events without an skb: their address is none (a NAPI poll's is
+    // its `napi_struct`), and only a NAPI poll's length means something
+    // (the packets it handled), as in the perf samples.
+    let no_skb = point.attributed();
     let ifindex = u32_at(b, IFINDEX)?;
     let netns = u32_at(b, NETNS)?;
     let drop = point == Point::KfreeSkb;
@@ -125,8 +129,8 @@ pub fn decode(b: &[u8], reason_name: impl Fn(u64) -> Option<String>) -> Option<E
         point,
         time_ns: u64_at(b, TIME)?,
         cpu: Some(u32_at(b, CPU)?),
-        skb: (!socket).then_some(addr),
-        len: Some(u32_at(b, LEN)?),
+        skb: (!socket && !no_skb).then_some(addr),
+        len: Some(u32_at(b, LEN)?).filter(|_| !no_skb || point == Point::NapiPoll),
         dev,
         ifindex: i32::try_from(ifindex).ok().filter(|&i| i > 0),
         netns: (netns != 0).then_some(netns),
@@ -170,6 +174,16 @@ mod tests {
         let e = decode(&b, none).unwrap();
         assert_eq!((e.skb, e.sk), (None, Some(0xffff_8880_0000_1000)));
         assert_eq!((e.dev, e.ifindex, e.netns), (None, None, None));
+        // A NAPI poll carries its napi_struct and the packets it handled,
+        // not an skb; a FIB lookup neither.
+        let code = code_of(Point::NapiPoll).unwrap();
+        b[20..24].copy_from_slice(&code.to_le_bytes());
+        let e = decode(&b, none).unwrap();
+        assert_eq!((e.skb, e.sk, e.len), (None, None, Some(142)));
+        let code = code_of(Point::FibTableLookup).unwrap();
+        b[20..24].copy_from_slice(&code.to_le_bytes());
+        let e = decode(&b, none).unwrap();
+        assert_eq!((e.skb, e.len), (None, None));
         // A drop names its reason and location.
         let code = code_of(Point::KfreeSkb).unwrap();
         b[20..24].copy_from_slice(&code.to_le_bytes());

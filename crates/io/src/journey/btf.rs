@@ -194,37 +194,24 @@ struct GatedOffsets {
 /// is not one: its program only notes the time, which a probe's receive
 /// writes.
 fn gated_spec(point: Point, o: GatedOffsets, code: u32) -> Option<GatedSpec> {
-    let spec = |object, len, dev| GatedSpec {
+    let spec = |len, dev| GatedSpec {
         code,
         net_rx_exit: false,
-        object,
         len,
         dev,
     };
     Some(match point {
         // TP_PROTO(u32 tb_id, const struct flowi4 *flp,
         // const struct fib_nh_common *nhc, int err): the result's device
-        // (none when the lookup failed); the table id as the length.
-        Point::FibTableLookup => spec(
-            None,
-            Some(Source::Arg(0)),
-            Some(Source::ArgMember(2, o.nhc_dev)),
-        ),
-        // TP_PROTO(const struct net *net, const struct fib6_result *res,
-        // struct fib6_table *table, const struct flowi6 *flp): no device read.
-        Point::Fib6TableLookup => spec(None, None, None),
+        // (none when the lookup failed).
+        Point::FibTableLookup => spec(None, Some(Source::ArgMember(2, o.nhc_dev))),
         // TP_PROTO(struct napi_struct *napi, int work, int budget): the
-        // NAPI instance, the packets it handled, its device (none for a
-        // CPU's backlog).
-        Point::NapiPoll => spec(
-            Some(Source::Arg(0)),
-            Some(Source::Arg(1)),
-            Some(Source::ArgMember(0, o.napi_dev)),
-        ),
+        // packets it handled, its device (none for a CPU's backlog).
+        Point::NapiPoll => spec(Some(Source::Arg(1)), Some(Source::ArgMember(0, o.napi_dev))),
         // TP_PROTO(unsigned int vec_nr)
         Point::SoftirqExitNetRx => GatedSpec {
             net_rx_exit: true,
-            ..spec(None, None, None)
+            ..spec(None, None)
         },
         _ => return None,
     })

@@ -231,6 +231,7 @@ pub fn run(
     let filters = Filters {
         len: cfg.len_range(),
         dport: port,
+        all_events: cfg.all_events,
     };
     let set = tracepoints(cfg.all_events, cfg.backend != Backend::Perf);
     let mut tracer = Tracer::open_with(&fs, &set, filters, cfg.backend)?;
@@ -296,10 +297,10 @@ pub fn run(
         left_out: left_out(&tracer.opened, |t| {
             if t.point.iface_only() {
                 "opened by --iface only (it fires for every buffer the host frees)"
-            } else if !set.contains(t) {
-                "records every packet of the host with this tracer (--all-events opens it)"
-            } else {
+            } else if tracer.missing.iter().any(|m| m == t.path) {
                 "missing on this kernel"
+            } else {
+                "records every packet of the host with this tracer (--all-events opens it)"
             }
         }),
         filters: tracer.filters.clone(),
@@ -320,10 +321,21 @@ pub fn run(
     let s = summarise(&paths, &target.devices, &target.topology);
     let cost = if cfg.cost_ns > 0 && !stop.load(Ordering::Relaxed) {
         progress.step("measuring the tracer's cost (UDP 1472 B, one datagram in 100 traced)");
+        // The tracer the journey ran: what it opened, with the backend it
+        // ended on.
+        let opened: Vec<Tracepoint> = set
+            .iter()
+            .filter(|t| info.opened.iter().any(|o| o == t.path))
+            .copied()
+            .collect();
+        let backend = match info.backend {
+            Backend::Perf => Backend::Perf,
+            _ => cfg.backend,
+        };
         Some(measure_cost(
             &fs,
-            &set,
-            cfg.backend,
+            &opened,
+            backend,
             target,
             cfg.cost_ns,
             stop,
@@ -807,6 +819,8 @@ fn blast(
                     COST_TRACED_PAYLOAD as u32 + L2_OVERHEAD + LEN_STEP * (LEN_SLOTS - 1),
                 ),
                 dport: port,
+                // `set` is what the journey opened.
+                all_events: true,
             };
             let mut t = Tracer::open_with(fs, set, filters, backend)?;
             t.enable()?;
@@ -922,6 +936,7 @@ mod tests {
         let f = Filters {
             len: (100, 217),
             dport: 4000,
+            all_events: false,
         };
         use linerate_core::journey::FilterKind;
         assert_eq!(f.text(FilterKind::Len).unwrap(), "len >= 100 && len <= 217");

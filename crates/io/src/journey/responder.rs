@@ -59,6 +59,7 @@ pub fn trace_responder(ns: &str, ip: IpAddr, ip_len: u32) -> Result<ResponderTra
         Filters {
             len: (ip_len, ip_len + 14),
             dport: 0,
+            all_events: false,
         },
     )?;
     tracer.enable()?;

@@ -27,6 +27,11 @@ pub struct Filters {
     pub len: (u32, u32),
     /// The probes' UDP destination port.
     pub dport: u16,
+    /// `--all-events`: without `tp_btf` programs to gate them (perf), the
+    /// events without an skb are opened too, and then record every NET_RX
+    /// softirq, NAPI poll and FIB lookup of the host; else perf leaves
+    /// them out.
+    pub all_events: bool,
 }
 
 impl Filters {
@@ -125,6 +130,11 @@ impl Tracer {
         };
         let mut leaders: Vec<Option<usize>> = vec![None; cpus as usize];
         for tp in tracepoints {
+            // No program to gate it (perf asked for, or tp_btf fell back):
+            // an event without an skb would record every packet.
+            if t.programs.is_none() && tp.point.attributed() && !filters.all_events {
+                continue;
+            }
             if t.programs
                 .as_ref()
                 .is_some_and(|p| p.missing.iter().any(|m| m == tp.path))

@@ -252,7 +252,13 @@ fn record_tail(spec: &ProgSpec, dev: &DevOffsets, map_fd: i32) -> Vec<BpfInsn> {
         p.push(BpfInsn::new(JMP_JEQ_K, DEV, 0, skip, 0));
         p.extend(block);
     }
-    p.extend(BpfInsn::ld_map_fd(1, map_fd));
+    p.extend(ring_output(map_fd));
+    p
+}
+
+/// `bpf_ringbuf_output(ring, record on the stack, no wake-up)`.
+fn ring_output(ring: i32) -> Vec<BpfInsn> {
+    let mut p = BpfInsn::ld_map_fd(1, ring).to_vec();
     p.extend([
         BpfInsn::mov64_reg(2, FP),
         BpfInsn::add64_imm(2, i32::from(-record::SIZE)),
@@ -694,14 +700,7 @@ fn arm_tail(arm: &Arm, ring: i32) -> Vec<BpfInsn> {
         BpfInsn::st_imm(BpfSize::Dw, FP, slot(record::ADDR), 0),
         BpfInsn::st_imm(BpfSize::W, FP, slot(record::LEN), 0),
     ]);
-    a.extend(BpfInsn::ld_map_fd(1, ring));
-    a.extend([
-        BpfInsn::mov64_reg(2, FP),
-        BpfInsn::add64_imm(2, i32::from(-record::SIZE)),
-        BpfInsn::mov64_imm(3, i32::from(record::SIZE)),
-        BpfInsn::mov64_imm(4, BPF_RB_NO_WAKEUP),
-        BpfInsn::call(FN_RINGBUF_OUTPUT),
-    ]);
+    a.extend(ring_output(ring));
     a.bind(done);
     a.finish()
 }
@@ -737,8 +736,6 @@ pub(crate) struct GatedSpec {
     pub code: u32,
     /// Only for the NET_RX vector (argument 0); the gate closes after it.
     pub net_rx_exit: bool,
-    /// The address the record holds (None: zero).
-    pub object: Option<Source>,
     /// The value in the record's length field (None: zero).
     pub len: Option<Source>,
     /// The device (None: the record has none).
@@ -773,10 +770,8 @@ pub(crate) fn gated_program(
     a.push(BpfInsn::call(FN_KTIME_GET_NS));
     a.alu(ALU64_SUB_X, 0, LEN, 0);
     a.jump(JMP_JGT_K, 0, GATE_OPEN_NS, exit);
-    match spec.object {
-        Some(from) => a.extend(load_value(ARG0, from, BpfSize::Dw)),
-        None => a.push(BpfInsn::mov64_imm(ARG0, 0)),
-    }
+    // No skb: the record's address is zero.
+    a.push(BpfInsn::mov64_imm(ARG0, 0));
     match spec.len {
         Some(from) => {
             a.extend(load_value(LEN, from, BpfSize::W));
@@ -1167,6 +1162,103 @@ mod tests {
         assert_eq!(code[4], 14);
     }
 
+    #[test]
+    fn gated_programs_write_only_while_a_probe_armed_the_cpu() {
+        use vm::{Vm, GATE, GATE_FD, RING_FD};
+        let words =
+            |p: Vec<BpfInsn>| -> Vec<[u8; 8]> { p.iter().map(|i| i.to_le_bytes()).collect() };
+        let fib = GatedSpec {
+            code: 7,
+            net_rx_exit: false,
+            len: None,
+            dev: None,
+        };
+        let exit = GatedSpec {
+            code: 9,
+            net_rx_exit: true,
+            ..fib
+        };
+        let dev = DevOffsets::default();
+        let (fib, exit) = (
+            words(gated_program(&fib, &dev, RING_FD, GATE_FD)),
+            words(gated_program(&exit, &dev, RING_FD, GATE_FD)),
+        );
+        let now = 5_000_000_000u64;
+        let mut m = Vm {
+            now: Some(now),
+            ..Vm::default()
+        };
+        let armed = |m: &mut Vm| m.read(GATE, 8);
+        // Disarmed: nothing written.
+        m.run(&fib, &[0]);
+        assert!(m.records.is_empty());
+        // Armed 1 ms ago (the bound): written, no skb.
+        m.mem
+            .insert(GATE, [(now - 1_000_000).to_le_bytes(), [0; 8]].concat());
+        m.run(&fib, &[0]);
+        assert_eq!(m.records.len(), 1);
+        let r = &m.records[0];
+        assert_eq!(u32::from_le_bytes(r[20..24].try_into().unwrap()), 7);
+        assert_eq!(u64::from_le_bytes(r[8..16].try_into().unwrap()), 0);
+        // Armed longer ago: stale, nothing written.
+        m.mem
+            .insert(GATE, [(now - 1_000_001).to_le_bytes(), [0; 8]].concat());
+        m.run(&fib, &[0]);
+        assert_eq!(m.records.len(), 1);
+        // Another softirq's exit neither writes nor disarms; NET_RX's does both.
+        m.mem
+            .insert(GATE, [(now - 10).to_le_bytes(), [0; 8]].concat());
+        m.run(&exit, &[1]);
+        assert_eq!((m.records.len(), armed(&mut m)), (1, now - 10));
+        m.run(&exit, &[3]);
+        assert_eq!((m.records.len(), armed(&mut m)), (2, 0));
+        m.run(&fib, &[0]);
+        assert_eq!(m.records.len(), 2);
+        // A probe's receive arms the gate with its record's time and writes
+        // the softirq entry the entry program left, once.
+        let rx = ProgSpec {
+            code: 3,
+            len: Source::Arg0Member(112),
+            dev: None,
+            object_arg: 0,
+            object_member: None,
+            drop_args: None,
+            lo: 100,
+            hi: 217,
+        };
+        let arm = Arm {
+            gate: GATE_FD,
+            softirq_code: 5,
+        };
+        let rx = words(program(&rx, &dev, RING_FD, Some(&arm)));
+        let entry = words(softirq_entry_program(GATE_FD));
+        m.now = Some(now - 500);
+        m.run(&entry, &[3]);
+        m.now = Some(now);
+        let skb = vm::SKB;
+        let mut b = vec![0u8; 256];
+        b[112..116].copy_from_slice(&142u32.to_le_bytes());
+        m.mem.insert(skb, b);
+        m.run(&rx, &[skb]);
+        assert_eq!(m.records.len(), 4);
+        let time = |r: &Vec<u8>| u64::from_le_bytes(r[0..8].try_into().unwrap());
+        let code = |r: &Vec<u8>| u32::from_le_bytes(r[20..24].try_into().unwrap());
+        assert_eq!((code(&m.records[2]), time(&m.records[2])), (3, now));
+        assert_eq!((code(&m.records[3]), time(&m.records[3])), (5, now - 500));
+        assert_eq!(
+            (armed(&mut m), m.read(GATE + 8, 8)),
+            (now, 0),
+            "armed, the entry taken"
+        );
+        m.run(&rx, &[skb]);
+        assert_eq!(m.records.len(), 5, "the entry is written once");
+        // A length outside the probes' arms nothing.
+        m.mem.insert(GATE, vec![0; 16]);
+        m.mem.get_mut(&skb).unwrap()[112..116].copy_from_slice(&1472u32.to_le_bytes());
+        m.run(&rx, &[skb]);
+        assert_eq!((m.records.len(), armed(&mut m)), (5, 0));
+    }
+
     /// A small eBPF interpreter for the `--iface` programs: enough of the
     /// instruction set and helpers to run them against crafted packets.
     mod vm {
@@ -1178,7 +1270,10 @@ mod tests {
         pub(super) const PKT: u64 = 0x4000_0000;
         const CHAIN_VALUE: u64 = 0x5000_0000;
         const LOST: u64 = 0x6000_0000;
+        /// The gate map's two per-CPU slots (one CPU).
+        pub(super) const GATE: u64 = 0x7000_0000;
         pub(super) const RING_FD: i32 = 100;
+        pub(super) const GATE_FD: i32 = 103;
         pub(super) const CHAINS_FD: i32 = 101;
         pub(super) const LOST_FD: i32 = 102;
 
@@ -1188,6 +1283,8 @@ mod tests {
             pub chains: BTreeMap<u64, u64>,
             pub records: Vec<Vec<u8>>,
             pub ring_full: bool,
+            /// `bpf_ktime_get_ns` (None: 42).
+            pub now: Option<u64>,
         }
 
         impl Vm {
@@ -1197,7 +1294,7 @@ mod tests {
                 bytes.get_mut(at..at + len)
             }
 
-            fn read(&mut self, addr: u64, len: usize) -> u64 {
+            pub(super) fn read(&mut self, addr: u64, len: usize) -> u64 {
                 let b = self
                     .region(addr, len)
                     .unwrap_or_else(|| panic!("read of {len} at {addr:#x} outside memory"));
@@ -1224,6 +1321,7 @@ mod tests {
                     .insert(CTX, args.iter().flat_map(|a| a.to_le_bytes()).collect());
                 self.mem.entry(LOST).or_insert_with(|| vec![0; 8]);
                 self.mem.insert(CHAIN_VALUE, vec![0; 8]);
+                self.mem.entry(GATE).or_insert_with(|| vec![0; 16]);
                 let mut r = [0u64; 11];
                 r[1] = CTX;
                 r[10] = STACK;
@@ -1253,6 +1351,7 @@ mod tests {
                         0xbc => r[dst] = r[src] & 0xffff_ffff,
                         0x07 => r[dst] = r[dst].wrapping_add(imm as i64 as u64),
                         0x0f => r[dst] = r[dst].wrapping_add(r[src]),
+                        0x1f => r[dst] = r[dst].wrapping_sub(r[src]),
                         0x4f => r[dst] |= r[src],
                         0x57 => r[dst] &= imm as i64 as u64,
                         0x67 => r[dst] <<= imm,
@@ -1310,6 +1409,9 @@ mod tests {
                             0
                         }
                     }
+                    super::super::FN_MAP_LOOKUP_ELEM if r[1] == GATE_FD as u64 => {
+                        GATE + 8 * self.read(r[2], 4)
+                    }
                     super::super::FN_MAP_LOOKUP_ELEM => {
                         assert_eq!(r[1], LOST_FD as u64);
                         LOST
@@ -1324,7 +1426,7 @@ mod tests {
                         self.chains.remove(&k);
                         0
                     }
-                    super::super::FN_KTIME_GET_NS => 42,
+                    super::super::FN_KTIME_GET_NS => self.now.unwrap_or(42),
                     super::super::FN_GET_SMP_PROCESSOR_ID => 1,
                     super::super::FN_PROBE_READ_KERNEL => {
                         let n = r[2] as usize;
