@@ -212,8 +212,7 @@ impl Ctx {
         json: bool,
         human: impl FnOnce() -> String,
     ) -> Result<(), Failure> {
-        let mut text = serde_json::to_string_pretty(doc).map_err(anyhow::Error::from)?;
-        text.push('\n');
+        let text = document_text(doc)?;
         if let Some(capture) = &self.results.capture {
             let value = serde_json::to_value(doc).map_err(anyhow::Error::from)?;
             let id = self.results.save(&text);
@@ -463,4 +462,11 @@ pub(crate) fn select(
         last,
         ..Filter::default()
     })?)
+}
+/// A document as the history stores it and `--json` prints it: pretty
+/// JSON ending with a newline.
+pub(crate) fn document_text<T: serde::Serialize>(doc: &Envelope<T>) -> Result<String, Failure> {
+    let mut text = serde_json::to_string_pretty(doc).map_err(anyhow::Error::from)?;
+    text.push('\n');
+    Ok(text)
 }

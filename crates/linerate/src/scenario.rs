@@ -418,8 +418,7 @@ impl Ran {
     /// Saves the document in the history without printing it (the demo
     /// prints it inside its own); the id it was saved as.
     pub(crate) fn save(&self, ctx: &Ctx) -> Result<Option<i64>, Failure> {
-        let mut text = serde_json::to_string_pretty(&self.doc).map_err(anyhow::Error::from)?;
-        text.push('\n');
+        let text = crate::history::document_text(&self.doc)?;
         Ok(self.results(ctx).results.save(&text))
     }
 }
