@@ -844,8 +844,9 @@ pub fn assess(a: &LinkAccount) -> Vec<Flag> {
     if let Some(lag) = c.mean_lag_ns() {
         let message = format!(
             "bed {}: the link emulator's frames left on average {:.2} µs (at most {:.1} µs) \
-             after their due time: its own reaction, inside every delay measured through it \
-             (per pass; not wire time, and not subtracted)",
+             after their due time (its send called when due, less the send lead measured at \
+             bed start): its own reaction, inside every delay measured through it (per pass; \
+             not wire time, and not subtracted)",
             a.bed,
             lag / 1000.0,
             c.late_max_ns as f64 / 1000.0
