@@ -191,6 +191,33 @@ struct PendingConn {
     spoke: bool,
 }
 
+impl PendingConn {
+    /// Whether bytes wait unread on it: a client whose Hello arrived but
+    /// whose handshake thread has not read it yet (a loaded host) is not
+    /// silent. Peeked without blocking, the descriptor's flags untouched.
+    fn has_unread_bytes(&self) -> bool {
+        let mut b = [0u8; 1];
+        matches!(
+            crate::sys::sock::recv(
+                self.stream.as_raw_fd(),
+                &mut b,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            ),
+            Ok(1)
+        )
+    }
+
+    /// Which of the connections that `among` selects to evict: the oldest
+    /// silent one (no well-formed frame read and nothing unread), then the
+    /// oldest that has not spoken, then the oldest.
+    fn to_evict(list: &VecDeque<Self>, among: impl Fn(&Self) -> bool) -> Option<usize> {
+        list.iter()
+            .position(|p| among(p) && !p.spoke && !p.has_unread_bytes())
+            .or_else(|| list.iter().position(|p| among(p) && !p.spoke))
+            .or_else(|| list.iter().position(&among))
+    }
+}
+
 /// The pending connections, oldest first.
 #[derive(Default)]
 struct PendingSet {
@@ -225,16 +252,13 @@ impl PendingSet {
         let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
         let per_source = limits.pending_per_source.max(1) + expected;
         while list.iter().filter(|p| p.src == src).count() >= per_source {
-            let of_src = |p: &PendingConn| p.src == src;
-            let Some(i) = (list.iter().position(|p| of_src(p) && !p.spoke))
-                .or_else(|| list.iter().position(of_src))
-            else {
+            let Some(i) = PendingConn::to_evict(&list, |p| p.src == src) else {
                 break;
             };
             self.evict(&mut list, i);
         }
         while list.len() >= limits.pending_total.max(1) {
-            let i = list.iter().position(|p| !p.spoke).unwrap_or(0);
+            let i = PendingConn::to_evict(&list, |_| true).unwrap_or(0);
             self.evict(&mut list, i);
         }
         list.push_back(PendingConn {
@@ -1219,6 +1243,39 @@ mod tests {
             c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
             assert_eq!((&*c).read(&mut buf).unwrap(), 0);
         }
+    }
+
+    #[test]
+    fn a_connection_whose_bytes_wait_unread_is_evicted_after_the_silent_ones() {
+        use std::io::Write as _;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let set = PendingSet::default();
+        let limits = Limits {
+            pending_per_source: 3,
+            ..Limits::default()
+        };
+        let src: IpAddr = "198.18.0.1".parse().unwrap();
+        let mut held = Vec::new();
+        // The oldest has sent its first bytes, not yet read by its thread
+        // (a loaded host); four silent ones follow it.
+        for i in 0..5 {
+            let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            if i == 0 {
+                c.write_all(&[0, 0, 0, 9]).unwrap();
+            }
+            let (s, _) = l.accept().unwrap();
+            if i == 0 {
+                // The bytes are in its receive queue before it is admitted.
+                assert!(
+                    crate::sys::sock::poll_readable(s.as_raw_fd(), Duration::from_secs(2)).unwrap()
+                );
+            }
+            set.admit(&s, src, &limits, 0).unwrap();
+            held.push((c, s));
+        }
+        assert_eq!(set.evicted.load(Ordering::Relaxed), 2);
+        let ids: Vec<u64> = set.list.lock().unwrap().iter().map(|p| p.id).collect();
+        assert_eq!(ids, [0, 3, 4], "the one with unread bytes kept");
     }
 
     #[test]
