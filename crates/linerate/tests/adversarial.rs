@@ -263,21 +263,30 @@ fn handshake(ctrl: &mut Control, key: Option<&Key>) -> Result<(u32, u64), String
 }
 
 /// A legitimate client connects and is welcomed within [`SERVE_WITHIN`];
-/// the time it took.
+/// the time it took. The sessions of earlier calls end when the server's
+/// session thread sees their connection closed, which on a loaded host can
+/// lag behind back-to-back calls: a "server busy" refusal (`--max-clients`)
+/// is retried within the same deadline; any other refusal fails.
 fn served(addr: SocketAddr, key: Option<&Key>) -> Duration {
     let t0 = Instant::now();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let key = key.cloned();
-    std::thread::spawn(move || {
-        let r = TcpStream::connect_timeout(&addr, SERVE_WITHIN)
-            .map_err(|e| e.to_string())
-            .and_then(|s| handshake(&mut Control::new(s), key.as_ref()));
-        let _ = tx.send(r);
-    });
-    match rx.recv_timeout(SERVE_WITHIN) {
-        Ok(Ok(_)) => t0.elapsed(),
-        Ok(Err(e)) => panic!("the legitimate client was not served: {e}"),
-        Err(_) => panic!("the legitimate client was not served within {SERVE_WITHIN:?}"),
+    loop {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let key = key.cloned();
+        let left = SERVE_WITHIN.saturating_sub(t0.elapsed());
+        std::thread::spawn(move || {
+            let r = TcpStream::connect_timeout(&addr, left.max(Duration::from_millis(1)))
+                .map_err(|e| e.to_string())
+                .and_then(|s| handshake(&mut Control::new(s), key.as_ref()));
+            let _ = tx.send(r);
+        });
+        match rx.recv_timeout(left) {
+            Ok(Ok(_)) => return t0.elapsed(),
+            Ok(Err(e)) if e.contains("server busy") && t0.elapsed() < SERVE_WITHIN => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(Err(e)) => panic!("the legitimate client was not served: {e}"),
+            Err(_) => panic!("the legitimate client was not served within {SERVE_WITHIN:?}"),
+        }
     }
 }
 
