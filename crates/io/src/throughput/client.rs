@@ -186,7 +186,15 @@ pub fn run_until(
     let flows =
         session::spawn(jobs(session_id, params, socks, End::Client)).map_err(ClientError::Spawn)?;
     let limit = Duration::from_nanos(params.duration_ns) + GRACE;
-    let outcome = session::drive(&mut ctrl, flows, End::Client, limit, progress, interrupt);
+    let outcome = session::drive(
+        &mut ctrl,
+        flows,
+        End::Client,
+        limit,
+        progress,
+        None,
+        interrupt,
+    );
     Ok(Outcome {
         session_id,
         client: outcome.side,

@@ -686,12 +686,14 @@ impl ConnCtx {
                     self.refuse(&mut ctrl, peer, &reason);
                     return;
                 }
-                let slot = Slot(Arc::clone(&self.active));
+                // Freed right before the server's report is sent (see
+                // `session::BeforeReport`), or when the session ends otherwise.
+                let mut slot = Some(Slot(Arc::clone(&self.active)));
                 self.log(&format!(
                     "{peer}: session opened by \"{}\"",
                     escape(&software)
                 ));
-                match self.session(&mut ctrl, peer) {
+                match self.session(&mut ctrl, peer, &mut slot) {
                     Ok(Some(side)) => self.log(&format!("{peer}: {}", summary(&side))),
                     Ok(None) => {}
                     Err(e) => {
@@ -822,7 +824,12 @@ impl ConnCtx {
 
     /// Runs one session; `None` for sessions that are not throughput tests
     /// (they log for themselves).
-    fn session(&self, ctrl: &mut Control, peer: SocketAddr) -> Result<Option<SideReport>, String> {
+    fn session(
+        &self,
+        ctrl: &mut Control,
+        peer: SocketAddr,
+        slot: &mut Option<Slot>,
+    ) -> Result<Option<SideReport>, String> {
         let session_id = crate::token::session_token();
         let cookie =
             crate::token::secret_u64().map_err(|e| format!("internal: no random cookie: {e}"))?;
@@ -947,7 +954,16 @@ impl ConnCtx {
         let jobs = jobs(session_id, &params, socks, End::Server);
         let flows = session::spawn(jobs).map_err(|e| format!("cannot spawn flow threads: {e}"))?;
         let limit = Duration::from_nanos(params.duration_ns) + GRACE;
-        let outcome = session::drive(ctrl, flows, End::Server, limit, None, &self.stop.flag);
+        let mut free_slot = || drop(slot.take());
+        let outcome = session::drive(
+            ctrl,
+            flows,
+            End::Server,
+            limit,
+            None,
+            Some(&mut free_slot),
+            &self.stop.flag,
+        );
         // Wait (bounded) for the client to close, so it reads the report.
         let _ = ctrl.recv(Duration::from_secs(2));
         Ok(Some(outcome.side))

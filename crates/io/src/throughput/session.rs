@@ -86,6 +86,11 @@ pub(crate) struct Outcome {
 /// bytes received) by this end.
 pub type Progress<'a> = &'a mut dyn FnMut(f64, u64, u64);
 
+/// Called once this end's flows are joined, right before it sends its
+/// report: a server frees the session's slot there, so a client that runs
+/// its next test as soon as it has the report is never refused as busy.
+pub(crate) type BeforeReport<'a> = &'a mut dyn FnMut();
+
 /// Drives the running flows to their end over the control connection: the
 /// I/O half of `linerate_core::throughput::session::SessionMachine`, which
 /// decides; this loop only observes flows and the control connection and
@@ -96,6 +101,7 @@ pub(crate) fn drive(
     end: End,
     limit: Duration,
     mut progress: Option<Progress<'_>>,
+    mut before_report: Option<BeforeReport<'_>>,
     interrupt: &AtomicBool,
 ) -> Outcome {
     let clock = Instant::now();
@@ -135,7 +141,7 @@ pub(crate) fn drive(
         }
         for ev in events {
             let actions = m.handle(now(), ev);
-            act(ctrl, &mut flows, &mut m, end, actions);
+            act(ctrl, &mut flows, &mut m, end, actions, &mut before_report);
         }
         if m.is_done() {
             break;
@@ -162,7 +168,7 @@ pub(crate) fn drive(
             Err(e) => Event::ControlLost(e.to_string()),
         };
         let actions = m.handle(now(), ev);
-        act(ctrl, &mut flows, &mut m, end, actions);
+        act(ctrl, &mut flows, &mut m, end, actions, &mut before_report);
     }
     // Receivers end after a quiet poll period; give them a bounded time.
     for f in &flows {
@@ -191,6 +197,7 @@ fn act(
     m: &mut SessionMachine,
     end: End,
     actions: Vec<Action>,
+    before_report: &mut Option<BeforeReport<'_>>,
 ) {
     for a in actions {
         match a {
@@ -230,6 +237,9 @@ fn act(
                     f.join();
                 }
                 let side = side_report(end, flows, m.complete(), m.notes().to_vec());
+                if let Some(f) = before_report.take() {
+                    f();
+                }
                 if let Err(e) = ctrl.send(&Message::Report { side }) {
                     m.note(format!("could not send the server's report: {e}"));
                 }
