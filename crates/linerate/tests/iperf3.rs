@@ -427,6 +427,22 @@ fn clients_beyond_max_clients_get_access_denied() {
     assert!(out.status.success());
 }
 
+/// With one slot, clients run one after the other (as a script does) are
+/// all served: a session gives its slot back before the client is told to
+/// display its results, not after it has gone.
+#[test]
+fn back_to_back_clients_share_one_slot() {
+    if !have("back_to_back_clients_share_one_slot", &["iperf3"]) {
+        return;
+    }
+    let s = Server::start(&["--max-clients", "1"]);
+    for args in [&["-t", "1"][..], &["-t", "1", "-R"], &["-t", "1", "-u"]] {
+        let e = ok_run(s.iperf3_port, args);
+        assert!(bytes(&e, "sum_received") > 0, "{args:?}");
+    }
+    assert!(!s.logged("--max-clients"), "a client was refused as busy");
+}
+
 /// An RSA key pair in `dir` (openssl), returns (private, public).
 fn keypair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     let private = dir.join(format!("{name}.pem"));

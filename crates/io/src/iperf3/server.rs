@@ -238,9 +238,9 @@ impl Hub {
             ));
             return;
         }
-        let _slot = Slot(self);
+        let slot = Slot(self);
         self.log(&format!("an iperf3 client from {peer}; serving it"));
-        Session::new(self, peer).run(&mut ctrl, cookie);
+        Session::new(self, peer).run(&mut ctrl, cookie, slot);
     }
 }
 
@@ -402,7 +402,12 @@ impl<'a> Session<'a> {
         }
     }
 
-    fn run(mut self, ctrl: &mut TcpStream, cookie: Cookie) {
+    /// Runs the session; `slot` is given back once the streams are joined
+    /// and the results are about to be exchanged (before DISPLAY_RESULTS,
+    /// so a client that starts its next test as soon as it has printed its
+    /// results is not refused as busy), or when the session ends otherwise.
+    fn run(mut self, ctrl: &mut TcpStream, cookie: Cookie, slot: Slot<'_>) {
+        let mut slot = Some(slot);
         let max_ns = self
             .hub
             .cfg
@@ -484,7 +489,11 @@ impl<'a> Session<'a> {
                             m.handle(self.now(), ServerEvent::FlowsStopped(Box::new(ours))),
                         );
                     }
-                    ServerAction::ClientResults(r) => peer_results = Some(r),
+                    ServerAction::ClientResults(r) => {
+                        peer_results = Some(r);
+                        // The streams were stopped and joined (FlowsStopped).
+                        drop(slot.take());
+                    }
                     ServerAction::Finish(e) => {
                         if let Some((r, _)) = running.take() {
                             drop(r.join());
