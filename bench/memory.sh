@@ -126,6 +126,15 @@ one() { # tool dir
 }
 
 echo "memory over veth ($A ↔ $B), ${T} s per test, $(date -u +%FT%TZ); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+# The release link groups the functions of crates/linerate/symbol-order.txt
+# (bench/symbol-order.sh); names the binary no longer defines (a toolchain
+# or dependency update) are skipped, and its code is then less compact.
+if command -v nm >/dev/null; then
+    order=$HERE/crates/linerate/symbol-order.txt
+    nm "$BIN" | awk '$2 ~ /^[tTwW]$/ {print $3}' | sort -u >"$TMPD/defined"
+    grep -v '^#' "$order" | sort -u >"$TMPD/listed"
+    echo "symbol order: $(comm -12 "$TMPD/listed" "$TMPD/defined" | wc -l) of $(wc -l <"$TMPD/listed") listed functions defined in $BIN"
+fi
 echo
 echo "1. peak RSS, 4 TCP streams (kB; anon = largest RssAnon seen)"
 printf '%-8s %-9s %10s %10s %12s %12s\n' dir tool client server client-anon server-anon
