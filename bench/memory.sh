@@ -15,6 +15,11 @@
 #      every 0.2 s during each test, and what the resident set was made of
 #      when it was largest (/proc/PID/smaps: the program's code and data,
 #      libraries, heap, threads' stacks with malloc arenas, main stack).
+#      Measured under load (2 shared CPUs), kB, linerate / iperf3: before
+#      the grouped code (crates/linerate/symbol-order.txt) and the deferred
+#      flag definitions, client 9956 / server 9788 forward (2.31x / 2.34x),
+#      10144 / 9088 reverse (2.39x / 2.18x); after, see docs/METHODOLOGY.md
+#      ("Memory"), which also says what remains and why.
 #   2. a long-running `linerate server` returns to within 10 MB of its idle
 #      RSS when its sessions end: VmRSS idle, then after large sessions (16
 #      streams of the `typical` path, reverse, twice: 16 × 16 MiB buffers;
