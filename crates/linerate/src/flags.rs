@@ -216,28 +216,37 @@ mod tests {
         Cli::command().debug_assert();
     }
 
-    /// Each command's help text as its variant's doc comment gives it, and
-    /// as it is once its deferred flags are defined: a flags struct (or one
-    /// it flattens or nests) with a doc comment of its own would replace it.
+    /// Each command's (and testbed action's) help text as its variant's doc
+    /// comment gives it, and as it is once its deferred flags are defined: a
+    /// flags struct (or one it flattens or nests) with a doc comment of its
+    /// own would replace it.
     #[test]
     fn deferred_flags_keep_each_commands_help() {
-        fn abouts(cli: &clap::Command) -> Vec<(String, Option<String>, Option<String>)> {
-            cli.get_subcommands()
-                .map(|c| {
-                    (
-                        c.get_name().to_string(),
-                        c.get_about().map(ToString::to_string),
-                        c.get_long_about().map(ToString::to_string),
-                    )
-                })
-                .collect()
+        type Help = (Option<String>, Option<String>);
+        fn abouts(cmd: &clap::Command, path: &str, out: &mut Vec<(String, Help)>) {
+            for c in cmd.get_subcommands() {
+                let path = format!("{path} {}", c.get_name());
+                let help = (
+                    c.get_about().map(ToString::to_string),
+                    c.get_long_about().map(ToString::to_string),
+                );
+                out.push((path.clone(), help));
+                abouts(c, &path, out);
+            }
         }
         let mut cli = Cli::command();
-        let declared = abouts(&cli);
-        assert!(declared.iter().all(|(_, about, _)| about.is_some()));
+        let mut declared = Vec::new();
+        abouts(&cli, "linerate", &mut declared);
+        assert!(declared.iter().all(|(_, (about, _))| about.is_some()));
+        assert!(declared
+            .iter()
+            .any(|(path, _)| path == "linerate testbed up"));
         cli.build();
-        for (built, declared) in abouts(&cli).iter().zip(&declared) {
-            assert_eq!(built, declared);
+        let mut built = Vec::new();
+        abouts(&cli, "linerate", &mut built);
+        for (path, help) in &declared {
+            let now = built.iter().find(|(p, _)| p == path).map(|(_, h)| h);
+            assert_eq!(now, Some(help), "{path}");
         }
     }
 }
