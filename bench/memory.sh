@@ -132,8 +132,9 @@ one() { # tool dir
 
 echo "memory over veth ($A ↔ $B), ${T} s per test, $(date -u +%FT%TZ); load: $(cut -d' ' -f1-3 /proc/loadavg)"
 # The release link groups the functions of crates/linerate/symbol-order.txt
-# (bench/symbol-order.sh); names the binary no longer defines (a toolchain
-# or dependency update) are skipped, and its code is then less compact.
+# (bench/symbol-order.sh); names the binary no longer defines (a code
+# change renames a few, a toolchain or dependency update most) are skipped,
+# and its code is then less compact: regenerate the list when many are.
 if command -v nm >/dev/null; then
     order=$HERE/crates/linerate/symbol-order.txt
     nm "$BIN" | awk '$2 ~ /^[tTwW]$/ {print $3}' | sort -u >"$TMPD/defined"
