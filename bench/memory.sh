@@ -15,6 +15,11 @@
 #      every 0.2 s during each test, and what the resident set was made of
 #      when it was largest (/proc/PID/smaps: the program's code and data,
 #      libraries, heap, threads' stacks with malloc arenas, main stack).
+#      Measured under load (2 shared CPUs), kB, linerate / iperf3: before
+#      the grouped code (crates/linerate/symbol-order.txt) and the deferred
+#      flag definitions, client 9956 / server 9788 forward (2.31x / 2.34x),
+#      10144 / 9088 reverse (2.39x / 2.18x); after, see docs/METHODOLOGY.md
+#      ("Memory"), which also says what remains and why.
 #   2. a long-running `linerate server` returns to within 10 MB of its idle
 #      RSS when its sessions end: VmRSS idle, then after large sessions (16
 #      streams of the `typical` path, reverse, twice: 16 × 16 MiB buffers;
@@ -126,6 +131,16 @@ one() { # tool dir
 }
 
 echo "memory over veth ($A ↔ $B), ${T} s per test, $(date -u +%FT%TZ); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+# The release link groups the functions of crates/linerate/symbol-order.txt
+# (bench/symbol-order.sh); names the binary no longer defines (a code
+# change renames a few, a toolchain or dependency update most) are skipped,
+# and its code is then less compact: regenerate the list when many are.
+if command -v nm >/dev/null; then
+    order=$HERE/crates/linerate/symbol-order.txt
+    nm "$BIN" | awk '$2 ~ /^[tTwW]$/ {print $3}' | sort -u >"$TMPD/defined"
+    grep -v '^#' "$order" | sort -u >"$TMPD/listed"
+    echo "symbol order: $(comm -12 "$TMPD/listed" "$TMPD/defined" | wc -l) of $(wc -l <"$TMPD/listed") listed functions defined in $BIN"
+fi
 echo
 echo "1. peak RSS, 4 TCP streams (kB; anon = largest RssAnon seen)"
 printf '%-8s %-9s %10s %10s %12s %12s\n' dir tool client server client-anon server-anon

@@ -12,7 +12,7 @@ use linerate_io::ceilings::{RawPair, RawTarget};
 
 use crate::Failure;
 
-/// Flags of `linerate ceilings`.
+// Flags of `linerate ceilings`.
 #[derive(Debug, Args)]
 pub(crate) struct CeilingsArgs {
     /// The few-second version: fewer sizes, 3 repeats, less work per repeat.

@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::output::{print, print_json};
 use crate::{Ctx, Failure};
 
-/// Flags of `linerate compare`.
+// Flags of `linerate compare`.
 #[derive(Debug, Args)]
 pub(crate) struct CompareArgs {
     /// Result ids (`linerate history list`), at least two; the first is the

@@ -48,7 +48,16 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
+/// Each command's flags are defined only when that command is parsed
+/// (`defer`): the others are named with their help line, but their flags
+/// are never built, which keeps start-up from running (and keeping
+/// resident) the code and heap of every other command's definitions
+/// (docs/METHODOLOGY.md, "Memory"). A deferred definition is applied after
+/// the variant's doc comment, so the flags structs a command takes (and the
+/// structs and action enums they flatten or nest) carry `//` comments, not
+/// doc comments, which clap would take for the command's help.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum Command {
     /// The line-rate model: frames/s, wire time and payload throughput a link can carry at best.
     ///
@@ -125,7 +134,7 @@ pub(crate) enum Command {
     Scenario(crate::scenario::ScenarioArgs),
 }
 
-/// Flags of `linerate calc`.
+// Flags of `linerate calc`.
 #[derive(Debug, Args)]
 pub(crate) struct CalcArgs {
     /// Link speeds in bit/s, comma-separated, with k/M/G/T suffixes (decimal).
@@ -184,7 +193,7 @@ pub(crate) struct CalcArgs {
     pub(crate) plot: crate::report::PlotArgs,
 }
 
-/// Flags of `linerate demo`.
+// Flags of `linerate demo`.
 #[derive(Debug, Args)]
 pub(crate) struct DemoArgs {
     /// One JSON document (schema linerate.demo, version 1): each part's
@@ -205,5 +214,39 @@ mod tests {
     #[test]
     fn flag_definitions_are_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// Each command's (and testbed action's) help text as its variant's doc
+    /// comment gives it, and as it is once its deferred flags are defined: a
+    /// flags struct (or one it flattens or nests) with a doc comment of its
+    /// own would replace it.
+    #[test]
+    fn deferred_flags_keep_each_commands_help() {
+        type Help = (Option<String>, Option<String>);
+        fn abouts(cmd: &clap::Command, path: &str, out: &mut Vec<(String, Help)>) {
+            for c in cmd.get_subcommands() {
+                let path = format!("{path} {}", c.get_name());
+                let help = (
+                    c.get_about().map(ToString::to_string),
+                    c.get_long_about().map(ToString::to_string),
+                );
+                out.push((path.clone(), help));
+                abouts(c, &path, out);
+            }
+        }
+        let mut cli = Cli::command();
+        let mut declared = Vec::new();
+        abouts(&cli, "linerate", &mut declared);
+        assert!(declared.iter().all(|(_, (about, _))| about.is_some()));
+        assert!(declared
+            .iter()
+            .any(|(path, _)| path == "linerate testbed up"));
+        cli.build();
+        let mut built = Vec::new();
+        abouts(&cli, "linerate", &mut built);
+        for (path, help) in &declared {
+            let now = built.iter().find(|(p, _)| p == path).map(|(_, h)| h);
+            assert_eq!(now, Some(help), "{path}");
+        }
     }
 }

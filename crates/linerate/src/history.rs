@@ -263,8 +263,8 @@ impl Ctx {
     }
 }
 
-/// Flags of `linerate history` (the filters and `--json` apply to every
-/// action; `--tag` is the global flag).
+// Flags of `linerate history` (the filters and `--json` apply to every
+// action; `--tag` is the global flag).
 #[derive(Debug, Args)]
 pub(crate) struct HistoryArgs {
     #[command(subcommand)]
@@ -290,7 +290,7 @@ pub(crate) struct HistoryArgs {
     json: bool,
 }
 
-/// What to do with the history.
+// What to do with the history.
 #[derive(Debug, Subcommand)]
 enum Action {
     /// The stored results, oldest first (the default).

@@ -10,7 +10,7 @@ use linerate_core::result::{Envelope, Flag};
 use crate::output::{print, print_json};
 use crate::Failure;
 
-/// Flags of `linerate inspect`.
+// Flags of `linerate inspect`.
 #[derive(Debug, Args)]
 pub(crate) struct InspectArgs {
     /// The interface; without it, a brief list of all interfaces.

@@ -14,7 +14,7 @@ use linerate_core::units::parse_duration;
 
 use crate::Failure;
 
-/// Flags of `linerate journey`.
+// Flags of `linerate journey`.
 #[derive(Debug, Args)]
 pub(crate) struct JourneyArgs {
     /// A bed made with `linerate testbed up` (pair, bridge or router): probes

@@ -22,7 +22,7 @@ use std::net::SocketAddr;
 use crate::output::elog;
 use crate::Failure;
 
-/// Flags of `linerate latency`.
+// Flags of `linerate latency`.
 #[derive(Debug, Args)]
 pub(crate) struct LatencyArgs {
     /// The responder: a host running `linerate server`, any echo server with

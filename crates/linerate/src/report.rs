@@ -43,7 +43,7 @@ impl From<PlotFormat> for Format {
     }
 }
 
-/// `--plot DIR` and `--plot-format`, shared by the commands that plot.
+// `--plot DIR` and `--plot-format`, shared by the commands that plot.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct PlotArgs {
     /// Also write the result's plots into DIR (created if missing): SVG, or
@@ -85,7 +85,7 @@ fn write_plots(dir: &Path, plots: &[Named], format: Format) -> anyhow::Result<Ve
     Ok(written)
 }
 
-/// Flags of `linerate report`.
+// Flags of `linerate report`.
 #[derive(Debug, Args)]
 pub(crate) struct ReportArgs {
     /// Result documents: ids of stored results (`linerate history`), files

@@ -77,7 +77,7 @@ impl From<ReceiverKind> for RxChoice {
     }
 }
 
-/// Flags of `linerate rfc2544`.
+// Flags of `linerate rfc2544`.
 #[derive(Debug, Args)]
 pub(crate) struct Rfc2544Args {
     /// A bed made with `linerate testbed up` (pair, bridge or router): frames

@@ -37,14 +37,14 @@ fn builtins() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
     BUILTIN.iter().chain(&LOOPBACK)
 }
 
-/// Flags of `linerate scenario`.
+// Flags of `linerate scenario`.
 #[derive(Debug, Args)]
 pub(crate) struct ScenarioArgs {
     #[command(subcommand)]
     action: Action,
 }
 
-/// What to do with scenarios.
+// What to do with scenarios.
 #[derive(Debug, Subcommand)]
 enum Action {
     /// The built-in scenarios, with what each replays.
@@ -259,11 +259,13 @@ fn bed_name(hash: &str) -> String {
     format!("sc-{}", &hash[..hash.len().min(8)])
 }
 
-/// Whether `command` has a --bed flag (asked of its parser).
+/// Whether `command` has a --bed flag (asked of its parser, built first:
+/// a command's flags are defined when it is built, `flags::Command`).
 fn takes_bed(command: &str) -> bool {
     use clap::CommandFactory as _;
-    Cli::command()
-        .find_subcommand(command)
+    let mut cli = Cli::command();
+    cli.build();
+    cli.find_subcommand(command)
         .is_some_and(|c| c.get_arguments().any(|a| a.get_long() == Some("bed")))
 }
 

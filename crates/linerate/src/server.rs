@@ -21,7 +21,7 @@ use crate::Failure;
 /// The environment variable that may hold the pre-shared key itself.
 pub(crate) const KEY_ENV: &str = "LINERATE_AUTH_KEY";
 
-/// Flags of `linerate server`.
+// Flags of `linerate server`.
 #[derive(Debug, Args)]
 pub(crate) struct ServerArgs {
     /// Address to listen on [default: all addresses, IPv6 and IPv4].

@@ -24,8 +24,11 @@ use serde::Serialize;
 use crate::output::{print, print_json};
 use crate::Failure;
 
-/// What to do with beds.
+/// What to do with beds. Each action's flags are defined only when it is
+/// parsed (`defer`, as `flags::Command`'s): its flags struct carries `//`
+/// comments, not doc comments.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub(crate) enum TestbedArgs {
     /// Builds a bed: namespaces lr-NAME-a, lr-NAME-b (and lr-NAME-dut), veth links,
     /// addresses in 198.18.0.0/15 and 2001:2::/48, the settings given (each read back).
@@ -88,7 +91,7 @@ pub(crate) enum TestbedArgs {
     },
 }
 
-/// Flags of `linerate testbed up`.
+// Flags of `linerate testbed up`.
 #[derive(Debug, Args)]
 pub(crate) struct UpArgs {
     /// The bed's name: 1-20 characters of a-z, 0-9, '-', '_' (linerate adds "lr-").

@@ -31,7 +31,7 @@ use linerate_io::throughput::run::RunError;
 use crate::output::elog;
 use crate::Failure;
 
-/// Flags of `linerate throughput`.
+// Flags of `linerate throughput`.
 #[derive(Debug, Args)]
 pub(crate) struct ThroughputArgs {
     /// The `linerate server` to test against (name or address), a discard

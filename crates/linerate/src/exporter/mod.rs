@@ -99,7 +99,7 @@ fn loopback() -> Vec<Prefix> {
     ]
 }
 
-/// Flags of `linerate exporter`.
+// Flags of `linerate exporter`.
 #[derive(Debug, Args)]
 pub(crate) struct ExporterArgs {
     /// Address and port to serve HTTP on.
