@@ -49,7 +49,9 @@ pub(crate) struct JourneyArgs {
     #[arg(long, value_name = "BYTES")]
     pub(crate) rcvbuf: Option<u32>,
     /// How long each half of the tracer-cost measurement runs (UDP
-    /// throughput without and with tracing); 0 skips it.
+    /// throughput without and with tracing; with tp_btf programs one more
+    /// traced round reads the kernel's per-program BPF run statistics);
+    /// 0 skips it.
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub(crate) cost_time: Duration,
     /// Also open the tracepoints that record every packet of the host

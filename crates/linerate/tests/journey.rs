@@ -699,6 +699,48 @@ fn sigint_ends_a_journey_with_its_result() {
     assert!(sent > 0 && sent < 100_000, "{sent}");
 }
 
+/// The cost measurement's extra round reads each `tp_btf` program's
+/// kernel run statistics: every datagram sent passed `net_dev_queue` once
+/// (other traffic only adds runs), and the empty program gives a floor.
+#[test]
+fn the_cost_shows_each_programs_kernel_run_statistics() {
+    let _one_tracer = one_tracer();
+    if !linerate_bed::privileges::require("the_cost_shows_each_programs_kernel_run_statistics") {
+        return;
+    }
+    let name = format!("jc{}", std::process::id());
+    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).expect("bed up");
+    let doc = common::json_of(&[
+        "journey",
+        "--bed",
+        &name,
+        "--json",
+        "--count",
+        "3",
+        "--tracer",
+        "tp_btf",
+        "--cost-time",
+        "200ms",
+    ]);
+    let doc = common::round_trip::<JourneyResult>(SCHEMA, &doc);
+    let cost = doc.result.cost.expect("a cost");
+    let p = cost.programs.expect("program statistics with tp_btf");
+    assert!(p.datagrams > 0, "{p:#?}");
+    let queue = p
+        .programs
+        .iter()
+        .find(|r| r.tracepoint == "net/net_dev_queue")
+        .unwrap_or_else(|| panic!("{p:#?}"));
+    assert!(queue.runs >= p.datagrams, "{p:#?}");
+    assert!(queue.run_time_ns > 0 && p.ns_per_datagram > 0.0, "{p:#?}");
+    assert!(p.floor_ns_per_run.is_some_and(|f| f > 0.0), "{p:#?}");
+    assert_eq!(
+        p.programs.len(),
+        doc.result.tracer.tp_btf_programs.len(),
+        "{p:#?}"
+    );
+}
+
 #[test]
 fn a_kernel_answered_ping_on_a_bed_shows_the_responders_stages() {
     let _one_tracer = one_tracer();

@@ -73,7 +73,7 @@ pub fn assess(r: &JourneyResult) -> Vec<Flag> {
             .with("dropped", p.dropped),
         );
     }
-    if let Some(c) = r.cost.filter(|c| c.slower_pct > COST_LIMIT_PCT) {
+    if let Some(c) = r.cost.as_ref().filter(|c| c.slower_pct > COST_LIMIT_PCT) {
         flags.push(
             Flag::warning(
                 codes::TRACER_COST,

@@ -424,7 +424,7 @@ pub struct TracerInfo {
 }
 
 /// The tracer's own cost, measured on the bed.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Cost {
     /// UDP payload bytes of the load datagrams.
     pub datagram_bytes: u32,
@@ -454,6 +454,118 @@ pub struct Cost {
     /// growth of CPU time per datagram (negative: noise). Rates swing with
     /// the host's other load; CPU time per datagram much less.
     pub slower_pct: f64,
+    /// What each `tp_btf` program cost during one more traced round, from
+    /// the kernel's BPF run statistics (None: perf tracer, or the kernel
+    /// would not count).
+    #[serde(default)]
+    pub programs: Option<ProgramCosts>,
+}
+
+/// The `tp_btf` programs' own cost under the cost measurement's load, from
+/// the kernel's per-program run statistics (`BPF_ENABLE_STATS`, read with
+/// `BPF_OBJ_GET_INFO_BY_FD`): every run counted and timed with
+/// `sched_clock` around the program, during one extra traced round (the
+/// statistics add two clock reads per run, so that round is not one of the
+/// timed ones). Independent of the host's other load, unlike the timed
+/// rounds; the time the kernel spends reaching the programs (the
+/// tracepoint's dispatch) is not in it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ProgramCosts {
+    /// How the figures were taken, in words.
+    pub source: String,
+    /// Datagrams sent in the round.
+    pub datagrams: u64,
+    /// One row per program, the costliest first.
+    pub programs: Vec<ProgramCost>,
+    /// Program runs per datagram sent, every program summed.
+    pub runs_per_datagram: f64,
+    /// Time in the programs per datagram sent, ns, every program summed.
+    pub ns_per_datagram: f64,
+    /// An empty program's measured time per run, ns (None: not measured):
+    /// what the statistics' own clock reads add to every run's time.
+    pub floor_ns_per_run: Option<f64>,
+    /// [`ProgramCosts::ns_per_datagram`] less the floor on every run: the
+    /// programs' own work per datagram, ns (None: no floor).
+    pub ns_per_datagram_over_floor: Option<f64>,
+    /// That time as a share of the untraced sender's CPU time per datagram,
+    /// percent (0 when that is unknown).
+    pub pct_of_untraced_cpu: f64,
+}
+
+/// One program's runs and time in [`ProgramCosts`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ProgramCost {
+    /// The tracepoint it runs on (`SYSTEM/NAME`).
+    pub tracepoint: String,
+    /// Runs counted (every packet or softirq of the host that reached the
+    /// tracepoint, not only the load's).
+    pub runs: u64,
+    /// Time in those runs, ns.
+    pub run_time_ns: u64,
+    /// Runs per datagram sent.
+    pub runs_per_datagram: f64,
+    /// Mean time per run, ns (the floor included).
+    pub ns_per_run: f64,
+    /// Time per datagram sent, ns.
+    pub ns_per_datagram: f64,
+}
+
+impl ProgramCosts {
+    /// The table from each program's `(tracepoint, runs, run_time_ns)` over
+    /// `datagrams` datagrams sent, with an empty program's `(runs,
+    /// run_time_ns)` as the floor; `untraced_cpu_ns` is the untraced
+    /// sender's CPU time per datagram.
+    pub fn new(
+        source: String,
+        datagrams: u64,
+        runs: &[(String, u64, u64)],
+        floor: Option<(u64, u64)>,
+        untraced_cpu_ns: f64,
+    ) -> Self {
+        let per = |v: u64| {
+            if datagrams == 0 {
+                0.0
+            } else {
+                v as f64 / datagrams as f64
+            }
+        };
+        let mut programs: Vec<ProgramCost> = runs
+            .iter()
+            .map(|(tp, n, t)| ProgramCost {
+                tracepoint: tp.clone(),
+                runs: *n,
+                run_time_ns: *t,
+                runs_per_datagram: per(*n),
+                ns_per_run: if *n == 0 { 0.0 } else { *t as f64 / *n as f64 },
+                ns_per_datagram: per(*t),
+            })
+            .collect();
+        programs.sort_by(|a, b| b.ns_per_datagram.total_cmp(&a.ns_per_datagram));
+        let ns_per_datagram = per(runs.iter().map(|r| r.2).sum());
+        let runs_per_datagram = per(runs.iter().map(|r| r.1).sum());
+        let floor_ns_per_run = floor
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, t)| t as f64 / n as f64);
+        Self {
+            source,
+            datagrams,
+            runs_per_datagram,
+            ns_per_datagram,
+            floor_ns_per_run,
+            ns_per_datagram_over_floor: floor_ns_per_run.map(|f| {
+                programs
+                    .iter()
+                    .map(|p| (p.ns_per_run - f).max(0.0) * p.runs_per_datagram)
+                    .sum()
+            }),
+            pct_of_untraced_cpu: if untraced_cpu_ns > 0.0 {
+                ns_per_datagram / untraced_cpu_ns * 100.0
+            } else {
+                0.0
+            },
+            programs,
+        }
+    }
 }
 
 /// One half-round of the cost measurement: datagrams/s sent and received.
@@ -492,6 +604,7 @@ impl Cost {
             untraced_cpu_ns_per_datagram: untraced.cpu_ns_per_datagram,
             traced_cpu_ns_per_datagram: traced.cpu_ns_per_datagram,
             slower_pct,
+            programs: None,
         }
     }
 }
@@ -653,5 +766,32 @@ mod tests {
             Cost::new(1472, 100, 1, r(0.0, 0.0, 0.0), r(1.0, 1.0, 1.0)).slower_pct,
             0.0
         );
+    }
+
+    #[test]
+    fn program_costs_are_per_datagram_costliest_first() {
+        let runs = [
+            ("net/net_dev_queue".to_string(), 1000, 20_000),
+            ("irq/softirq_entry".to_string(), 3000, 90_000),
+            ("napi/napi_poll".to_string(), 0, 0),
+        ];
+        let c = ProgramCosts::new("stats".into(), 1000, &runs, Some((500, 12_500)), 2200.0);
+        let names: Vec<&str> = c.programs.iter().map(|p| p.tracepoint.as_str()).collect();
+        assert_eq!(
+            names,
+            ["irq/softirq_entry", "net/net_dev_queue", "napi/napi_poll"]
+        );
+        assert_eq!(c.programs[0].runs_per_datagram, 3.0);
+        assert_eq!(c.programs[0].ns_per_run, 30.0);
+        assert_eq!(c.programs[0].ns_per_datagram, 90.0);
+        assert_eq!(c.programs[2].ns_per_run, 0.0);
+        assert_eq!((c.runs_per_datagram, c.ns_per_datagram), (4.0, 110.0));
+        assert!((c.pct_of_untraced_cpu - 5.0).abs() < 1e-9);
+        // Floor 25 ns: 5 ns over it on 3 runs, none on net_dev_queue's 20.
+        assert_eq!(c.floor_ns_per_run, Some(25.0));
+        assert_eq!(c.ns_per_datagram_over_floor, Some(15.0));
+        let none = ProgramCosts::new("stats".into(), 0, &runs, Some((0, 0)), 0.0);
+        assert_eq!((none.ns_per_datagram, none.pct_of_untraced_cpu), (0.0, 0.0));
+        assert_eq!(none.ns_per_datagram_over_floor, None);
     }
 }

@@ -11,7 +11,7 @@ use linerate_core::journey::format::Format;
 use linerate_core::journey::{record, Event, Point, Tracepoint};
 
 use super::tracer::Filters;
-use crate::sys::bpf::BpfError;
+use crate::sys::bpf::{BpfError, RunStats};
 use crate::sys::tpbtf::{
     self, Arm, DevOffsets, GatedSpec, HeaderAt, IfaceMapFds, IfaceSpec, ProgSpec, Ringbuf, Source,
 };
@@ -529,9 +529,62 @@ impl BtfPrograms {
         self.ring.drain(|b| out.extend(record::decode(b, name)))
     }
 
+    /// Each program's tracepoint and its run statistics so far (counted
+    /// only while the kernel's BPF statistics are on).
+    pub(crate) fn run_stats(&self) -> Result<Vec<(String, RunStats)>, BtfTracerError> {
+        self.progs
+            .iter()
+            .map(|(name, fd)| {
+                crate::sys::bpf::run_stats(fd)
+                    .map(|s| (name.clone(), s))
+                    .map_err(|source| BtfTracerError::Bpf {
+                        name: name.clone(),
+                        source,
+                    })
+            })
+            .collect()
+    }
+
     /// Programs attached now (for tests: zero after detach or drop).
     pub fn attached(&self) -> usize {
         self.links.len()
+    }
+}
+
+/// A program that returns at once, attached to one tracepoint: its run
+/// statistics are what the statistics themselves (two `sched_clock` reads)
+/// add to every program's measured time, the floor of the others. Detached
+/// on drop.
+#[derive(Debug)]
+pub(crate) struct EmptyProgram {
+    prog: OwnedFd,
+    _link: OwnedFd,
+}
+
+impl EmptyProgram {
+    /// Loads and attaches the empty program on `tp`.
+    pub(crate) fn attach(tp: &Tracepoint) -> Result<Self, BtfTracerError> {
+        let btf = vmlinux()?;
+        let (_, id) = trace_type(btf, tp)?;
+        let err = |source| BtfTracerError::Bpf {
+            name: tp.path.to_string(),
+            source,
+        };
+        let insns = [
+            crate::sys::bpf::BpfInsn::mov64_imm(0, 0),
+            crate::sys::bpf::BpfInsn::exit(),
+        ];
+        let prog = tpbtf::load(&insns, id, "lr_empty").map_err(err)?;
+        let link = tpbtf::attach(&prog).map_err(err)?;
+        Ok(Self { prog, _link: link })
+    }
+
+    /// Its run statistics so far.
+    pub(crate) fn run_stats(&self) -> Result<RunStats, BtfTracerError> {
+        crate::sys::bpf::run_stats(&self.prog).map_err(|source| BtfTracerError::Bpf {
+            name: "empty program".into(),
+            source,
+        })
     }
 }
 

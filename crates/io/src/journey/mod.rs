@@ -22,8 +22,8 @@ use std::time::Duration;
 use linerate_core::journey::format::FormatError;
 use linerate_core::journey::{
     attribute, follow, hints, left_out, summarise, tracepoints, Backend, Config, Cost, Device,
-    Event, JourneyResult, Point, ProbeSent, Proto, Rates, Tracepoint, TracerInfo, L2_OVERHEAD,
-    LEN_SLOTS, LEN_STEP,
+    Event, JourneyResult, Point, ProbeSent, ProgramCosts, Proto, Rates, Tracepoint, TracerInfo,
+    L2_OVERHEAD, LEN_SLOTS, LEN_STEP,
 };
 use linerate_core::progress::Progress;
 
@@ -756,7 +756,9 @@ const COST_ROUNDS: u32 = 2;
 
 /// UDP throughput from a to b for `ns`, without and then with the tracer
 /// (one datagram in 100 of a traced length; every datagram still runs the
-/// filters and the unfiltered skb tracepoints), [`COST_ROUNDS`] times.
+/// filters and the unfiltered skb tracepoints), [`COST_ROUNDS`] times; then,
+/// with `tp_btf` programs, one more traced round with the kernel's BPF run
+/// statistics on, for each program's runs and time ([`ProgramCosts`]).
 fn measure_cost(
     fs: &Tracefs,
     set: &[Tracepoint],
@@ -777,25 +779,66 @@ fn measure_cost(
         }
     };
     for _ in 0..COST_ROUNDS {
-        untraced = best(untraced, blast(target, ns, None, stop)?);
-        traced = best(traced, blast(target, ns, Some((fs, set, backend)), stop)?);
+        untraced = best(untraced, blast(target, ns, None, stop)?.rates);
+        traced = best(
+            traced,
+            blast(target, ns, Some((fs, set, backend, false)), stop)?.rates,
+        );
     }
-    Ok(Cost::new(
+    let mut cost = Cost::new(
         COST_DATAGRAM as u32,
         COST_TRACED_ONE_IN as u32,
         ns,
         untraced,
         traced,
-    ))
+    );
+    if backend != Backend::Perf && !stop.load(Ordering::Relaxed) {
+        let b = blast(target, ns, Some((fs, set, backend, true)), stop)?;
+        if !b.programs.is_empty() {
+            let runs: Vec<(String, u64, u64)> = b
+                .programs
+                .iter()
+                .map(|(tp, s)| (tp.clone(), s.runs, s.run_time_ns))
+                .collect();
+            cost.programs = Some(ProgramCosts::new(
+                PROGRAM_STATS_SOURCE.into(),
+                b.sent,
+                &runs,
+                b.floor.map(|f| (f.runs, f.run_time_ns)),
+                untraced.cpu_ns_per_datagram,
+            ));
+        }
+    }
+    Ok(cost)
 }
 
-/// Datagrams/s sent by a and received in b while a sends back to back for `ns`.
+/// How [`ProgramCosts`] are taken, for the result.
+const PROGRAM_STATS_SOURCE: &str = "kernel BPF run statistics (BPF_ENABLE_STATS, \
+    bpf_prog_info.run_cnt and run_time_ns: sched_clock around each program run) during one \
+    more traced round, not one of the timed ones; the tracepoints' dispatch to the programs is \
+    not in it; runs count every packet and softirq of the host at those tracepoints; the floor is \
+    an empty program's time per run on net/net_dev_queue in that round";
+
+/// One round of [`blast`].
+struct Blast {
+    rates: Rates,
+    /// Datagrams sent.
+    sent: u64,
+    /// With statistics on: each program's tracepoint and run statistics.
+    programs: Vec<(String, sys::bpf::RunStats)>,
+    /// With statistics on: the empty program's run statistics.
+    floor: Option<sys::bpf::RunStats>,
+}
+
+/// Datagrams/s sent by a and received in b while a sends back to back for
+/// `ns`; traced with `trace` (the tracepoints, the backend, and whether the
+/// kernel's BPF run statistics are on during the round).
 fn blast(
     target: &Target,
     ns: u64,
-    trace: Option<(&Tracefs, &[Tracepoint], Backend)>,
+    trace: Option<(&Tracefs, &[Tracepoint], Backend, bool)>,
     stop: &AtomicBool,
-) -> Result<Rates, JourneyError> {
+) -> Result<Blast, JourneyError> {
     let sock = {
         let ip = target.server_ip;
         netns::spawn_in(
@@ -811,8 +854,23 @@ fn blast(
         .local_addr()
         .map_err(socket_err("cost receiver"))?
         .port();
+    // Kept open for the round: statistics stay on while it is. A kernel
+    // that refuses them: no program statistics.
+    let stats = match trace {
+        Some((_, _, _, true)) => sys::bpf::enable_run_stats().ok(),
+        _ => None,
+    };
+    // The statistics' own floor: an empty program on a tracepoint every
+    // datagram passes once.
+    let floor = match (&stats, trace) {
+        (Some(_), Some((_, set, _, _))) => set
+            .iter()
+            .find(|t| t.point == Point::NetDevQueue)
+            .and_then(|t| btf::EmptyProgram::attach(t).ok()),
+        _ => None,
+    };
     let mut tracer = match trace {
-        Some((fs, set, backend)) => {
+        Some((fs, set, backend, _)) => {
             let filters = Filters {
                 len: (
                     COST_TRACED_PAYLOAD as u32,
@@ -885,12 +943,26 @@ fn blast(
     done.store(true, Ordering::Relaxed);
     rx.join()
         .map_err(|_| JourneyError::Thread("cost receiver"))?;
+    let programs = match (&stats, &tracer) {
+        (Some(_), Some(t)) => t.program_stats()?,
+        _ => Vec::new(),
+    };
+    let floor = floor
+        .map(|f| f.run_stats())
+        .transpose()
+        .map_err(|source| JourneyError::Btf { source })?;
     drop(tracer);
+    drop(stats);
     let s = ns as f64 / 1e9;
-    Ok(Rates {
-        sent_pps: sent as f64 / s,
-        received_pps: received.load(Ordering::Relaxed) as f64 / s,
-        cpu_ns_per_datagram: cpu_ns as f64 / sent.max(1) as f64,
+    Ok(Blast {
+        rates: Rates {
+            sent_pps: sent as f64 / s,
+            received_pps: received.load(Ordering::Relaxed) as f64 / s,
+            cpu_ns_per_datagram: cpu_ns as f64 / sent.max(1) as f64,
+        },
+        sent,
+        programs,
+        floor,
     })
 }
 

@@ -15,6 +15,7 @@ use linerate_core::journey::{Backend, Decoder, Event, FilterKind, Tracepoint};
 use super::btf::{runs_as_program, BtfPrograms, BtfTracerError};
 use super::tracefs::Tracefs;
 use super::JourneyError;
+use crate::sys::bpf::RunStats;
 use crate::sys::perf;
 
 /// Data pages per CPU ring (a power of two): 1 MiB with 4 KiB pages.
@@ -305,6 +306,14 @@ impl Tracer {
         events.append(&mut self.program_events);
         events.sort_by_key(|e| e.time_ns);
         (events, lost)
+    }
+
+    /// Each `tp_btf` program's tracepoint and run statistics so far (empty
+    /// with perf only).
+    pub(crate) fn program_stats(&self) -> Result<Vec<(String, RunStats)>, JourneyError> {
+        self.programs.as_ref().map_or(Ok(Vec::new()), |p| {
+            p.run_stats().map_err(|source| JourneyError::Btf { source })
+        })
     }
 
     /// Open perf event descriptors and attached programs (for tests: zero
