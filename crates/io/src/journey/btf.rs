@@ -13,7 +13,8 @@ use linerate_core::journey::{record, Event, Point, Tracepoint};
 use super::tracer::Filters;
 use crate::sys::bpf::{BpfError, RunStats};
 use crate::sys::tpbtf::{
-    self, Arm, DevOffsets, GatedSpec, HeaderAt, IfaceMapFds, IfaceSpec, ProgSpec, Ringbuf, Source,
+    self, After, Arm, DevOffsets, GatedSpec, HeaderAt, IfaceMapFds, IfaceSpec, ProgSpec, Ringbuf,
+    Source,
 };
 use linerate_core::journey::filter::IfaceFilter;
 
@@ -249,6 +250,9 @@ pub struct BtfPrograms {
     iface_maps: Option<IfaceMapFds>,
     /// The per-CPU gate of the events without an skb (None: none opened).
     gate: Option<OwnedFd>,
+    /// Whether a probe is in flight, for the NET_RX softirq entry (opened
+    /// with the gate).
+    inflight: Option<OwnedFd>,
 }
 
 /// Where an `--iface` program reads the IP header at `point`, for the
@@ -307,10 +311,19 @@ impl BtfPrograms {
                 name: "gate map".into(),
                 source,
             })?);
+            out.inflight = Some(tpbtf::inflight_map().map_err(|source| BtfTracerError::Bpf {
+                name: "in-flight map".into(),
+                source,
+            })?);
         }
         let gate_fd = out.gate.as_ref().map(|g| g.as_raw_fd());
-        let arm = match (gate_fd, record::code_of(Point::SoftirqNetRx)) {
-            (Some(gate), Some(softirq_code)) => Some(Arm { gate, softirq_code }),
+        let inflight_fd = out.inflight.as_ref().map(|g| g.as_raw_fd());
+        let arm = match (gate_fd, inflight_fd, record::code_of(Point::SoftirqNetRx)) {
+            (Some(gate), Some(inflight), Some(softirq_code)) => Some(Arm {
+                gate,
+                softirq_code,
+                inflight,
+            }),
             _ => None,
         };
         for tp in tps {
@@ -329,8 +342,8 @@ impl BtfPrograms {
             };
             if let Some(gate) = gate_fd.filter(|_| tp.point.attributed()) {
                 let (name, id) = typedef;
-                let insns = if tp.point == Point::SoftirqNetRx {
-                    tpbtf::softirq_entry_program(gate)
+                let insns = if let (Point::SoftirqNetRx, Some(inflight)) = (tp.point, inflight_fd) {
+                    tpbtf::softirq_entry_program(gate, inflight)
                 } else {
                     let o = GatedOffsets {
                         napi_dev: offset(btf, "napi_struct", &["dev"])?,
@@ -352,7 +365,11 @@ impl BtfPrograms {
                 continue;
             };
             let (name, id) = typedef;
-            let arm = arm.filter(|_| tp.point == Point::NetifReceiveSkb);
+            let after = match (tp.point, &arm) {
+                (Point::NetifReceiveSkb, Some(arm)) => After::Arm(arm),
+                (Point::NetDevQueue, Some(arm)) => After::Inflight(arm.inflight),
+                _ => After::Nothing,
+            };
             let spec = ProgSpec {
                 code,
                 len: src.len,
@@ -363,12 +380,12 @@ impl BtfPrograms {
                 lo,
                 hi,
             };
-            let fd = load_spec(&spec, &dev, out.ring.fd(), id, name, arm.as_ref()).or_else(|e| {
+            let fd = load_spec(&spec, &dev, out.ring.fd(), id, name, after).or_else(|e| {
                 // A kernel whose verifier will not walk to the namespace:
                 // the same program without it.
                 if dev.netns.is_some() {
                     let without = DevOffsets { netns: None, ..dev };
-                    let fd = load_spec(&spec, &without, out.ring.fd(), id, name, arm.as_ref())?;
+                    let fd = load_spec(&spec, &without, out.ring.fd(), id, name, after)?;
                     dev = without;
                     Ok(fd)
                 } else {
@@ -401,6 +418,7 @@ impl BtfPrograms {
             reasons: None,
             iface_maps,
             gate: None,
+            inflight: None,
         })
     }
 
@@ -603,9 +621,9 @@ fn load_spec(
     ring: i32,
     id: u32,
     name: &str,
-    arm: Option<&Arm>,
+    after: After<'_>,
 ) -> Result<OwnedFd, BpfError> {
-    let insns = tpbtf::program(spec, dev, ring, arm);
+    let insns = tpbtf::program(spec, dev, ring, after);
     let short: String = name.chars().take(12).collect();
     tpbtf::load(&insns, id, &format!("lr_{short}"))
 }

@@ -155,7 +155,8 @@ impl Tracer {
                 t.filters
                     .push(if tp.point == linerate_core::journey::Point::SoftirqNetRx {
                         format!(
-                            "{}: NET_RX entry time kept in BPF, written by a probe's \
+                            "{}: NET_RX entry time kept in BPF while a probe is in flight \
+                         (queued by net_dev_queue, not yet received), written by a probe's \
                          netif_receive_skb on that CPU",
                             tp.path
                         )
