@@ -90,6 +90,7 @@ pub fn journey_of(bed: &Bed) -> Result<linerate_io::journey::Target, BedError> {
         client_netns: a.to_string(),
         server_netns: b.to_string(),
         server_ip,
+        server_ip6: bed.ipv6("b"),
         devices,
     })
 }

@@ -26,6 +26,10 @@ pub(crate) struct JourneyArgs {
     /// by b's kernel, followed there and back).
     #[arg(long, value_name = "udp|tcp|icmp", default_value = "udp")]
     pub(crate) proto: String,
+    /// With --bed: IPv6 probes to host b's 2001:2::/48 address (the IPv6
+    /// FIB lookups are followed instead of the IPv4 ones).
+    #[arg(short = '6', long, requires = "bed")]
+    pub(crate) ipv6: bool,
     /// Payload (UDP, TCP or ICMP) of the first probe; probe i adds 5 × (i mod 16) bytes so
     /// probes in flight never share a length.
     #[arg(long, value_name = "BYTES", default_value_t = 100)]
@@ -115,6 +119,7 @@ fn config(args: &JourneyArgs) -> Result<Config, Failure> {
         proto: Proto::parse(&args.proto)?,
         tcp_option_bytes: 0,
         backend: backend(args)?,
+        ipv6: args.ipv6,
     };
     cfg.validate()?;
     Ok(cfg)

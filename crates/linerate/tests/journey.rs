@@ -449,6 +449,84 @@ fn a_router_journey_finds_the_forwarding_step() {
     );
 }
 
+/// `-6` on a router bed: IPv6 probes (UDP, TCP, ICMPv6) reach host b, and
+/// the router's IPv6 FIB lookup appears between its receive and its queue
+/// (the IPv4 lookups are left out, saying why).
+#[test]
+fn an_ipv6_router_journey_finds_the_ipv6_fib_lookup() {
+    let _one_tracer = one_tracer();
+    if !linerate_bed::privileges::require("an_ipv6_router_journey_finds_the_ipv6_fib_lookup") {
+        return;
+    }
+    let name = format!("j6{}", std::process::id());
+    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Router)).expect("bed up");
+    let dut = format!("lr-{name}-dut");
+    // A new bed answers IPv6 neighbour solicitations only once its
+    // link-local addresses passed DAD (about a second): warm up until a
+    // probe gets through, at most 10 s.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let received = || {
+        let o = linerate(&[
+            "journey",
+            "--bed",
+            &name,
+            "-6",
+            "--count",
+            "3",
+            "--cost-time",
+            "0",
+            "--json",
+        ]);
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&o.stderr)));
+        doc["probes"]["received"].as_u64().unwrap()
+    };
+    while received() == 0 {
+        assert!(Instant::now() < deadline, "no IPv6 probe got through");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let doc = journey(&name, &["-6", "--count", "30", "--rate", "200"]);
+    let r = &doc.result;
+    assert!(r.ipv6);
+    assert!(r.probes.followed_end_to_end > 0, "{:#?}", r.probes);
+    assert!(r
+        .tracer
+        .opened
+        .iter()
+        .any(|t| t == "fib6/fib6_table_lookup"));
+    assert!(!r.tracer.opened.iter().any(|t| t == "fib/fib_table_lookup"));
+    assert!(
+        r.tracer
+            .left_out
+            .iter()
+            .any(|l| l.starts_with("fib/fib_table_lookup") && l.contains("IPv6")),
+        "{:#?}",
+        r.tracer.left_out
+    );
+    let rx = step(r, Point::NetifReceiveSkb, Some("lr-dut-a"), &dut);
+    let fib = step(r, Point::Fib6TableLookup, Some("lr-dut-b"), &dut);
+    let tx = step(r, Point::NetDevQueue, Some("lr-dut-b"), &dut);
+    assert!(rx < fib && fib < tx, "{:#?}", r.steps);
+    assert_causal(
+        r,
+        &[
+            ("net:netif_receive_skb", Some("lr-dut-a")),
+            ("fib6:fib6_table_lookup", Some("lr-dut-b")),
+            ("net:net_dev_queue", Some("lr-dut-b")),
+            ("net:netif_receive_skb", Some("lr-b")),
+        ],
+    );
+    for proto in ["tcp", "icmp"] {
+        let doc = journey(
+            &name,
+            &["-6", "--count", "20", "--rate", "200", "--proto", proto],
+        );
+        let r = &doc.result;
+        assert!(r.probes.followed_end_to_end > 0, "{proto}: {:#?}", r.probes);
+        step(r, Point::Fib6TableLookup, Some("lr-dut-b"), &dut);
+    }
+}
+
 #[test]
 fn a_router_journey_attributes_the_fib_lookup_and_the_softirq() {
     let _one_tracer = one_tracer();

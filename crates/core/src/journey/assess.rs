@@ -244,6 +244,7 @@ mod tests {
             bed: "t".into(),
             topology: "bridge".into(),
             proto: "udp".into(),
+            ipv6: false,
             payload_bytes: (100, 175),
             rate_pps: 100.0,
             tracer: TracerInfo {

@@ -30,6 +30,9 @@ pub enum Point {
     /// fib:fib_table_lookup (an IPv4 route lookup; no skb: attributed to a
     /// probe by CPU and time).
     FibTableLookup,
+    /// fib6:fib6_table_lookup (an IPv6 route lookup, for IPv6 probes; no
+    /// skb: attributed like the IPv4 one).
+    Fib6TableLookup,
     /// net:net_dev_queue (dev_queue_xmit: the packet enters a device's tx path).
     NetDevQueue,
     /// qdisc:qdisc_enqueue.
@@ -108,7 +111,7 @@ pub enum FilterKind {
 
 /// Every tracepoint a journey opens, in no particular order (a `tp_btf`
 /// record names its tracepoint by its index here: new ones go at the end).
-pub const TRACEPOINTS: [Tracepoint; 19] = [
+pub const TRACEPOINTS: [Tracepoint; 20] = [
     tp(
         Point::NetDevQueue,
         "net/net_dev_queue",
@@ -208,6 +211,12 @@ pub const TRACEPOINTS: [Tracepoint; 19] = [
         false,
         FilterKind::NetRx,
     ),
+    tp(
+        Point::Fib6TableLookup,
+        "fib6/fib6_table_lookup",
+        false,
+        FilterKind::None,
+    ),
 ];
 
 /// The tracepoints of a journey: without `all_events`, those whose filter
@@ -216,26 +225,39 @@ pub const TRACEPOINTS: [Tracepoint; 19] = [
 /// are left out, since recording every packet is what makes a tracer
 /// expensive. With `gated` (the `tp_btf` tracer) the events without an skb
 /// are kept: their programs write only while a probe is being received on
-/// their CPU.
-pub fn tracepoints(all_events: bool, gated: bool) -> Vec<Tracepoint> {
+/// their CPU. The FIB lookups are those of the probes' IP version (`ipv6`):
+/// the other family's lookups are never a probe's.
+pub fn tracepoints(all_events: bool, gated: bool, ipv6: bool) -> Vec<Tracepoint> {
     TRACEPOINTS
         .into_iter()
         .filter(|t| {
             (all_events || !t.every_packet() || (gated && t.point.attributed()))
                 && !t.point.iface_only()
+                && other_family(t.point, ipv6).is_none()
         })
         .collect()
 }
 
+/// Why `point` is not opened for probes of this IP version (None: it is
+/// not a FIB lookup of the other family).
+pub fn other_family(point: Point, ipv6: bool) -> Option<&'static str> {
+    match (point, ipv6) {
+        (Point::FibTableLookup, true) => {
+            Some("IPv4 FIB lookups: the probes are IPv6 (opened for IPv4 probes)")
+        }
+        (Point::Fib6TableLookup, false) => {
+            Some("IPv6 FIB lookups: the probes are IPv4 (opened for IPv6 probes, -6)")
+        }
+        _ => None,
+    }
+}
+
 /// Tracepoints no journey opens, with why (the end of
 /// `TracerInfo::left_out`).
-pub const NOT_USED: [&str; 3] = [
+pub const NOT_USED: [&str; 2] = [
     "tcp/tcp_probe: not used: TCP probes are followed by their lengths on the net and skb \
      tracepoints (tcp_probe, which carries the skb's address, would add TCP's receive step: not \
      built)",
-    "fib6/fib6_table_lookup: not used: the journey's probes are IPv4 (it would add only other \
-     packets' IPv6 lookups, which carry no skb to tell them apart), and --iface follows packets \
-     by headers and skb address, which a lookup does not carry",
     "xdp/*: not opened: linerate's beds attach no XDP program, so no XDP event fires on the path \
      (a program attached by hand is not detected)",
 ];
@@ -298,8 +320,17 @@ impl Point {
     pub fn attributed(self) -> bool {
         matches!(
             self,
-            Self::FibTableLookup | Self::NapiPoll | Self::SoftirqNetRx | Self::SoftirqExitNetRx
+            Self::FibTableLookup
+                | Self::Fib6TableLookup
+                | Self::NapiPoll
+                | Self::SoftirqNetRx
+                | Self::SoftirqExitNetRx
         )
+    }
+
+    /// True for the FIB lookups (IPv4 or IPv6).
+    pub fn is_fib(self) -> bool {
+        matches!(self, Self::FibTableLookup | Self::Fib6TableLookup)
     }
 
     /// True for the events whose records carry the packet's length.
@@ -327,6 +358,7 @@ fn label_of(path: &'static str) -> &'static str {
         "net/netif_receive_skb" => "net:netif_receive_skb",
         "net/napi_gro_receive_entry" => "net:napi_gro_receive_entry",
         "qdisc/qdisc_enqueue" => "qdisc:qdisc_enqueue",
+        "fib6/fib6_table_lookup" => "fib6:fib6_table_lookup",
         "qdisc/qdisc_dequeue" => "qdisc:qdisc_dequeue",
         "fib/fib_table_lookup" => "fib:fib_table_lookup",
         "napi/napi_poll" => "napi:napi_poll",
@@ -488,7 +520,9 @@ impl Decoder {
             }
             Point::NapiPoll => e.len = f.int(raw, "work").and_then(|v| u32::try_from(v).ok()),
             Point::SockRecvLength => e.len = f.int(raw, "ret").and_then(|v| u32::try_from(v).ok()),
-            Point::FibTableLookup => e.dev = e.dev.filter(|d| !d.is_empty()),
+            Point::FibTableLookup | Point::Fib6TableLookup => {
+                e.dev = e.dev.filter(|d| !d.is_empty());
+            }
             _ => {}
         }
         Some(e)
@@ -515,7 +549,7 @@ fn needed_fields(point: Point) -> &'static [&'static str] {
         Point::ConsumeSkb => &["skbaddr"],
         Point::SoftirqNetRx | Point::SoftirqExitNetRx => &["vec"],
         Point::NapiPoll => &["dev_name", "work"],
-        Point::FibTableLookup => &["name"],
+        Point::FibTableLookup | Point::Fib6TableLookup => &["name"],
         Point::UdpFailQueueRcvSkb => &["dport"],
         Point::SockRcvqueueFull => &["sk_rcvbuf"],
         Point::UserSend | Point::UserRecv => &[],
@@ -603,7 +637,7 @@ mod tests {
 
     #[test]
     fn the_default_set_leaves_out_what_records_every_packet() {
-        let few = tracepoints(false, false);
+        let few = tracepoints(false, false, false);
         assert!(few.len() < TRACEPOINTS.len());
         assert!(few.iter().all(|t| !t.every_packet()));
         assert!(few.iter().any(|t| t.point == Point::NetifReceiveSkb));
@@ -612,15 +646,20 @@ mod tests {
             .filter(|t| t.required)
             .all(|t| few.contains(t)));
         assert_eq!(
-            tracepoints(true, false).len(),
+            tracepoints(true, false, false).len() + 1,
             TRACEPOINTS.iter().filter(|t| !t.point.iface_only()).count()
         );
-        assert!(tracepoints(true, false)
+        assert!(tracepoints(true, false, false)
             .iter()
             .all(|t| !t.point.iface_only()));
         // The tp_btf tracer keeps the gated events without --all-events.
-        let gated = tracepoints(false, true);
+        let gated = tracepoints(false, true, false);
         assert!(gated.iter().any(|t| t.point == Point::FibTableLookup));
+        assert!(!gated.iter().any(|t| t.point == Point::Fib6TableLookup));
+        // IPv6 probes: the IPv6 lookups instead.
+        let v6 = tracepoints(false, true, true);
+        assert!(v6.iter().any(|t| t.point == Point::Fib6TableLookup));
+        assert!(!v6.iter().any(|t| t.point == Point::FibTableLookup));
         assert!(gated.iter().any(|t| t.point == Point::SoftirqNetRx));
         assert!(!gated.iter().any(|t| t.point == Point::SkDataReady));
         assert!(!few.iter().any(|t| t.point.attributed()));

@@ -33,8 +33,8 @@ mod responder;
 
 pub use assess::{assess, codes, hints};
 pub use event::{
-    left_out, tracepoints, Decoder, Event, FilterKind, Headers, Kept, Point, Tracepoint,
-    NET_RX_VEC, NOT_USED, TRACEPOINTS,
+    left_out, other_family, tracepoints, Decoder, Event, FilterKind, Headers, Kept, Point,
+    Tracepoint, NET_RX_VEC, NOT_USED, TRACEPOINTS,
 };
 pub use path::{attribute, follow, summarise, Device, ProbePath, ProbeSent, Summary, ATTRIBUTED};
 pub use responder::{responder_stages, ResponderAt, ResponderKernel};
@@ -56,6 +56,10 @@ pub const LEN_SLOTS: u32 = 16;
 pub const L3_OVERHEAD: u32 = 28;
 /// Ethernet + IPv4 + UDP header bytes.
 pub const L2_OVERHEAD: u32 = 42;
+/// Bytes an IPv6 header has beyond an IPv4 one (40 − 20). Lengths at the
+/// IP and Ethernet layers are then 48 and 62 bytes above the UDP payload,
+/// which 5 does not divide either.
+pub const IPV6_EXTRA: u32 = 20;
 /// Smallest base payload: the 18-byte probe header.
 pub const MIN_PAYLOAD: u32 = 18;
 /// Largest base payload so that the longest probe still fits a 1500-byte MTU.
@@ -154,6 +158,8 @@ pub struct Config {
     /// TCP: the option bytes of a data segment (12 with timestamps, the
     /// Linux default; 0 without), read from the bed before sending.
     pub tcp_option_bytes: u32,
+    /// IPv6 probes (the bed's 2001:2::/48 addresses) instead of IPv4.
+    pub ipv6: bool,
 }
 
 /// Why a configuration cannot run.
@@ -162,6 +168,9 @@ pub enum ConfigError {
     /// `--size` out of range.
     #[error("--size must be {MIN_PAYLOAD}..={MAX_PAYLOAD} bytes (each probe's length adds a multiple of {LEN_STEP}), got {0}")]
     Size(u32),
+    /// `--size` out of range for IPv6 probes.
+    #[error("--size must be {MIN_PAYLOAD}..={max} bytes with -6 (each probe's length adds a multiple of {LEN_STEP}), got {0}", max = MAX_PAYLOAD - IPV6_EXTRA)]
+    Size6(u32),
     /// `--count` out of range.
     #[error("--count must be 1..={MAX_COUNT}, got {0}")]
     Count(u32),
@@ -182,6 +191,9 @@ impl Config {
         if !(MIN_PAYLOAD..=MAX_PAYLOAD).contains(&self.payload_bytes) {
             return Err(ConfigError::Size(self.payload_bytes));
         }
+        if self.payload_bytes > self.max_payload() {
+            return Err(ConfigError::Size6(self.payload_bytes));
+        }
         if !(1..=MAX_COUNT).contains(&self.count) {
             return Err(ConfigError::Count(self.count));
         }
@@ -194,12 +206,24 @@ impl Config {
         Ok(())
     }
 
-    /// Bytes a probe's IP packet adds to its payload: IPv4 and the
-    /// transport header (UDP 8, ICMP echo 8, TCP 20 + options).
+    /// Bytes a probe's IP packet adds to its payload: the IP header (IPv4
+    /// 20, IPv6 40) and the transport header (UDP 8, ICMP echo 8, TCP 20 +
+    /// options).
     pub fn l3_overhead(&self) -> u32 {
-        match self.proto {
+        let v6 = if self.ipv6 { IPV6_EXTRA } else { 0 };
+        v6 + match self.proto {
             Proto::Udp | Proto::Icmp => L3_OVERHEAD,
             Proto::Tcp => 20 + TCP_HEADER + self.tcp_option_bytes,
+        }
+    }
+
+    /// The largest base payload: the longest probe still fits a 1500-byte
+    /// MTU over IPv4 or IPv6.
+    pub fn max_payload(&self) -> u32 {
+        if self.ipv6 {
+            MAX_PAYLOAD - IPV6_EXTRA
+        } else {
+            MAX_PAYLOAD
         }
     }
 
@@ -635,6 +659,9 @@ pub struct JourneyResult {
     pub topology: String,
     /// Probe protocol (`udp`).
     pub proto: String,
+    /// True for IPv6 probes (`-6`).
+    #[serde(default)]
+    pub ipv6: bool,
     /// Smallest and largest probe payload, bytes.
     pub payload_bytes: (u32, u32),
     /// Probes per second asked for.
@@ -679,27 +706,37 @@ mod tests {
             backend: Backend::Auto,
             proto: Proto::Udp,
             tcp_option_bytes: 0,
+            ipv6: false,
         }
     }
 
     #[test]
     fn probe_lengths_never_alias_across_layers() {
-        let c = config();
-        let mut seen = std::collections::BTreeMap::new();
-        for seq in 0..u64::from(LEN_SLOTS) {
-            let p = c.probe_payload(seq);
-            for len in [p, p + L3_OVERHEAD, p + L2_OVERHEAD] {
-                assert_eq!(
-                    seen.insert(len, seq),
-                    None,
-                    "len {len} of probe {seq} aliases"
-                );
+        for ipv6 in [true, false] {
+            let c = Config { ipv6, ..config() };
+            let mut seen = std::collections::BTreeMap::new();
+            for seq in 0..u64::from(LEN_SLOTS) {
+                let p = c.probe_payload(seq);
+                for len in [p, p + c.l3_overhead(), p + c.l2_overhead()] {
+                    assert_eq!(
+                        seen.insert(len, seq),
+                        None,
+                        "len {len} of probe {seq} aliases (ipv6 {ipv6})"
+                    );
+                }
             }
+            let (lo, hi) = c.len_range();
+            assert!(seen.keys().all(|l| (lo..=hi).contains(l)));
         }
+    }
+
+    #[test]
+    fn the_filter_range_covers_every_layer() {
+        let c = config();
         assert_eq!(c.probe_payload(u64::from(LEN_SLOTS)), c.probe_payload(0));
-        let (lo, hi) = c.len_range();
-        assert_eq!((lo, hi), (100, 100 + 75 + 42));
-        assert!(seen.keys().all(|l| (lo..=hi).contains(l)));
+        assert_eq!(c.len_range(), (100, 100 + 75 + 42));
+        let c6 = Config { ipv6: true, ..c };
+        assert_eq!(c6.len_range(), (100, 100 + 75 + 62));
     }
 
     #[test]
@@ -712,6 +749,11 @@ mod tests {
         };
         assert!(bad(|c| c.payload_bytes = 17).contains("--size"));
         assert!(bad(|c| c.payload_bytes = MAX_PAYLOAD + 1).contains("--size"));
+        assert!(bad(|c| {
+            c.ipv6 = true;
+            c.payload_bytes = MAX_PAYLOAD;
+        })
+        .contains("with -6"));
         assert!(bad(|c| c.count = 0).contains("--count"));
         assert!(bad(|c| c.rate_pps = 0.0).contains("--rate"));
         assert!(bad(|c| c.rate_pps = f64::NAN).contains("--rate"));
@@ -729,6 +771,13 @@ mod tests {
         assert_eq!(c.len_range(), (100, 100 + 75 + 66));
         c.tcp_option_bytes = 0;
         assert_eq!(c.l3_overhead(), 40);
+        c.ipv6 = true;
+        assert_eq!((c.l3_overhead(), c.l2_overhead()), (60, 74));
+        c.proto = Proto::Udp;
+        assert_eq!((c.l3_overhead(), c.l2_overhead()), (48, 62));
+        assert_eq!(c.max_payload(), MAX_PAYLOAD - 20);
+        c.ipv6 = false;
+        c.proto = Proto::Tcp;
         for p in [Proto::Udp, Proto::Tcp, Proto::Icmp] {
             assert_eq!(Proto::parse(p.name()), Ok(p));
         }

@@ -310,15 +310,12 @@ pub fn attribute(paths: &mut [ProbePath], devices: &[Device], events: &[Event]) 
         let lo = events.partition_point(|x| x.time_ns <= b.from);
         let hi = events.partition_point(|x| x.time_ns < b.to).max(lo);
         for (k, e) in events[lo..hi].iter().enumerate() {
-            if e.point == Point::FibTableLookup && e.cpu == Some(b.cpu) && same_netns(b.rx, e) {
+            if e.point.is_fib() && e.cpu == Some(b.cpu) && same_netns(b.rx, e) {
                 owners.entry(lo + k).or_default().insert(b.path);
             }
         }
     }
-    let lookups = events
-        .iter()
-        .filter(|e| e.point == Point::FibTableLookup)
-        .count() as u64;
+    let lookups = events.iter().filter(|e| e.point.is_fib()).count() as u64;
     a.unattributed += lookups - owners.len() as u64;
     for (k, paths_of) in &owners {
         match paths_of.iter().collect::<Vec<_>>()[..] {
@@ -653,9 +650,10 @@ fn name_gap(a: &Step, b: &Step, topology: &str) -> String {
     }
     let what = match (a.point, b.point) {
         (P::UserSend, _) => "sendto(): socket, transport and IP output in host a".to_string(),
-        (P::NetifReceiveSkb | P::FibTableLookup, P::NetDevQueue | P::FibTableLookup)
-            if role(a) == "b" && role(b) == "b" =>
-        {
+        (
+            P::NetifReceiveSkb | P::FibTableLookup | P::Fib6TableLookup,
+            P::NetDevQueue | P::FibTableLookup | P::Fib6TableLookup,
+        ) if role(a) == "b" && role(b) == "b" => {
             "the echo answered by host b's kernel (IP and ICMP receive, the reply built and \
              routed)"
                 .to_string()
@@ -665,25 +663,36 @@ fn name_gap(a: &Step, b: &Step, topology: &str) -> String {
              ip_route_input)"
                 .to_string()
         }
+        (P::NetifReceiveSkb, P::Fib6TableLookup) if role(a) == "dut" && role(b) == "dut" => {
+            "IPv6 routing in the router, up to the FIB lookup (ipv6_rcv, netfilter PREROUTING, \
+             ip6_route_input)"
+                .to_string()
+        }
         (P::FibTableLookup, P::NetDevQueue) if role(a) == "dut" && role(b) == "dut" => {
             "IP routing in the router, after the FIB lookup (ip_forward, netfilter FORWARD and \
              POSTROUTING, neighbour output)"
+                .to_string()
+        }
+        (P::Fib6TableLookup, P::NetDevQueue) if role(a) == "dut" && role(b) == "dut" => {
+            "IPv6 routing in the router, after the FIB lookup (ip6_forward, netfilter FORWARD \
+             and POSTROUTING, neighbour output)"
                 .to_string()
         }
         (_, P::NapiPoll) => {
             "the rest of that NAPI poll (this packet's receive, then the packets after it)"
                 .to_string()
         }
-        (P::NapiPoll | P::NetifReceiveSkb | P::FibTableLookup, P::SoftirqExitNetRx) => {
-            "the rest of the NET_RX softirq (other polls)".to_string()
-        }
+        (
+            P::NapiPoll | P::NetifReceiveSkb | P::FibTableLookup | P::Fib6TableLookup,
+            P::SoftirqExitNetRx,
+        ) => "the rest of the NET_RX softirq (other polls)".to_string(),
         (P::SoftirqExitNetRx, _) if role(a) == "b" => {
             "after the NET_RX softirq: the receiver's wake-up and recvmsg()".to_string()
         }
-        (P::NetifReceiveSkb, P::FibTableLookup) if role(a) == "b" => {
+        (P::NetifReceiveSkb, P::FibTableLookup | P::Fib6TableLookup) if role(a) == "b" => {
             "IP receive up to the routing lookup in host b".to_string()
         }
-        (P::FibTableLookup, _) if role(a) == "b" => {
+        (P::FibTableLookup | P::Fib6TableLookup, _) if role(a) == "b" => {
             "local delivery after the routing lookup in host b (IP and transport receive, socket \
              queue, the receiver's wake-up)"
                 .to_string()

@@ -187,6 +187,10 @@ struct GatedOffsets {
     napi_dev: i16,
     /// `fib_nh_common.nhc_dev`.
     nhc_dev: i16,
+    /// `fib6_result.nh`.
+    fib6_nh: i16,
+    /// `fib6_nh.nh_common.nhc_dev`.
+    fib6_nh_dev: i16,
 }
 
 /// The events without an skb, run as gated programs (written only while a
@@ -206,6 +210,10 @@ fn gated_spec(point: Point, o: GatedOffsets, code: u32) -> Option<GatedSpec> {
         // const struct fib_nh_common *nhc, int err): the result's device
         // (none when the lookup failed).
         Point::FibTableLookup => spec(None, Some(Source::ArgMember(2, o.nhc_dev))),
+        // TP_PROTO(const struct net *net, const struct fib6_result *res,
+        // struct fib6_table *table, const struct flowi6 *flp): the result's
+        // next hop's device (none when the lookup found no next hop).
+        Point::Fib6TableLookup => spec(None, Some(Source::ArgMember2(1, o.fib6_nh, o.fib6_nh_dev))),
         // TP_PROTO(struct napi_struct *napi, int work, int budget): the
         // packets it handled, its device (none for a CPU's backlog).
         Point::NapiPoll => spec(Some(Source::Arg(1)), Some(Source::ArgMember(0, o.napi_dev))),
@@ -345,9 +353,21 @@ impl BtfPrograms {
                 let insns = if let (Point::SoftirqNetRx, Some(inflight)) = (tp.point, inflight_fd) {
                     tpbtf::softirq_entry_program(gate, inflight)
                 } else {
+                    // The IPv6 result's offsets only where they are read
+                    // (a kernel without IPv6 has no such types).
+                    let (fib6_nh, fib6_nh_dev) = if tp.point == Point::Fib6TableLookup {
+                        (
+                            offset(btf, "fib6_result", &["nh"])?,
+                            offset(btf, "fib6_nh", &["nh_common", "nhc_dev"])?,
+                        )
+                    } else {
+                        (0, 0)
+                    };
                     let o = GatedOffsets {
                         napi_dev: offset(btf, "napi_struct", &["dev"])?,
                         nhc_dev: offset(btf, "fib_nh_common", &["nhc_dev"])?,
+                        fib6_nh,
+                        fib6_nh_dev,
                     };
                     let code = record::code_of(tp.point)
                         .ok_or_else(|| BtfTracerError::Missing(tp.path.to_string()))?;

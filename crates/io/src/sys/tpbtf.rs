@@ -66,6 +66,10 @@ pub(crate) enum Source {
     /// `*(argument n + offset)`: a member of another argument (the
     /// device of a qdisc event's `netdev_queue`).
     ArgMember(i16, i16),
+    /// `*(*(argument n + first) + second)`: a member of a pointer member of
+    /// an argument (an IPv6 FIB result's next hop's device); only as a
+    /// record's device, each pointer on the way checked for NULL.
+    ArgMember2(i16, i16, i16),
 }
 
 /// Offsets in `struct net_device` (and below) of what a record shows of a
@@ -124,6 +128,13 @@ fn load_value(into: u8, from: Source, size: BpfSize) -> Vec<BpfInsn> {
         Source::ArgMember(n, off) => vec![
             BpfInsn::ldx(BpfSize::Dw, into, CTX, n * 8),
             BpfInsn::ldx(size, into, into, off),
+        ],
+        // A NULL pointer on the way reads as zero (the kernel's fault
+        // handling of BTF pointer loads).
+        Source::ArgMember2(n, first, second) => vec![
+            BpfInsn::ldx(BpfSize::Dw, into, CTX, n * 8),
+            BpfInsn::ldx(BpfSize::Dw, into, into, first),
+            BpfInsn::ldx(size, into, into, second),
         ],
     }
 }
@@ -260,6 +271,13 @@ fn record_tail(spec: &ProgSpec, dev: &DevOffsets, map_fd: i32) -> Vec<BpfInsn> {
                 BpfInsn::ldx(BpfSize::Dw, DEV, CTX, n * 8),
                 BpfInsn::new(JMP_JEQ_K, DEV, 0, skip + 2, 0),
                 BpfInsn::ldx(BpfSize::Dw, DEV, DEV, off),
+            ]),
+            Source::ArgMember2(n, first, second) => p.extend([
+                BpfInsn::ldx(BpfSize::Dw, DEV, CTX, n * 8),
+                BpfInsn::new(JMP_JEQ_K, DEV, 0, skip + 4, 0),
+                BpfInsn::ldx(BpfSize::Dw, DEV, DEV, first),
+                BpfInsn::new(JMP_JEQ_K, DEV, 0, skip + 2, 0),
+                BpfInsn::ldx(BpfSize::Dw, DEV, DEV, second),
             ]),
             other => p.extend(load_value(DEV, other, BpfSize::Dw)),
         }
