@@ -644,14 +644,43 @@ fn tcp_and_icmp_probes_are_followed() {
     assert!(r.probes.followed_end_to_end > 0, "{:#?}", r.probes);
     let tx = step(r, Point::NetDevQueue, Some("lr-a"), &a);
     let rx = step(r, Point::NetifReceiveSkb, Some("lr-b"), &b);
+    let tcp = step(r, Point::TcpProbe, None, &b);
     let read = step(r, Point::SockRecvLength, None, &b);
-    assert!(tx < rx && rx < read, "{:#?}", r.steps);
+    assert!(tx < rx && rx < tcp && tcp < read, "{:#?}", r.steps);
+    // Once per probe: the later segments that reuse its buffer are other
+    // probes'.
+    let rows = r
+        .steps
+        .iter()
+        .filter(|s| s.point == Point::TcpProbe)
+        .count();
+    assert_eq!(rows, 1, "{:#?}", r.steps);
+    assert!(r.tracer.opened.iter().any(|t| t == "tcp/tcp_probe"));
+    // The perf tracer decodes it too (its length: the segment's payload).
+    let doc = journey(
+        &name,
+        &[
+            "--count", "20", "--rate", "200", "--proto", "tcp", "--tracer", "perf",
+        ],
+    );
+    let r = &doc.result;
+    let rx = step(r, Point::NetifReceiveSkb, Some("lr-b"), &b);
+    let tcp = step(r, Point::TcpProbe, None, &b);
+    assert!(rx < tcp, "{:#?}", r.steps);
     let doc = journey(
         &name,
         &["--count", "30", "--rate", "200", "--proto", "icmp"],
     );
     let r = &doc.result;
     assert_eq!(r.proto, "icmp");
+    assert!(
+        r.tracer
+            .left_out
+            .iter()
+            .any(|l| l.starts_with("tcp/tcp_probe") && l.contains("not TCP")),
+        "{:#?}",
+        r.tracer.left_out
+    );
     assert!(r.probes.followed_end_to_end > 0, "{:#?}", r.probes);
     // The request into b, the reply queued by b's kernel, back into a.
     let req = step(r, Point::NetifReceiveSkb, Some("lr-b"), &b);

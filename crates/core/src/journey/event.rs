@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::format::{record_type, Format, FormatError, Sample};
+use super::Proto;
 
 /// Where an event comes from: a kernel tracepoint, or the probe's own
 /// sender and receiver (user space, stamped with CLOCK_MONOTONIC like the
@@ -64,6 +65,9 @@ pub enum Point {
     UdpFailQueueRcvSkb,
     /// sock:sk_data_ready (the packet is queued to the socket, its reader woken).
     SkDataReady,
+    /// tcp:tcp_probe (TCP's established-state receive takes the segment:
+    /// `tcp_rcv_established`; TCP probes only).
+    TcpProbe,
     /// skb:skb_copy_datagram_iovec (the payload is copied to the receiver;
     /// UDP copies linear buffers without it).
     SkbCopyDatagramIovec,
@@ -105,13 +109,15 @@ pub enum FilterKind {
     Udp,
     /// `ret` within the probes' payload lengths.
     Ret,
+    /// `data_len` (a TCP segment's payload) within the probes' lengths.
+    DataLen,
     /// None: every record (matched by skb address afterwards).
     None,
 }
 
 /// Every tracepoint a journey opens, in no particular order (a `tp_btf`
 /// record names its tracepoint by its index here: new ones go at the end).
-pub const TRACEPOINTS: [Tracepoint; 20] = [
+pub const TRACEPOINTS: [Tracepoint; 21] = [
     tp(
         Point::NetDevQueue,
         "net/net_dev_queue",
@@ -217,6 +223,7 @@ pub const TRACEPOINTS: [Tracepoint; 20] = [
         false,
         FilterKind::None,
     ),
+    tp(Point::TcpProbe, "tcp/tcp_probe", false, FilterKind::DataLen),
 ];
 
 /// The tracepoints of a journey: without `all_events`, those whose filter
@@ -225,22 +232,23 @@ pub const TRACEPOINTS: [Tracepoint; 20] = [
 /// are left out, since recording every packet is what makes a tracer
 /// expensive. With `gated` (the `tp_btf` tracer) the events without an skb
 /// are kept: their programs write only while a probe is being received on
-/// their CPU. The FIB lookups are those of the probes' IP version (`ipv6`):
-/// the other family's lookups are never a probe's.
-pub fn tracepoints(all_events: bool, gated: bool, ipv6: bool) -> Vec<Tracepoint> {
+/// their CPU. Only the tracepoints these probes can pass are opened (see
+/// [`not_for`]).
+pub fn tracepoints(all_events: bool, gated: bool, proto: Proto, ipv6: bool) -> Vec<Tracepoint> {
     TRACEPOINTS
         .into_iter()
         .filter(|t| {
             (all_events || !t.every_packet() || (gated && t.point.attributed()))
                 && !t.point.iface_only()
-                && other_family(t.point, ipv6).is_none()
+                && not_for(t.point, proto, ipv6).is_none()
         })
         .collect()
 }
 
-/// Why `point` is not opened for probes of this IP version (None: it is
-/// not a FIB lookup of the other family).
-pub fn other_family(point: Point, ipv6: bool) -> Option<&'static str> {
+/// Why `point` is not opened for `proto` probes over IPv6 (`ipv6`) or
+/// IPv4 (None: it is): the other family's FIB lookups, and TCP's receive
+/// for probes that are not TCP, are never a probe's.
+pub fn not_for(point: Point, proto: Proto, ipv6: bool) -> Option<&'static str> {
     match (point, ipv6) {
         (Point::FibTableLookup, true) => {
             Some("IPv4 FIB lookups: the probes are IPv6 (opened for IPv4 probes)")
@@ -248,16 +256,16 @@ pub fn other_family(point: Point, ipv6: bool) -> Option<&'static str> {
         (Point::Fib6TableLookup, false) => {
             Some("IPv6 FIB lookups: the probes are IPv4 (opened for IPv6 probes, -6)")
         }
+        (Point::TcpProbe, _) if proto != Proto::Tcp => {
+            Some("TCP's receive of a segment: the probes are not TCP (opened for --proto tcp)")
+        }
         _ => None,
     }
 }
 
 /// Tracepoints no journey opens, with why (the end of
 /// `TracerInfo::left_out`).
-pub const NOT_USED: [&str; 2] = [
-    "tcp/tcp_probe: not used: TCP probes are followed by their lengths on the net and skb \
-     tracepoints (tcp_probe, which carries the skb's address, would add TCP's receive step: not \
-     built)",
+pub const NOT_USED: [&str; 1] = [
     "xdp/*: not opened: linerate's beds attach no XDP program, so no XDP event fires on the path \
      (a program attached by hand is not detected)",
 ];
@@ -345,6 +353,7 @@ impl Point {
                 | Self::NapiGroReceive
                 | Self::SkbCopyDatagramIovec
                 | Self::SockRecvLength
+                | Self::TcpProbe
         )
     }
 }
@@ -359,6 +368,7 @@ fn label_of(path: &'static str) -> &'static str {
         "net/napi_gro_receive_entry" => "net:napi_gro_receive_entry",
         "qdisc/qdisc_enqueue" => "qdisc:qdisc_enqueue",
         "fib6/fib6_table_lookup" => "fib6:fib6_table_lookup",
+        "tcp/tcp_probe" => "tcp:tcp_probe",
         "qdisc/qdisc_dequeue" => "qdisc:qdisc_dequeue",
         "fib/fib_table_lookup" => "fib:fib_table_lookup",
         "napi/napi_poll" => "napi:napi_poll",
@@ -520,6 +530,9 @@ impl Decoder {
             }
             Point::NapiPoll => e.len = f.int(raw, "work").and_then(|v| u32::try_from(v).ok()),
             Point::SockRecvLength => e.len = f.int(raw, "ret").and_then(|v| u32::try_from(v).ok()),
+            Point::TcpProbe => {
+                e.len = f.uint(raw, "data_len").and_then(|v| u32::try_from(v).ok());
+            }
             Point::FibTableLookup | Point::Fib6TableLookup => {
                 e.dev = e.dev.filter(|d| !d.is_empty());
             }
@@ -543,6 +556,7 @@ fn needed_fields(point: Point) -> &'static [&'static str] {
         | Point::NapiGroReceive => &["skbaddr", "len", "name"],
         Point::QdiscEnqueue | Point::QdiscDequeue => &["skbaddr", "ifindex"],
         Point::SkbCopyDatagramIovec => &["skbaddr", "len"],
+        Point::TcpProbe => &["skbaddr", "data_len"],
         Point::SkDataReady => &["skaddr", "protocol"],
         Point::SockRecvLength => &["sk", "ret"],
         Point::KfreeSkb => &["skbaddr", "reason", "location"],
@@ -637,7 +651,7 @@ mod tests {
 
     #[test]
     fn the_default_set_leaves_out_what_records_every_packet() {
-        let few = tracepoints(false, false, false);
+        let few = tracepoints(false, false, Proto::Udp, false);
         assert!(few.len() < TRACEPOINTS.len());
         assert!(few.iter().all(|t| !t.every_packet()));
         assert!(few.iter().any(|t| t.point == Point::NetifReceiveSkb));
@@ -646,20 +660,24 @@ mod tests {
             .filter(|t| t.required)
             .all(|t| few.contains(t)));
         assert_eq!(
-            tracepoints(true, false, false).len() + 1,
+            tracepoints(true, false, Proto::Udp, false).len() + 2,
             TRACEPOINTS.iter().filter(|t| !t.point.iface_only()).count()
         );
-        assert!(tracepoints(true, false, false)
+        assert!(tracepoints(true, false, Proto::Udp, false)
             .iter()
             .all(|t| !t.point.iface_only()));
         // The tp_btf tracer keeps the gated events without --all-events.
-        let gated = tracepoints(false, true, false);
+        let gated = tracepoints(false, true, Proto::Udp, false);
         assert!(gated.iter().any(|t| t.point == Point::FibTableLookup));
         assert!(!gated.iter().any(|t| t.point == Point::Fib6TableLookup));
         // IPv6 probes: the IPv6 lookups instead.
-        let v6 = tracepoints(false, true, true);
+        let v6 = tracepoints(false, true, Proto::Udp, true);
         assert!(v6.iter().any(|t| t.point == Point::Fib6TableLookup));
         assert!(!v6.iter().any(|t| t.point == Point::FibTableLookup));
+        // TCP's receive for TCP probes only.
+        assert!(!v6.iter().any(|t| t.point == Point::TcpProbe));
+        let tcp = tracepoints(false, true, Proto::Tcp, false);
+        assert!(tcp.iter().any(|t| t.point == Point::TcpProbe));
         assert!(gated.iter().any(|t| t.point == Point::SoftirqNetRx));
         assert!(!gated.iter().any(|t| t.point == Point::SkDataReady));
         assert!(!few.iter().any(|t| t.point.attributed()));

@@ -33,8 +33,8 @@ mod responder;
 
 pub use assess::{assess, codes, hints};
 pub use event::{
-    left_out, other_family, tracepoints, Decoder, Event, FilterKind, Headers, Kept, Point,
-    Tracepoint, NET_RX_VEC, NOT_USED, TRACEPOINTS,
+    left_out, not_for, tracepoints, Decoder, Event, FilterKind, Headers, Kept, Point, Tracepoint,
+    NET_RX_VEC, NOT_USED, TRACEPOINTS,
 };
 pub use path::{attribute, follow, summarise, Device, ProbePath, ProbeSent, Summary, ATTRIBUTED};
 pub use responder::{responder_stages, ResponderAt, ResponderKernel};
@@ -214,6 +214,14 @@ impl Config {
         v6 + match self.proto {
             Proto::Udp | Proto::Icmp => L3_OVERHEAD,
             Proto::Tcp => 20 + TCP_HEADER + self.tcp_option_bytes,
+        }
+    }
+
+    /// TCP header bytes of a probe's segment (0 for UDP and ICMP probes).
+    pub fn tcp_header(&self) -> u32 {
+        match self.proto {
+            Proto::Tcp => TCP_HEADER + self.tcp_option_bytes,
+            Proto::Udp | Proto::Icmp => 0,
         }
     }
 
@@ -768,6 +776,7 @@ mod tests {
         c.proto = Proto::Tcp;
         c.tcp_option_bytes = TCP_TIMESTAMPS;
         assert_eq!((c.l3_overhead(), c.l2_overhead()), (52, 66));
+        assert_eq!(c.tcp_header(), 32);
         assert_eq!(c.len_range(), (100, 100 + 75 + 66));
         c.tcp_option_bytes = 0;
         assert_eq!(c.l3_overhead(), 40);

@@ -117,8 +117,9 @@ fn sources(point: Point, skb_len: i16, skb_dev: i16) -> Option<Spec> {
                 drop_args: None,
             })
         }
-        // TP_PROTO(struct sock *sk, const struct sk_buff *skb)
-        Point::SockRcvqueueFull => {
+        // TP_PROTO(struct sock *sk, const struct sk_buff *skb): the skb's
+        // length there is the TCP header and the payload.
+        Point::SockRcvqueueFull | Point::TcpProbe => {
             return Some(Spec {
                 len: Source::Arg0Member(skb_len),
                 dev: None,

@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use linerate_core::journey::format::FormatError;
 use linerate_core::journey::{
-    attribute, follow, hints, left_out, other_family, summarise, tracepoints, Backend, Config,
-    Cost, Device, Event, JourneyResult, Point, ProbeSent, ProgramCosts, Proto, Rates, Tracepoint,
+    attribute, follow, hints, left_out, not_for, summarise, tracepoints, Backend, Config, Cost,
+    Device, Event, JourneyResult, Point, ProbeSent, ProgramCosts, Proto, Rates, Tracepoint,
     TracerInfo, L2_OVERHEAD, LEN_SLOTS, LEN_STEP,
 };
 use linerate_core::progress::Progress;
@@ -249,7 +249,12 @@ pub fn run(
         dport: port,
         all_events: cfg.all_events,
     };
-    let set = tracepoints(cfg.all_events, cfg.backend != Backend::Perf, cfg.ipv6);
+    let set = tracepoints(
+        cfg.all_events,
+        cfg.backend != Backend::Perf,
+        cfg.proto,
+        cfg.ipv6,
+    );
     let mut tracer = Tracer::open_with(&fs, &set, filters, cfg.backend)?;
     progress.step(&format!(
         "tracing {} tracepoints on {} CPUs; sending {} probes from {} to {}:{port}",
@@ -311,7 +316,7 @@ pub fn run(
         opened: tracer.opened.clone(),
         missing: tracer.missing.clone(),
         left_out: left_out(&tracer.opened, |t| {
-            if let Some(why) = other_family(t.point, cfg.ipv6) {
+            if let Some(why) = not_for(t.point, cfg.proto, cfg.ipv6) {
                 why
             } else if t.point.iface_only() {
                 "opened by --iface only (it fires for every buffer the host frees)"

@@ -44,6 +44,10 @@ impl Filters {
             FilterKind::NetRx => Some(format!("vec == {}", linerate_core::journey::NET_RX_VEC)),
             FilterKind::Udp => Some("protocol == 17".to_string()),
             FilterKind::Ret => Some(format!("ret >= {} && ret <= {}", self.len.0, self.len.1)),
+            FilterKind::DataLen => Some(format!(
+                "data_len >= {} && data_len <= {}",
+                self.len.0, self.len.1
+            )),
             FilterKind::None => None,
         }
     }
