@@ -17,6 +17,7 @@ use linerate_core::journey::iface::{self, IfaceJson, IfaceResult};
 use linerate_core::journey::{Backend, JourneyJson, JourneyResult, Point, SCHEMA, TRACEPOINTS};
 use linerate_core::journey::{FilterKind, Tracepoint};
 use linerate_io::journey::btf::{runs_as_program, runs_for_iface, BtfPrograms};
+use linerate_io::journey::xdp::{Verdict, XdpVerdict};
 use linerate_io::journey::{Filters, Tracefs, Tracer};
 
 /// Tracing sees every namespace's packets: the tests that trace run one at
@@ -527,6 +528,69 @@ fn an_ipv6_router_journey_finds_the_ipv6_fib_lookup() {
     }
 }
 
+/// Without an XDP program the xdp tracepoints stay closed, saying why;
+/// with one attached to host b's interface it is detected, the tracepoints
+/// are opened, and an aborting program's `xdp_exception`s are counted there.
+#[test]
+fn an_xdp_program_on_a_bed_interface_is_detected_and_its_events_counted() {
+    let _one_tracer = one_tracer();
+    if !linerate_bed::privileges::require(
+        "an_xdp_program_on_a_bed_interface_is_detected_and_its_events_counted",
+    ) {
+        return;
+    }
+    let name = format!("jx{}", std::process::id());
+    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).expect("bed up");
+    let b = format!("lr-{name}-b");
+    let _ = journey(&name, &["--count", "3"]);
+    let doc = journey(&name, &["--count", "5"]);
+    let r = &doc.result;
+    assert!(r.xdp.attached.is_empty() && r.xdp.events.is_empty());
+    assert!(!r.tracer.opened.iter().any(|t| t.starts_with("xdp/")));
+    assert!(
+        r.tracer
+            .left_out
+            .iter()
+            .any(|l| l.starts_with("xdp/xdp_exception: no XDP program")),
+        "{:#?}",
+        r.tracer.left_out
+    );
+    {
+        let _pass = XdpVerdict::attach(&b, "lr-b", Verdict::Pass).expect("attach");
+        let doc = journey(&name, &["--count", "5"]);
+        let r = &doc.result;
+        assert_eq!(r.xdp.attached.len(), 1, "{:#?}", r.xdp);
+        let x = &r.xdp.attached[0];
+        assert_eq!((x.dev.as_str(), x.netns.as_str()), ("lr-b", b.as_str()));
+        assert_eq!(x.prog_ids.len(), 1, "{x:#?}");
+        assert!(r.tracer.opened.iter().any(|t| t == "xdp/xdp_exception"));
+        assert!(r.probes.received > 0, "{:#?}", r.probes);
+    }
+    let _abort = XdpVerdict::attach(&b, "lr-b", Verdict::Aborted).expect("attach");
+    // Every probe is dropped: the journey is not trustworthy (exit 1), its
+    // JSON still printed.
+    let o = linerate(&[
+        "journey",
+        "--bed",
+        &name,
+        "--json",
+        "--cost-time",
+        "0",
+        "--count",
+        "5",
+    ]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&o.stderr)));
+    let events = doc["xdp"]["events"].as_array().unwrap();
+    let aborted = events
+        .iter()
+        .find(|e| e["tracepoint"] == "xdp:xdp_exception")
+        .unwrap_or_else(|| panic!("{doc:#}"));
+    assert_eq!(aborted["action"], "XDP_ABORTED", "{aborted}");
+    assert_eq!(aborted["devs"][0], "lr-b", "{aborted}");
+    assert!(aborted["count"].as_u64().unwrap() >= 5, "{aborted}");
+}
+
 #[test]
 fn a_router_journey_attributes_the_fib_lookup_and_the_softirq() {
     let _one_tracer = one_tracer();
@@ -557,7 +621,11 @@ fn a_router_journey_attributes_the_fib_lookup_and_the_softirq() {
         );
         assert!(!r.tracer.left_out.iter().any(|l| l.starts_with(tp)), "{tp}");
     }
-    assert!(r.tracer.left_out.iter().any(|l| l.starts_with("xdp/*: ")));
+    assert!(r
+        .tracer
+        .left_out
+        .iter()
+        .any(|l| l.starts_with("xdp/xdp_redirect: no XDP program")));
     let (dut, b) = (format!("lr-{name}-dut"), format!("lr-{name}-b"));
     assert!(r.probes.followed_end_to_end > 0, "{:#?}", r.probes);
     // The router's lookup between its receive and its transmit, in its

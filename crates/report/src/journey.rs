@@ -5,7 +5,7 @@
 
 use linerate_core::journey::iface::IfaceResult;
 use linerate_core::journey::{
-    DropSite, Gap, JourneyResult, ProgramCosts, Quantiles, Step, ATTRIBUTED,
+    DropSite, Gap, JourneyResult, ProgramCosts, Quantiles, Step, XdpReport, ATTRIBUTED,
 };
 use linerate_core::result::Envelope;
 use linerate_core::units::group_thousands;
@@ -128,6 +128,7 @@ pub fn render(doc: &Envelope<JourneyResult>, width: Width) -> String {
         ),
     };
     out.push_str(&paragraph("\n", "", &tracer, width));
+    out.push_str(&paragraph("\n", "", &xdp_line(&r.xdp), width));
     if let Some(c) = &r.cost {
         out.push_str(&paragraph(
             "\n",
@@ -165,6 +166,60 @@ pub fn render(doc: &Envelope<JourneyResult>, width: Width) -> String {
 }
 
 /// The drops, one paragraph each (empty without drops).
+/// Where XDP programs are attached and what their tracepoints showed.
+fn xdp_line(x: &XdpReport) -> String {
+    if let Some(why) = &x.unread {
+        return format!(
+            "XDP: the bed's links could not be read ({why}): the xdp tracepoints are not opened"
+        );
+    }
+    if x.attached.is_empty() {
+        return "XDP: no program attached to the bed's interfaces, so no XDP event can fire on the \
+                path (the xdp tracepoints are not opened)"
+            .to_string();
+    }
+    let attached: Vec<String> = x
+        .attached
+        .iter()
+        .map(|a| {
+            let ids: Vec<String> = a.prog_ids.iter().map(u32::to_string).collect();
+            format!(
+                "{} in {} ({}, program {})",
+                a.dev,
+                a.netns,
+                a.mode,
+                ids.join(", ")
+            )
+        })
+        .collect();
+    let events = if x.events.is_empty() {
+        "no XDP event fired (a program that passes every frame fires none)".to_string()
+    } else {
+        let e: Vec<String> = x
+            .events
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {} on {} × {}",
+                    e.tracepoint,
+                    e.action.as_deref().unwrap_or("?"),
+                    if e.devs.is_empty() {
+                        e.ifindex.map_or("?".into(), |i| format!("ifindex {i}"))
+                    } else {
+                        e.devs.join("/")
+                    },
+                    group_thousands(e.count)
+                )
+            })
+            .collect();
+        format!(
+            "events over the journey (the whole host's): {}",
+            e.join(", ")
+        )
+    };
+    format!("XDP: programs on {}; {events}", attached.join(", "))
+}
+
 /// The `tp_btf` programs' own work per datagram, in words (the costliest
 /// first).
 fn program_costs(p: &ProgramCosts) -> String {

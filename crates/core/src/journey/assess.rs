@@ -213,6 +213,7 @@ mod tests {
     use super::super::tests::config;
     use super::super::{
         follow, summarise, Attribution, Backend, Cost, JourneyResult, ProbeSent, Rates, TracerInfo,
+        XdpReport,
     };
     use super::*;
 
@@ -271,6 +272,7 @@ mod tests {
             hints: vec![],
             cost: None,
             example: s.example,
+            xdp: XdpReport::default(),
         };
         r.hints = hints(&r);
         r

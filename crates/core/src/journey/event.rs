@@ -80,6 +80,15 @@ pub enum Point {
     ConsumeSkb,
     /// The receiver's recvfrom() returned the probe (user space, host b).
     UserRecv,
+    /// xdp:xdp_exception (an XDP program aborted or returned an invalid
+    /// action; opened only where a bed interface has an XDP program).
+    XdpException,
+    /// xdp:xdp_redirect (an XDP program redirected a frame).
+    XdpRedirect,
+    /// xdp:xdp_redirect_err (an XDP redirect failed).
+    XdpRedirectErr,
+    /// xdp:xdp_bulk_tx (frames an XDP program sent back out, in bulk).
+    XdpBulkTx,
 }
 
 /// A tracepoint the tracer opens: the [`Point`], its tracefs path, whether
@@ -117,7 +126,7 @@ pub enum FilterKind {
 
 /// Every tracepoint a journey opens, in no particular order (a `tp_btf`
 /// record names its tracepoint by its index here: new ones go at the end).
-pub const TRACEPOINTS: [Tracepoint; 21] = [
+pub const TRACEPOINTS: [Tracepoint; 25] = [
     tp(
         Point::NetDevQueue,
         "net/net_dev_queue",
@@ -224,7 +233,37 @@ pub const TRACEPOINTS: [Tracepoint; 21] = [
         FilterKind::None,
     ),
     tp(Point::TcpProbe, "tcp/tcp_probe", false, FilterKind::DataLen),
+    tp(
+        Point::XdpException,
+        "xdp/xdp_exception",
+        false,
+        FilterKind::None,
+    ),
+    tp(
+        Point::XdpRedirect,
+        "xdp/xdp_redirect",
+        false,
+        FilterKind::None,
+    ),
+    tp(
+        Point::XdpRedirectErr,
+        "xdp/xdp_redirect_err",
+        false,
+        FilterKind::None,
+    ),
+    tp(Point::XdpBulkTx, "xdp/xdp_bulk_tx", false, FilterKind::None),
 ];
+
+/// What the probes are, for choosing the tracepoints (see [`not_for`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Selection {
+    /// Their protocol.
+    pub proto: Proto,
+    /// IPv6 (else IPv4).
+    pub ipv6: bool,
+    /// An interface of the bed has an XDP program attached.
+    pub xdp: bool,
+}
 
 /// The tracepoints of a journey: without `all_events`, those whose filter
 /// lets through a sample for every packet of the host (sk_data_ready,
@@ -234,50 +273,48 @@ pub const TRACEPOINTS: [Tracepoint; 21] = [
 /// are kept: their programs write only while a probe is being received on
 /// their CPU. Only the tracepoints these probes can pass are opened (see
 /// [`not_for`]).
-pub fn tracepoints(all_events: bool, gated: bool, proto: Proto, ipv6: bool) -> Vec<Tracepoint> {
+pub fn tracepoints(all_events: bool, gated: bool, sel: Selection) -> Vec<Tracepoint> {
     TRACEPOINTS
         .into_iter()
         .filter(|t| {
             (all_events || !t.every_packet() || (gated && t.point.attributed()))
                 && !t.point.iface_only()
-                && not_for(t.point, proto, ipv6).is_none()
+                && not_for(t.point, sel).is_none()
         })
         .collect()
 }
 
-/// Why `point` is not opened for `proto` probes over IPv6 (`ipv6`) or
-/// IPv4 (None: it is): the other family's FIB lookups, and TCP's receive
-/// for probes that are not TCP, are never a probe's.
-pub fn not_for(point: Point, proto: Proto, ipv6: bool) -> Option<&'static str> {
-    match (point, ipv6) {
+/// Why `point` is not opened for the probes `sel` (None: it is): the other
+/// family's FIB lookups, TCP's receive for probes that are not TCP, and the
+/// XDP events where no bed interface has an XDP program, are never a
+/// probe's.
+pub fn not_for(point: Point, sel: Selection) -> Option<&'static str> {
+    match (point, sel.ipv6) {
         (Point::FibTableLookup, true) => {
             Some("IPv4 FIB lookups: the probes are IPv6 (opened for IPv4 probes)")
         }
         (Point::Fib6TableLookup, false) => {
             Some("IPv6 FIB lookups: the probes are IPv4 (opened for IPv6 probes, -6)")
         }
-        (Point::TcpProbe, _) if proto != Proto::Tcp => {
+        (Point::TcpProbe, _) if sel.proto != Proto::Tcp => {
             Some("TCP's receive of a segment: the probes are not TCP (opened for --proto tcp)")
         }
+        (p, _) if p.is_xdp() && !sel.xdp => Some(
+            "no XDP program is attached to any interface of the bed (read from each namespace's \
+             links at the start; see xdp.unread when they could not be read), so no XDP event \
+             can fire on the path (opened when one is)",
+        ),
         _ => None,
     }
 }
 
-/// Tracepoints no journey opens, with why (the end of
-/// `TracerInfo::left_out`).
-pub const NOT_USED: [&str; 1] = [
-    "xdp/*: not opened: linerate's beds attach no XDP program, so no XDP event fires on the path \
-     (a program attached by hand is not detected)",
-];
-
 /// `TracerInfo::left_out`: every tracepoint of [`TRACEPOINTS`] not in
-/// `opened` (`SYSTEM/NAME`), with `why` it was not, then [`NOT_USED`].
+/// `opened` (`SYSTEM/NAME`), with `why` it was not.
 pub fn left_out(opened: &[String], why: impl Fn(&Tracepoint) -> &'static str) -> Vec<String> {
     TRACEPOINTS
         .iter()
         .filter(|t| !opened.iter().any(|o| o == t.path))
         .map(|t| format!("{}: {}", t.path, why(t)))
-        .chain(NOT_USED.iter().map(|s| (*s).to_string()))
         .collect()
 }
 
@@ -341,6 +378,14 @@ impl Point {
         matches!(self, Self::FibTableLookup | Self::Fib6TableLookup)
     }
 
+    /// True for the XDP events (no skb: counted, not followed).
+    pub fn is_xdp(self) -> bool {
+        matches!(
+            self,
+            Self::XdpException | Self::XdpRedirect | Self::XdpRedirectErr | Self::XdpBulkTx
+        )
+    }
+
     /// True for the events whose records carry the packet's length.
     pub fn has_len(self) -> bool {
         matches!(
@@ -369,6 +414,10 @@ fn label_of(path: &'static str) -> &'static str {
         "qdisc/qdisc_enqueue" => "qdisc:qdisc_enqueue",
         "fib6/fib6_table_lookup" => "fib6:fib6_table_lookup",
         "tcp/tcp_probe" => "tcp:tcp_probe",
+        "xdp/xdp_exception" => "xdp:xdp_exception",
+        "xdp/xdp_redirect" => "xdp:xdp_redirect",
+        "xdp/xdp_redirect_err" => "xdp:xdp_redirect_err",
+        "xdp/xdp_bulk_tx" => "xdp:xdp_bulk_tx",
         "qdisc/qdisc_dequeue" => "qdisc:qdisc_dequeue",
         "fib/fib_table_lookup" => "fib:fib_table_lookup",
         "napi/napi_poll" => "napi:napi_poll",
@@ -407,7 +456,8 @@ pub struct Event {
     pub netns: Option<u32>,
     /// The socket's address (sk_data_ready, sock_recv_length).
     pub sk: Option<u64>,
-    /// kfree_skb's drop reason, by its `enum skb_drop_reason` name.
+    /// kfree_skb's drop reason, by its `enum skb_drop_reason` name; for an
+    /// XDP event, the program's action (`XDP_ABORTED`…).
     pub reason: Option<String>,
     /// kfree_skb's `location` (the address of the function that dropped).
     pub location: Option<u64>,
@@ -533,6 +583,13 @@ impl Decoder {
             Point::TcpProbe => {
                 e.len = f.uint(raw, "data_len").and_then(|v| u32::try_from(v).ok());
             }
+            p if p.is_xdp() => {
+                let act = f.uint(raw, "act")?;
+                e.reason = Some(
+                    f.symbol("act", act)
+                        .map_or_else(|| format!("action {act}"), |a| format!("XDP_{a}")),
+                );
+            }
             Point::FibTableLookup | Point::Fib6TableLookup => {
                 e.dev = e.dev.filter(|d| !d.is_empty());
             }
@@ -557,6 +614,9 @@ fn needed_fields(point: Point) -> &'static [&'static str] {
         Point::QdiscEnqueue | Point::QdiscDequeue => &["skbaddr", "ifindex"],
         Point::SkbCopyDatagramIovec => &["skbaddr", "len"],
         Point::TcpProbe => &["skbaddr", "data_len"],
+        Point::XdpException | Point::XdpRedirect | Point::XdpRedirectErr | Point::XdpBulkTx => {
+            &["ifindex", "act"]
+        }
         Point::SkDataReady => &["skaddr", "protocol"],
         Point::SockRecvLength => &["sk", "ret"],
         Point::KfreeSkb => &["skbaddr", "reason", "location"],
@@ -651,7 +711,7 @@ mod tests {
 
     #[test]
     fn the_default_set_leaves_out_what_records_every_packet() {
-        let few = tracepoints(false, false, Proto::Udp, false);
+        let few = tracepoints(false, false, Selection::default());
         assert!(few.len() < TRACEPOINTS.len());
         assert!(few.iter().all(|t| !t.every_packet()));
         assert!(few.iter().any(|t| t.point == Point::NetifReceiveSkb));
@@ -660,24 +720,49 @@ mod tests {
             .filter(|t| t.required)
             .all(|t| few.contains(t)));
         assert_eq!(
-            tracepoints(true, false, Proto::Udp, false).len() + 2,
+            tracepoints(true, false, Selection::default()).len() + 6,
             TRACEPOINTS.iter().filter(|t| !t.point.iface_only()).count()
         );
-        assert!(tracepoints(true, false, Proto::Udp, false)
+        assert!(tracepoints(true, false, Selection::default())
             .iter()
             .all(|t| !t.point.iface_only()));
         // The tp_btf tracer keeps the gated events without --all-events.
-        let gated = tracepoints(false, true, Proto::Udp, false);
+        let gated = tracepoints(false, true, Selection::default());
         assert!(gated.iter().any(|t| t.point == Point::FibTableLookup));
         assert!(!gated.iter().any(|t| t.point == Point::Fib6TableLookup));
         // IPv6 probes: the IPv6 lookups instead.
-        let v6 = tracepoints(false, true, Proto::Udp, true);
+        let v6 = tracepoints(
+            false,
+            true,
+            Selection {
+                ipv6: true,
+                ..Selection::default()
+            },
+        );
         assert!(v6.iter().any(|t| t.point == Point::Fib6TableLookup));
         assert!(!v6.iter().any(|t| t.point == Point::FibTableLookup));
         // TCP's receive for TCP probes only.
         assert!(!v6.iter().any(|t| t.point == Point::TcpProbe));
-        let tcp = tracepoints(false, true, Proto::Tcp, false);
+        let tcp = tracepoints(
+            false,
+            true,
+            Selection {
+                proto: Proto::Tcp,
+                ..Selection::default()
+            },
+        );
         assert!(tcp.iter().any(|t| t.point == Point::TcpProbe));
+        // The XDP events where a bed interface has an XDP program only.
+        assert!(!tcp.iter().any(|t| t.point.is_xdp()));
+        let xdp = tracepoints(
+            false,
+            true,
+            Selection {
+                xdp: true,
+                ..Selection::default()
+            },
+        );
+        assert_eq!(xdp.iter().filter(|t| t.point.is_xdp()).count(), 4);
         assert!(gated.iter().any(|t| t.point == Point::SoftirqNetRx));
         assert!(!gated.iter().any(|t| t.point == Point::SkDataReady));
         assert!(!few.iter().any(|t| t.point.attributed()));

@@ -19,6 +19,8 @@
 //! programs' records, perf `use_clockid` for tracepoint samples, `clock_gettime` for the user stamps), so steps in different
 //! namespaces and on different CPUs compare directly.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 mod assess;
@@ -33,8 +35,8 @@ mod responder;
 
 pub use assess::{assess, codes, hints};
 pub use event::{
-    left_out, not_for, tracepoints, Decoder, Event, FilterKind, Headers, Kept, Point, Tracepoint,
-    NET_RX_VEC, NOT_USED, TRACEPOINTS,
+    left_out, not_for, tracepoints, Decoder, Event, FilterKind, Headers, Kept, Point, Selection,
+    Tracepoint, NET_RX_VEC, TRACEPOINTS,
 };
 pub use path::{attribute, follow, summarise, Device, ProbePath, ProbeSent, Summary, ATTRIBUTED};
 pub use responder::{responder_stages, ResponderAt, ResponderKernel};
@@ -350,8 +352,7 @@ pub struct DropSite {
 }
 
 /// Drops counted by (reason, step after, namespace, location).
-pub(crate) type DropCounts =
-    std::collections::BTreeMap<(String, String, Option<String>, Option<String>), u64>;
+pub(crate) type DropCounts = BTreeMap<(String, String, Option<String>, Option<String>), u64>;
 
 impl DropSite {
     /// The sites of `counts`, most drops first.
@@ -692,6 +693,90 @@ pub struct JourneyResult {
     pub cost: Option<Cost>,
     /// The path of the first probe followed end to end, event by event.
     pub example: Vec<ExampleEvent>,
+    /// XDP programs on the bed's interfaces and the XDP events seen.
+    #[serde(default)]
+    pub xdp: XdpReport,
+}
+
+/// An XDP program attached to an interface of the bed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct XdpProgram {
+    /// The interface.
+    pub dev: String,
+    /// Its namespace.
+    pub netns: String,
+    /// Its ifindex (in that namespace).
+    pub ifindex: u32,
+    /// The attached programs' ids.
+    pub prog_ids: Vec<u32>,
+    /// How it is attached: `native`, `generic`, `offload` or `multi`.
+    pub mode: String,
+}
+
+/// XDP events of one kind on one interface during the journey.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct XdpEventCount {
+    /// `xdp:xdp_exception`…
+    pub tracepoint: String,
+    /// The interface's ifindex the event names.
+    pub ifindex: Option<i32>,
+    /// The bed interfaces with an XDP program and that ifindex (empty:
+    /// none; several: namespaces with the same ifindex).
+    pub devs: Vec<String>,
+    /// The program's action (`XDP_ABORTED`, `XDP_REDIRECT`…).
+    pub action: Option<String>,
+    /// Events seen (the whole host's, over the journey).
+    pub count: u64,
+}
+
+/// The journey's XDP part: where programs are attached and what their
+/// tracepoints showed. XDP events carry no skb: they are counted per
+/// interface and action over the journey, not followed per probe.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct XdpReport {
+    /// The bed's interfaces with an XDP program (read from each
+    /// namespace's links at the start).
+    pub attached: Vec<XdpProgram>,
+    /// The events, the most frequent first (empty when none fired or none
+    /// was opened).
+    pub events: Vec<XdpEventCount>,
+    /// Why the bed's links could not be read (then no XDP tracepoint is
+    /// opened, and `attached` is empty for want of knowing).
+    #[serde(default)]
+    pub unread: Option<String>,
+}
+
+impl XdpReport {
+    /// The report from the programs found and every event recorded (the
+    /// non-XDP ones are skipped).
+    pub fn new(attached: Vec<XdpProgram>, events: &[Event]) -> Self {
+        let mut counts: BTreeMap<(Point, Option<i32>, Option<String>), u64> = BTreeMap::new();
+        for e in events.iter().filter(|e| e.point.is_xdp()) {
+            *counts
+                .entry((e.point, e.ifindex, e.reason.clone()))
+                .or_default() += 1;
+        }
+        let mut events: Vec<XdpEventCount> = counts
+            .into_iter()
+            .map(|((point, ifindex, action), count)| XdpEventCount {
+                tracepoint: point.label().to_string(),
+                ifindex,
+                devs: attached
+                    .iter()
+                    .filter(|a| ifindex.is_some_and(|i| i64::from(i) == i64::from(a.ifindex)))
+                    .map(|a| a.dev.clone())
+                    .collect(),
+                action,
+                count,
+            })
+            .collect();
+        events.sort_by_key(|e| std::cmp::Reverse(e.count));
+        Self {
+            attached,
+            events,
+            unread: None,
+        }
+    }
 }
 
 /// A journey document as printed by `linerate journey --json`.
@@ -722,7 +807,7 @@ mod tests {
     fn probe_lengths_never_alias_across_layers() {
         for ipv6 in [true, false] {
             let c = Config { ipv6, ..config() };
-            let mut seen = std::collections::BTreeMap::new();
+            let mut seen = BTreeMap::new();
             for seq in 0..u64::from(LEN_SLOTS) {
                 let p = c.probe_payload(seq);
                 for len in [p, p + c.l3_overhead(), p + c.l2_overhead()] {
@@ -823,6 +908,44 @@ mod tests {
         assert_eq!(
             Cost::new(1472, 100, 1, r(0.0, 0.0, 0.0), r(1.0, 1.0, 1.0)).slower_pct,
             0.0
+        );
+    }
+
+    #[test]
+    fn xdp_events_are_counted_per_interface_and_action() {
+        let prog = |dev: &str, netns: &str, ifindex| XdpProgram {
+            dev: dev.into(),
+            netns: netns.into(),
+            ifindex,
+            prog_ids: vec![7],
+            mode: "native".into(),
+        };
+        let ev = |point, ifindex, act: &str| {
+            let mut e = Event::user(point, 1, 0, 0);
+            e.seq = None;
+            e.len = None;
+            e.ifindex = Some(ifindex);
+            e.reason = Some(act.into());
+            e
+        };
+        let events = [
+            ev(Point::XdpException, 2, "XDP_ABORTED"),
+            ev(Point::XdpRedirect, 3, "XDP_REDIRECT"),
+            ev(Point::XdpException, 2, "XDP_ABORTED"),
+            Event::user(Point::UserRecv, 2, 1, 100),
+        ];
+        let r = XdpReport::new(vec![prog("lr-b", "lr-t-b", 2)], &events);
+        assert_eq!(r.events.len(), 2);
+        let top = &r.events[0];
+        assert_eq!(
+            (top.tracepoint.as_str(), top.count, top.action.as_deref()),
+            ("xdp:xdp_exception", 2, Some("XDP_ABORTED"))
+        );
+        assert_eq!(top.devs, ["lr-b"]);
+        assert!(r.events[1].devs.is_empty());
+        assert_eq!(
+            XdpReport::new(Vec::new(), &events[3..]),
+            XdpReport::default()
         );
     }
 

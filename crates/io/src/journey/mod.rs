@@ -22,8 +22,8 @@ use std::time::Duration;
 use linerate_core::journey::format::FormatError;
 use linerate_core::journey::{
     attribute, follow, hints, left_out, not_for, summarise, tracepoints, Backend, Config, Cost,
-    Device, Event, JourneyResult, Point, ProbeSent, ProgramCosts, Proto, Rates, Tracepoint,
-    TracerInfo, L2_OVERHEAD, LEN_SLOTS, LEN_STEP,
+    Device, Event, JourneyResult, Point, ProbeSent, ProgramCosts, Proto, Rates, Selection,
+    Tracepoint, TracerInfo, XdpProgram, XdpReport, L2_OVERHEAD, LEN_SLOTS, LEN_STEP,
 };
 use linerate_core::progress::Progress;
 
@@ -35,6 +35,7 @@ pub mod iface;
 pub mod responder;
 pub mod tracefs;
 pub mod tracer;
+pub mod xdp;
 
 pub use tracefs::Tracefs;
 pub use tracer::{Filters, Tracer, RING_PAGES};
@@ -178,6 +179,10 @@ pub struct Target {
     pub server_ip: Ipv4Addr,
     /// Host b's IPv6 address (for IPv6 probes; None: the bed has none).
     pub server_ip6: Option<Ipv6Addr>,
+    /// The bed's interfaces with an XDP program attached (their
+    /// tracepoints are opened when there is one), or why its links could
+    /// not be read.
+    pub xdp: Result<Vec<XdpProgram>, String>,
     /// Every interface of the bed with its namespace and role.
     pub devices: Vec<Device>,
 }
@@ -249,12 +254,12 @@ pub fn run(
         dport: port,
         all_events: cfg.all_events,
     };
-    let set = tracepoints(
-        cfg.all_events,
-        cfg.backend != Backend::Perf,
-        cfg.proto,
-        cfg.ipv6,
-    );
+    let sel = Selection {
+        proto: cfg.proto,
+        ipv6: cfg.ipv6,
+        xdp: target.xdp.as_ref().is_ok_and(|x| !x.is_empty()),
+    };
+    let set = tracepoints(cfg.all_events, cfg.backend != Backend::Perf, sel);
     let mut tracer = Tracer::open_with(&fs, &set, filters, cfg.backend)?;
     progress.step(&format!(
         "tracing {} tracepoints on {} CPUs; sending {} probes from {} to {}:{port}",
@@ -316,7 +321,7 @@ pub fn run(
         opened: tracer.opened.clone(),
         missing: tracer.missing.clone(),
         left_out: left_out(&tracer.opened, |t| {
-            if let Some(why) = not_for(t.point, cfg.proto, cfg.ipv6) {
+            if let Some(why) = not_for(t.point, sel) {
                 why
             } else if t.point.iface_only() {
                 "opened by --iface only (it fires for every buffer the host frees)"
@@ -388,6 +393,13 @@ pub fn run(
         hints: Vec::new(),
         cost,
         example: s.example,
+        xdp: match &target.xdp {
+            Ok(attached) => XdpReport::new(attached.clone(), &events),
+            Err(why) => XdpReport {
+                unread: Some(why.clone()),
+                ..XdpReport::default()
+            },
+        },
     };
     result.hints = hints(&result);
     Ok(result)
