@@ -28,7 +28,7 @@ pub(crate) struct JourneyArgs {
     pub(crate) proto: String,
     /// With --bed: IPv6 probes to host b's 2001:2::/48 address (the IPv6
     /// FIB lookups are followed instead of the IPv4 ones).
-    #[arg(short = '6', long, requires = "bed")]
+    #[arg(short = '6', long)]
     pub(crate) ipv6: bool,
     /// Payload (UDP, TCP or ICMP) of the first probe; probe i adds 5 × (i mod 16) bytes so
     /// probes in flight never share a length.
@@ -133,6 +133,12 @@ pub(crate) fn run(args: &JourneyArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
         }
         (None, Some(_)) => return Err(anyhow!("--filter applies to --iface IF only").into()),
         _ => {}
+    }
+    if args.iface.is_some() && args.ipv6 {
+        return Err(anyhow!(
+            "-6 applies to --bed probes (--iface follows either family: its filter's `host` takes an IPv6 address)"
+        )
+        .into());
     }
     if let (Some(iface), Some(filter)) = (&args.iface, &args.filter) {
         let cfg = IfaceConfig {

@@ -153,6 +153,15 @@ fn bad_input_is_one_line_and_exit_2() {
             "--tracer",
         ),
         (&["journey", "--bed", "x", "--rate", "0"][..], "--rate"),
+        (
+            &["journey", "--bed", "x", "-6", "--size", "1397"][..],
+            "with -6",
+        ),
+        (&["journey", "-6"][..], "--bed"),
+        (
+            &["journey", "-6", "--iface", "lo", "--filter", "udp"][..],
+            "-6 applies to --bed",
+        ),
         (&["journey"][..], "--bed"),
         (&["journey", "--iface", "lo"][..], "--filter"),
         (
