@@ -499,8 +499,9 @@ pub struct Cost {
 /// `BPF_OBJ_GET_INFO_BY_FD`): every run counted and timed with
 /// `sched_clock` around the program, during one extra traced round (the
 /// statistics add two clock reads per run, so that round is not one of the
-/// timed ones). Independent of the host's other load, unlike the timed
-/// rounds; the time the kernel spends reaching the programs (the
+/// timed ones). The time per run hardly depends on the host's other load,
+/// unlike the timed rounds; the runs count other traffic at those
+/// tracepoints too. The time the kernel spends reaching the programs (the
 /// tracepoint's dispatch) is not in it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProgramCosts {
