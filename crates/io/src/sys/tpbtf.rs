@@ -352,6 +352,7 @@ const JMP_JEQ_K: u8 = 0x15;
 const JMP_JNE_K: u8 = 0x55;
 const JMP_JLT_K: u8 = 0xa5;
 const JMP_JGT_K: u8 = 0x25;
+const JMP_JLT_X: u8 = 0xad;
 const JMP32_JEQ_K: u8 = 0x16;
 const JMP32_JNE_K: u8 = 0x56;
 const ALU64_AND_K: u8 = 0x57;
@@ -406,6 +407,12 @@ impl Asm {
     fn jump(&mut self, op: u8, reg: u8, imm: i32, l: usize) {
         self.fixups.push((self.p.len(), l));
         self.p.push(BpfInsn::new(op, reg, 0, 0, imm));
+    }
+
+    /// `if dst <op> src goto l` (`op` a `BPF_X` jump opcode).
+    fn jump_reg(&mut self, op: u8, dst: u8, src: u8, l: usize) {
+        self.fixups.push((self.p.len(), l));
+        self.p.push(BpfInsn::new(op, dst, src, 0, 0));
     }
 
     fn goto(&mut self, l: usize) {
@@ -721,8 +728,13 @@ fn gate_slot(a: &mut Asm, gate: i32, slot: i32, none: usize) {
 fn arm_tail(arm: &Arm, ring: i32) -> Vec<BpfInsn> {
     let mut a = Asm::default();
     let (armed, done) = (a.label(), a.label());
+    // LEN (free once the record is written): the in-flight time, 0 if none.
+    a.push(BpfInsn::mov64_imm(LEN, 0));
     gate_slot(&mut a, arm.inflight, 0, armed);
-    a.push(BpfInsn::st_imm(BpfSize::Dw, 0, 0, 0));
+    a.extend([
+        BpfInsn::ldx(BpfSize::Dw, LEN, 0, 0),
+        BpfInsn::st_imm(BpfSize::Dw, 0, 0, 0),
+    ]);
     a.bind(armed);
     gate_slot(&mut a, arm.gate, GATE_ARMED, done);
     a.extend([
@@ -732,6 +744,14 @@ fn arm_tail(arm: &Arm, ring: i32) -> Vec<BpfInsn> {
     gate_slot(&mut a, arm.gate, GATE_SOFTIRQ, done);
     a.push(BpfInsn::ldx(BpfSize::Dw, 1, 0, 0));
     a.jump(JMP_JEQ_K, 1, 0, done);
+    // An entry from before the probe was queued, or more than
+    // GATE_OPEN_NS before its receive, is another softirq's: left out.
+    a.jump_reg(JMP_JLT_X, 1, LEN, done);
+    a.extend([
+        BpfInsn::ldx(BpfSize::Dw, 2, FP, slot(record::TIME)),
+        BpfInsn::new(ALU64_SUB_X, 2, 1, 0, 0),
+    ]);
+    a.jump(JMP_JGT_K, 2, GATE_OPEN_NS, done);
     a.extend([
         BpfInsn::st_imm(BpfSize::Dw, 0, 0, 0),
         BpfInsn::stx(BpfSize::Dw, FP, slot(record::TIME), 1),
@@ -762,28 +782,28 @@ fn inflight_tail(inflight: i32) -> Vec<BpfInsn> {
 /// The program of `irq:softirq_entry`: on a NET_RX entry while a probe is
 /// in flight (queued, not yet received: the `inflight` map's slot is set),
 /// the time into the CPU's [`GATE_SOFTIRQ`] slot (no record: a probe's
-/// receive writes it); while none is, the slot is cleared without reading
-/// the clock, so that a later receive takes no stale entry.
+/// receive writes it); while none is, it returns after one array lookup,
+/// without reading the clock. A receive takes the slot's time only if it
+/// is after the probe was queued and less than [`GATE_OPEN_NS`] before the
+/// receive (see [`arm_tail`]), so an entry left from an earlier probe is
+/// not taken.
 pub(crate) fn softirq_entry_program(gate: i32, inflight: i32) -> Vec<BpfInsn> {
     let mut a = Asm::default();
-    let (clear, exit) = (a.label(), a.label());
+    let exit = a.label();
     a.extend([
         BpfInsn::mov64_reg(CTX, 1),
         BpfInsn::ldx(BpfSize::Dw, 1, CTX, 0),
     ]);
     a.jump(JMP32_JNE_K, 1, NET_RX, exit);
-    gate_slot(&mut a, gate, GATE_SOFTIRQ, exit);
-    a.push(BpfInsn::mov64_reg(ARG0, 0));
-    gate_slot(&mut a, inflight, 0, clear);
+    gate_slot(&mut a, inflight, 0, exit);
     a.push(BpfInsn::ldx(BpfSize::Dw, 1, 0, 0));
-    a.jump(JMP_JEQ_K, 1, 0, clear);
+    a.jump(JMP_JEQ_K, 1, 0, exit);
+    gate_slot(&mut a, gate, GATE_SOFTIRQ, exit);
     a.extend([
+        BpfInsn::mov64_reg(ARG0, 0),
         BpfInsn::call(FN_KTIME_GET_NS),
         BpfInsn::stx(BpfSize::Dw, ARG0, 0, 0),
     ]);
-    a.goto(exit);
-    a.bind(clear);
-    a.push(BpfInsn::st_imm(BpfSize::Dw, ARG0, 0, 0));
     a.bind(exit);
     a.extend([BpfInsn::mov64_imm(0, 0), BpfInsn::exit()]);
     a.finish()
@@ -1314,11 +1334,12 @@ mod tests {
         let mut b = vec![0u8; 256];
         b[112..116].copy_from_slice(&142u32.to_le_bytes());
         m.mem.insert(skb, b);
-        // No probe in flight: the entry clears the slot, reads no clock.
-        m.mem.insert(GATE, [[0; 8], 77u64.to_le_bytes()].concat());
+        // No probe in flight: the entry reads no clock, writes nothing.
+        m.mem
+            .insert(GATE, [[0; 8], (now - 900).to_le_bytes()].concat());
         let reads = m.clock_reads;
         m.run(&entry, &[3]);
-        assert_eq!((m.read(GATE + 8, 8), m.clock_reads), (0, reads));
+        assert_eq!((m.read(GATE + 8, 8), m.clock_reads), (now - 900, reads));
         // A probe queued: marked in flight with its record's time.
         m.now = Some(now - 800);
         m.run(&tx, &[skb]);
@@ -1339,6 +1360,20 @@ mod tests {
         );
         m.run(&rx, &[skb]);
         assert_eq!(m.records.len(), 6, "the entry is written once");
+        // An entry left from before the probe was queued (the softirq that
+        // takes this probe began before it), or from long before the
+        // receive, is not taken.
+        for (entry_at, tx_at) in [(now - 900, now - 800), (now - 2_000_000, now - 3_000_000)] {
+            m.mem
+                .insert(GATE, [[0; 8], entry_at.to_le_bytes()].concat());
+            m.now = Some(tx_at);
+            m.run(&tx, &[skb]);
+            m.now = Some(now);
+            m.run(&rx, &[skb]);
+            assert_eq!(code(m.records.last().unwrap()), 3, "{entry_at} {tx_at}");
+            assert_eq!(m.read(GATE + 8, 8), entry_at, "not consumed");
+        }
+        let n = m.records.len();
         // A length outside the probes' arms nothing, marks nothing.
         m.mem.insert(GATE, vec![0; 16]);
         m.mem.get_mut(&skb).unwrap()[112..116].copy_from_slice(&1472u32.to_le_bytes());
@@ -1346,7 +1381,7 @@ mod tests {
         m.run(&rx, &[skb]);
         assert_eq!(
             (m.records.len(), armed(&mut m), inflight(&mut m)),
-            (6, 0, 0)
+            (n, 0, 0)
         );
     }
 
@@ -1471,6 +1506,11 @@ mod tests {
                             self.write(at, 8, v);
                         }
                         0x05 => pc = (pc as i64 + i64::from(off)) as usize,
+                        0xad => {
+                            if r[dst] < r[src] {
+                                pc = (pc as i64 + i64::from(off)) as usize;
+                            }
+                        }
                         0x15 | 0x55 | 0xa5 | 0x25 | 0x16 | 0x56 => {
                             let (a, b) = if code & 0x07 == 0x06 {
                                 (r[dst] & 0xffff_ffff, u64::from(imm as u32))
