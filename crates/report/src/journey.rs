@@ -73,11 +73,12 @@ pub fn render(doc: &Envelope<JourneyResult>, width: Width) -> String {
     let r = &doc.result;
     let p = &r.probes;
     let mut out = format!(
-        "journey on bed {} ({}): {} {} probes of {}–{} B at {} probes/s, host a → host b{}\n",
+        "journey on bed {} ({}): {} {}{} probes of {}–{} B at {} probes/s, host a → host b{}\n",
         r.bed,
         r.topology,
         group_thousands(p.sent),
         r.proto.to_uppercase(),
+        if r.ipv6 { "/IPv6" } else { "" },
         r.payload_bytes.0,
         r.payload_bytes.1,
         r.rate_pps,
