@@ -13,10 +13,14 @@
 # `linerate journey --cost-time` does exactly this; this script repeats it
 # ROUNDS times and prints each ratio and their median (target: ≤ 10 % slower),
 # and the median ratio of datagrams/s sent traced / untraced (the issue's
-# throughput ratio; it swings more with the host's load).
+# throughput ratio; it swings more with the host's load). With tp_btf it
+# also prints, from the kernel's BPF run statistics of each journey's extra
+# round (independent of the host's load), the program runs per datagram and
+# the programs' own ns per datagram over the empty program's floor.
 #
 # Needs root and iproute2; builds linerate in release mode. Each run lasts
-# about 4 × DURATION s (two untraced and two traced rounds).
+# about 4 × DURATION s (two untraced and two traced rounds), 5 × with tp_btf
+# (the statistics round).
 #
 # usage: [ROUNDS=3] [TRACERS="tp_btf perf"] bench/journey.sh [DURATION_S]
 #        (default 3 s per half-round)
@@ -39,7 +43,7 @@ trap cleanup EXIT INT TERM
 echo "UDP 1472 B a → b on a pair bed, ${DURATION}s per half-round; sender CPU ns per datagram"
 summary=()
 for tracer in $TRACERS; do
-  printf '%-8s %-6s %14s %14s %10s %12s\n' tracer round untraced traced slower% pps_ratio
+  printf '%-8s %-6s %14s %14s %10s %12s %8s %10s\n' tracer round untraced traced slower% pps_ratio runs prog_ns
   slower=()
   ratios=()
   for r in $(seq 1 "$ROUNDS"); do
@@ -47,7 +51,10 @@ for tracer in $TRACERS; do
     u=$(jq -r '.cost.untraced_cpu_ns_per_datagram' <<<"$out"); t=$(jq -r '.cost.traced_cpu_ns_per_datagram' <<<"$out")
     s=$(jq -r '.cost.slower_pct' <<<"$out")
     q=$(jq -r '.cost.traced_pps / .cost.untraced_pps' <<<"$out")
-    printf '%-8s %-6s %14.0f %14.0f %10.1f %12.3f\n' "$tracer" "$r" "$u" "$t" "$s" "$q"
+    runs=$(jq -r '.cost.programs.runs_per_datagram // "-"' <<<"$out")
+    prog=$(jq -r '.cost.programs.ns_per_datagram_over_floor // "-"' <<<"$out")
+    printf '%-8s %-6s %14.0f %14.0f %10.1f %12.3f %8s %10s\n' "$tracer" "$r" "$u" "$t" "$s" "$q" \
+      "$(printf '%.4s' "$runs")" "$(printf '%.5s' "$prog")"
     slower+=("$s")
     ratios+=("$q")
   done

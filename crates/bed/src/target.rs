@@ -4,6 +4,7 @@
 
 use std::net::IpAddr;
 
+use linerate_core::journey::XdpProgram;
 use linerate_core::latency::BedPeer;
 use linerate_core::throughput::config::BedTarget;
 
@@ -90,6 +91,96 @@ pub fn journey_of(bed: &Bed) -> Result<linerate_io::journey::Target, BedError> {
         client_netns: a.to_string(),
         server_netns: b.to_string(),
         server_ip,
+        server_ip6: bed.ipv6("b"),
+        xdp: xdp_programs(bed).map_err(|e| linerate_core::error::chain(&e)),
         devices,
     })
+}
+
+/// The bed's interfaces with an XDP program attached, from `ip -d -j link
+/// show` in each of its namespaces.
+fn xdp_programs(bed: &Bed) -> Result<Vec<XdpProgram>, BedError> {
+    let layout = bed.layout();
+    let mut namespaces: Vec<&str> = layout.ifaces.iter().map(|i| i.netns.as_str()).collect();
+    namespaces.sort_unstable();
+    namespaces.dedup();
+    let mut out = Vec::new();
+    for ns in namespaces {
+        let argv = ["ip", "-n", ns, "-d", "-j", "link", "show"].map(String::from);
+        let text = crate::apply::run_dump(&argv)?;
+        let links: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| BedError::Invalid(format!("cannot read `ip -j link` in {ns}: {e}")))?;
+        for link in links.as_array().map(Vec::as_slice).unwrap_or_default() {
+            let name = link["ifname"].as_str().unwrap_or_default();
+            let ours = layout
+                .ifaces
+                .iter()
+                .any(|i| i.netns == ns && i.name == name);
+            if let Some(p) = xdp_of(link).filter(|_| ours) {
+                out.push(XdpProgram {
+                    dev: name.to_string(),
+                    netns: ns.to_string(),
+                    ..p
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The XDP part of one link of `ip -d -j link show` (None: no program):
+/// `"xdp": {"mode": M, "prog": {"id": N…}}`, or with several programs
+/// (mode 4) `"attached": [{"mode": M, "prog": {"id": N…}}…]`.
+fn xdp_of(link: &serde_json::Value) -> Option<XdpProgram> {
+    let xdp = link.get("xdp")?;
+    let mode = match xdp["mode"].as_u64() {
+        Some(1) => "native",
+        Some(2) => "generic",
+        Some(3) => "offload",
+        Some(4) => "multi",
+        _ => "unknown",
+    };
+    let mut prog_ids: Vec<u32> = std::iter::once(xdp)
+        .chain(xdp["attached"].as_array().into_iter().flatten())
+        .filter_map(|a| a["prog"]["id"].as_u64())
+        .filter_map(|id| u32::try_from(id).ok())
+        .collect();
+    prog_ids.sort_unstable();
+    prog_ids.dedup();
+    Some(XdpProgram {
+        dev: String::new(),
+        netns: String::new(),
+        ifindex: link["ifindex"]
+            .as_u64()
+            .and_then(|i| u32::try_from(i).ok())
+            .unwrap_or(0),
+        prog_ids,
+        mode: mode.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xdp_programs_are_read_from_ip_json() {
+        let one: serde_json::Value = serde_json::from_str(
+            r#"{"ifindex":2,"ifname":"lr-b","xdp":{"mode":1,"prog":{"id":42,"name":"x"}}}"#,
+        )
+        .unwrap();
+        let p = xdp_of(&one).unwrap();
+        assert_eq!(
+            (p.ifindex, p.prog_ids, p.mode.as_str()),
+            (2, vec![42], "native")
+        );
+        let multi: serde_json::Value = serde_json::from_str(
+            r#"{"ifindex":3,"xdp":{"mode":4,"attached":[{"mode":2,"prog":{"id":7}},{"mode":1,"prog":{"id":5}}]}}"#,
+        )
+        .unwrap();
+        let p = xdp_of(&multi).unwrap();
+        assert_eq!((p.prog_ids, p.mode.as_str()), (vec![5, 7], "multi"));
+        let none: serde_json::Value = serde_json::from_str(r#"{"ifindex":2}"#).unwrap();
+        assert_eq!(xdp_of(&none), None);
+    }
 }

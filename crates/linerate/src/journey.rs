@@ -26,6 +26,10 @@ pub(crate) struct JourneyArgs {
     /// by b's kernel, followed there and back).
     #[arg(long, value_name = "udp|tcp|icmp", default_value = "udp")]
     pub(crate) proto: String,
+    /// With --bed: IPv6 probes to host b's 2001:2::/48 address (the IPv6
+    /// FIB lookups are followed instead of the IPv4 ones).
+    #[arg(short = '6', long)]
+    pub(crate) ipv6: bool,
     /// Payload (UDP, TCP or ICMP) of the first probe; probe i adds 5 × (i mod 16) bytes so
     /// probes in flight never share a length.
     #[arg(long, value_name = "BYTES", default_value_t = 100)]
@@ -49,7 +53,9 @@ pub(crate) struct JourneyArgs {
     #[arg(long, value_name = "BYTES")]
     pub(crate) rcvbuf: Option<u32>,
     /// How long each half of the tracer-cost measurement runs (UDP
-    /// throughput without and with tracing); 0 skips it.
+    /// throughput without and with tracing; with tp_btf programs one more
+    /// traced round reads the kernel's per-program BPF run statistics);
+    /// 0 skips it.
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub(crate) cost_time: Duration,
     /// Also open the tracepoints that record every packet of the host
@@ -113,6 +119,7 @@ fn config(args: &JourneyArgs) -> Result<Config, Failure> {
         proto: Proto::parse(&args.proto)?,
         tcp_option_bytes: 0,
         backend: backend(args)?,
+        ipv6: args.ipv6,
     };
     cfg.validate()?;
     Ok(cfg)
@@ -126,6 +133,12 @@ pub(crate) fn run(args: &JourneyArgs, ctx: &crate::Ctx) -> Result<Vec<Flag>, Fai
         }
         (None, Some(_)) => return Err(anyhow!("--filter applies to --iface IF only").into()),
         _ => {}
+    }
+    if args.iface.is_some() && args.ipv6 {
+        return Err(anyhow!(
+            "-6 applies to --bed probes (--iface follows either family: its filter's `host` takes an IPv6 address)"
+        )
+        .into());
     }
     if let (Some(iface), Some(filter)) = (&args.iface, &args.filter) {
         let cfg = IfaceConfig {

@@ -17,6 +17,7 @@ use linerate_core::journey::iface::{self, IfaceJson, IfaceResult};
 use linerate_core::journey::{Backend, JourneyJson, JourneyResult, Point, SCHEMA, TRACEPOINTS};
 use linerate_core::journey::{FilterKind, Tracepoint};
 use linerate_io::journey::btf::{runs_as_program, runs_for_iface, BtfPrograms};
+use linerate_io::journey::xdp::{Verdict, XdpVerdict};
 use linerate_io::journey::{Filters, Tracefs, Tracer};
 
 /// Tracing sees every namespace's packets: the tests that trace run one at
@@ -152,6 +153,15 @@ fn bad_input_is_one_line_and_exit_2() {
             "--tracer",
         ),
         (&["journey", "--bed", "x", "--rate", "0"][..], "--rate"),
+        (
+            &["journey", "--bed", "x", "-6", "--size", "1397"][..],
+            "with -6",
+        ),
+        (&["journey", "-6"][..], "--bed"),
+        (
+            &["journey", "-6", "--iface", "lo", "--filter", "udp"][..],
+            "-6 applies to --bed",
+        ),
         (&["journey"][..], "--bed"),
         (&["journey", "--iface", "lo"][..], "--filter"),
         (
@@ -449,6 +459,147 @@ fn a_router_journey_finds_the_forwarding_step() {
     );
 }
 
+/// `-6` on a router bed: IPv6 probes (UDP, TCP, ICMPv6) reach host b, and
+/// the router's IPv6 FIB lookup appears between its receive and its queue
+/// (the IPv4 lookups are left out, saying why).
+#[test]
+fn an_ipv6_router_journey_finds_the_ipv6_fib_lookup() {
+    let _one_tracer = one_tracer();
+    if !linerate_bed::privileges::require("an_ipv6_router_journey_finds_the_ipv6_fib_lookup") {
+        return;
+    }
+    let name = format!("j6{}", std::process::id());
+    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Router)).expect("bed up");
+    let dut = format!("lr-{name}-dut");
+    // A new bed answers IPv6 neighbour solicitations only once its
+    // link-local addresses passed DAD (about a second): warm up until a
+    // probe gets through, at most 10 s.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let received = || {
+        let o = linerate(&[
+            "journey",
+            "--bed",
+            &name,
+            "-6",
+            "--count",
+            "3",
+            "--cost-time",
+            "0",
+            "--json",
+        ]);
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&o.stderr)));
+        doc["probes"]["received"].as_u64().unwrap()
+    };
+    while received() == 0 {
+        assert!(Instant::now() < deadline, "no IPv6 probe got through");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let doc = journey(&name, &["-6", "--count", "30", "--rate", "200"]);
+    let r = &doc.result;
+    assert!(r.ipv6);
+    assert!(r.probes.followed_end_to_end > 0, "{:#?}", r.probes);
+    assert!(r
+        .tracer
+        .opened
+        .iter()
+        .any(|t| t == "fib6/fib6_table_lookup"));
+    assert!(!r.tracer.opened.iter().any(|t| t == "fib/fib_table_lookup"));
+    assert!(
+        r.tracer
+            .left_out
+            .iter()
+            .any(|l| l.starts_with("fib/fib_table_lookup") && l.contains("IPv6")),
+        "{:#?}",
+        r.tracer.left_out
+    );
+    let rx = step(r, Point::NetifReceiveSkb, Some("lr-dut-a"), &dut);
+    let fib = step(r, Point::Fib6TableLookup, Some("lr-dut-b"), &dut);
+    let tx = step(r, Point::NetDevQueue, Some("lr-dut-b"), &dut);
+    assert!(rx < fib && fib < tx, "{:#?}", r.steps);
+    assert_causal(
+        r,
+        &[
+            ("net:netif_receive_skb", Some("lr-dut-a")),
+            ("fib6:fib6_table_lookup", Some("lr-dut-b")),
+            ("net:net_dev_queue", Some("lr-dut-b")),
+            ("net:netif_receive_skb", Some("lr-b")),
+        ],
+    );
+    for proto in ["tcp", "icmp"] {
+        let doc = journey(
+            &name,
+            &["-6", "--count", "20", "--rate", "200", "--proto", proto],
+        );
+        let r = &doc.result;
+        assert!(r.probes.followed_end_to_end > 0, "{proto}: {:#?}", r.probes);
+        step(r, Point::Fib6TableLookup, Some("lr-dut-b"), &dut);
+    }
+}
+
+/// Without an XDP program the xdp tracepoints stay closed, saying why;
+/// with one attached to host b's interface it is detected, the tracepoints
+/// are opened, and an aborting program's `xdp_exception`s are counted there.
+#[test]
+fn an_xdp_program_on_a_bed_interface_is_detected_and_its_events_counted() {
+    let _one_tracer = one_tracer();
+    if !linerate_bed::privileges::require(
+        "an_xdp_program_on_a_bed_interface_is_detected_and_its_events_counted",
+    ) {
+        return;
+    }
+    let name = format!("jx{}", std::process::id());
+    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).expect("bed up");
+    let b = format!("lr-{name}-b");
+    let _ = journey(&name, &["--count", "3"]);
+    let doc = journey(&name, &["--count", "5"]);
+    let r = &doc.result;
+    assert!(r.xdp.attached.is_empty() && r.xdp.events.is_empty());
+    assert!(!r.tracer.opened.iter().any(|t| t.starts_with("xdp/")));
+    assert!(
+        r.tracer
+            .left_out
+            .iter()
+            .any(|l| l.starts_with("xdp/xdp_exception: no XDP program")),
+        "{:#?}",
+        r.tracer.left_out
+    );
+    {
+        let _pass = XdpVerdict::attach(&b, "lr-b", Verdict::Pass).expect("attach");
+        let doc = journey(&name, &["--count", "5"]);
+        let r = &doc.result;
+        assert_eq!(r.xdp.attached.len(), 1, "{:#?}", r.xdp);
+        let x = &r.xdp.attached[0];
+        assert_eq!((x.dev.as_str(), x.netns.as_str()), ("lr-b", b.as_str()));
+        assert_eq!(x.prog_ids.len(), 1, "{x:#?}");
+        assert!(r.tracer.opened.iter().any(|t| t == "xdp/xdp_exception"));
+        assert!(r.probes.received > 0, "{:#?}", r.probes);
+    }
+    let _abort = XdpVerdict::attach(&b, "lr-b", Verdict::Aborted).expect("attach");
+    // Every probe is dropped: the journey is not trustworthy (exit 1), its
+    // JSON still printed.
+    let o = linerate(&[
+        "journey",
+        "--bed",
+        &name,
+        "--json",
+        "--cost-time",
+        "0",
+        "--count",
+        "5",
+    ]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&o.stderr)));
+    let events = doc["xdp"]["events"].as_array().unwrap();
+    let aborted = events
+        .iter()
+        .find(|e| e["tracepoint"] == "xdp:xdp_exception")
+        .unwrap_or_else(|| panic!("{doc:#}"));
+    assert_eq!(aborted["action"], "XDP_ABORTED", "{aborted}");
+    assert_eq!(aborted["devs"][0], "lr-b", "{aborted}");
+    assert!(aborted["count"].as_u64().unwrap() >= 5, "{aborted}");
+}
+
 #[test]
 fn a_router_journey_attributes_the_fib_lookup_and_the_softirq() {
     let _one_tracer = one_tracer();
@@ -479,7 +630,11 @@ fn a_router_journey_attributes_the_fib_lookup_and_the_softirq() {
         );
         assert!(!r.tracer.left_out.iter().any(|l| l.starts_with(tp)), "{tp}");
     }
-    assert!(r.tracer.left_out.iter().any(|l| l.starts_with("xdp/*: ")));
+    assert!(r
+        .tracer
+        .left_out
+        .iter()
+        .any(|l| l.starts_with("xdp/xdp_redirect: no XDP program")));
     let (dut, b) = (format!("lr-{name}-dut"), format!("lr-{name}-b"));
     assert!(r.probes.followed_end_to_end > 0, "{:#?}", r.probes);
     // The router's lookup between its receive and its transmit, in its
@@ -566,14 +721,43 @@ fn tcp_and_icmp_probes_are_followed() {
     assert!(r.probes.followed_end_to_end > 0, "{:#?}", r.probes);
     let tx = step(r, Point::NetDevQueue, Some("lr-a"), &a);
     let rx = step(r, Point::NetifReceiveSkb, Some("lr-b"), &b);
+    let tcp = step(r, Point::TcpProbe, None, &b);
     let read = step(r, Point::SockRecvLength, None, &b);
-    assert!(tx < rx && rx < read, "{:#?}", r.steps);
+    assert!(tx < rx && rx < tcp && tcp < read, "{:#?}", r.steps);
+    // Once per probe: the later segments that reuse its buffer are other
+    // probes'.
+    let rows = r
+        .steps
+        .iter()
+        .filter(|s| s.point == Point::TcpProbe)
+        .count();
+    assert_eq!(rows, 1, "{:#?}", r.steps);
+    assert!(r.tracer.opened.iter().any(|t| t == "tcp/tcp_probe"));
+    // The perf tracer decodes it too (its length: the segment's payload).
+    let doc = journey(
+        &name,
+        &[
+            "--count", "20", "--rate", "200", "--proto", "tcp", "--tracer", "perf",
+        ],
+    );
+    let r = &doc.result;
+    let rx = step(r, Point::NetifReceiveSkb, Some("lr-b"), &b);
+    let tcp = step(r, Point::TcpProbe, None, &b);
+    assert!(rx < tcp, "{:#?}", r.steps);
     let doc = journey(
         &name,
         &["--count", "30", "--rate", "200", "--proto", "icmp"],
     );
     let r = &doc.result;
     assert_eq!(r.proto, "icmp");
+    assert!(
+        r.tracer
+            .left_out
+            .iter()
+            .any(|l| l.starts_with("tcp/tcp_probe") && l.contains("not TCP")),
+        "{:#?}",
+        r.tracer.left_out
+    );
     assert!(r.probes.followed_end_to_end > 0, "{:#?}", r.probes);
     // The request into b, the reply queued by b's kernel, back into a.
     let req = step(r, Point::NetifReceiveSkb, Some("lr-b"), &b);
@@ -697,6 +881,48 @@ fn sigint_ends_a_journey_with_its_result() {
         .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&o.stderr)));
     let sent = doc["probes"]["sent"].as_u64().unwrap();
     assert!(sent > 0 && sent < 100_000, "{sent}");
+}
+
+/// The cost measurement's extra round reads each `tp_btf` program's
+/// kernel run statistics: every datagram sent passed `net_dev_queue` once
+/// (other traffic only adds runs), and the empty program gives a floor.
+#[test]
+fn the_cost_shows_each_programs_kernel_run_statistics() {
+    let _one_tracer = one_tracer();
+    if !linerate_bed::privileges::require("the_cost_shows_each_programs_kernel_run_statistics") {
+        return;
+    }
+    let name = format!("jc{}", std::process::id());
+    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).expect("bed up");
+    let doc = common::json_of(&[
+        "journey",
+        "--bed",
+        &name,
+        "--json",
+        "--count",
+        "3",
+        "--tracer",
+        "tp_btf",
+        "--cost-time",
+        "200ms",
+    ]);
+    let doc = common::round_trip::<JourneyResult>(SCHEMA, &doc);
+    let cost = doc.result.cost.expect("a cost");
+    let p = cost.programs.expect("program statistics with tp_btf");
+    assert!(p.datagrams > 0, "{p:#?}");
+    let queue = p
+        .programs
+        .iter()
+        .find(|r| r.tracepoint == "net/net_dev_queue")
+        .unwrap_or_else(|| panic!("{p:#?}"));
+    assert!(queue.runs >= p.datagrams, "{p:#?}");
+    assert!(queue.run_time_ns > 0 && p.ns_per_datagram > 0.0, "{p:#?}");
+    assert!(p.floor_ns_per_run.is_some_and(|f| f > 0.0), "{p:#?}");
+    assert_eq!(
+        p.programs.len(),
+        doc.result.tracer.tp_btf_programs.len(),
+        "{p:#?}"
+    );
 }
 
 #[test]

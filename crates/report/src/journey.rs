@@ -4,7 +4,9 @@
 //! Every figure is a field of [`JourneyResult`]; nothing is computed here.
 
 use linerate_core::journey::iface::IfaceResult;
-use linerate_core::journey::{DropSite, Gap, JourneyResult, Quantiles, Step, ATTRIBUTED};
+use linerate_core::journey::{
+    DropSite, Gap, JourneyResult, ProgramCosts, Quantiles, Step, XdpReport, ATTRIBUTED,
+};
 use linerate_core::result::Envelope;
 use linerate_core::units::group_thousands;
 
@@ -71,11 +73,12 @@ pub fn render(doc: &Envelope<JourneyResult>, width: Width) -> String {
     let r = &doc.result;
     let p = &r.probes;
     let mut out = format!(
-        "journey on bed {} ({}): {} {} probes of {}–{} B at {} probes/s, host a → host b{}\n",
+        "journey on bed {} ({}): {} {}{} probes of {}–{} B at {} probes/s, host a → host b{}\n",
         r.bed,
         r.topology,
         group_thousands(p.sent),
         r.proto.to_uppercase(),
+        if r.ipv6 { "/IPv6" } else { "" },
         r.payload_bytes.0,
         r.payload_bytes.1,
         r.rate_pps,
@@ -126,6 +129,7 @@ pub fn render(doc: &Envelope<JourneyResult>, width: Width) -> String {
         ),
     };
     out.push_str(&paragraph("\n", "", &tracer, width));
+    out.push_str(&paragraph("\n", "", &xdp_line(&r.xdp), width));
     if let Some(c) = &r.cost {
         out.push_str(&paragraph(
             "\n",
@@ -144,6 +148,9 @@ pub fn render(doc: &Envelope<JourneyResult>, width: Width) -> String {
             ),
             width,
         ));
+        if let Some(p) = &c.programs {
+            out.push_str(&paragraph("\n", "", &program_costs(p), width));
+        }
     }
     if !r.hints.is_empty() {
         out.push_str("\nhints:\n");
@@ -160,6 +167,95 @@ pub fn render(doc: &Envelope<JourneyResult>, width: Width) -> String {
 }
 
 /// The drops, one paragraph each (empty without drops).
+/// Where XDP programs are attached and what their tracepoints showed.
+fn xdp_line(x: &XdpReport) -> String {
+    if let Some(why) = &x.unread {
+        return format!(
+            "XDP: the bed's links could not be read ({why}): the xdp tracepoints are not opened"
+        );
+    }
+    if x.attached.is_empty() {
+        return "XDP: no program attached to the bed's interfaces, so no XDP event can fire on the \
+                path (the xdp tracepoints are not opened)"
+            .to_string();
+    }
+    let attached: Vec<String> = x
+        .attached
+        .iter()
+        .map(|a| {
+            let ids: Vec<String> = a.prog_ids.iter().map(u32::to_string).collect();
+            format!(
+                "{} in {} ({}, program {})",
+                a.dev,
+                a.netns,
+                a.mode,
+                ids.join(", ")
+            )
+        })
+        .collect();
+    let events = if x.events.is_empty() {
+        "no XDP event fired (a program that passes every frame fires none)".to_string()
+    } else {
+        let e: Vec<String> = x
+            .events
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {} on {} × {}",
+                    e.tracepoint,
+                    e.action.as_deref().unwrap_or("?"),
+                    if e.devs.is_empty() {
+                        e.ifindex.map_or("?".into(), |i| format!("ifindex {i}"))
+                    } else {
+                        e.devs.join("/")
+                    },
+                    group_thousands(e.count)
+                )
+            })
+            .collect();
+        format!(
+            "events over the journey (the whole host's): {}",
+            e.join(", ")
+        )
+    };
+    format!("XDP: programs on {}; {events}", attached.join(", "))
+}
+
+/// The `tp_btf` programs' own work per datagram, in words (the costliest
+/// first).
+fn program_costs(p: &ProgramCosts) -> String {
+    let floor = match (p.floor_ns_per_run, p.ns_per_datagram_over_floor) {
+        (Some(f), Some(over)) => format!(
+            " (an empty program measures {f:.0} ns per run: the statistics' own clock reads; \
+             {over:.0} ns per datagram over that floor)"
+        ),
+        _ => String::new(),
+    };
+    let top: Vec<String> = p
+        .programs
+        .iter()
+        .filter(|r| r.runs > 0)
+        .take(4)
+        .map(|r| {
+            format!(
+                "{} {:.2} runs × {:.0} ns",
+                r.tracepoint, r.runs_per_datagram, r.ns_per_run
+            )
+        })
+        .collect();
+    format!(
+        "tracer's own work (kernel BPF run statistics, one more traced round of {} datagrams): \
+         {:.1} program runs per datagram, {:.0} ns per datagram in the programs{floor}, {:.1} % \
+         of the untraced sender's CPU; the costliest per datagram: {}; the tracepoints' dispatch \
+         to the programs is not counted",
+        group_thousands(p.datagrams),
+        p.runs_per_datagram,
+        p.ns_per_datagram,
+        p.pct_of_untraced_cpu,
+        top.join(", ")
+    )
+}
+
 fn drop_lines(drops: &[DropSite], width: Width) -> String {
     let mut out = String::new();
     if drops.is_empty() {
@@ -260,4 +356,37 @@ pub fn render_iface(doc: &Envelope<IfaceResult>, width: Width) -> String {
         out.push_str(&flags);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn program_costs_name_the_costliest_and_the_floor() {
+        let runs = [
+            ("net/net_dev_queue".to_string(), 1000, 60_000),
+            ("irq/softirq_entry".to_string(), 1000, 90_000),
+            ("napi/napi_poll".to_string(), 0, 0),
+        ];
+        let p = ProgramCosts::new("stats".into(), 1000, &runs, Some((1000, 50_000)), 3000.0);
+        let text = program_costs(&p);
+        assert!(
+            text.contains("2.0 program runs per datagram, 150 ns per datagram"),
+            "{text}"
+        );
+        assert!(
+            text.contains("empty program measures 50 ns per run"),
+            "{text}"
+        );
+        assert!(
+            text.contains("50 ns per datagram over that floor"),
+            "{text}"
+        );
+        assert!(text.contains("5.0 %"), "{text}");
+        let first = text.find("irq/softirq_entry 1.00 runs × 90 ns").unwrap();
+        assert!(first < text.find("net/net_dev_queue").unwrap());
+        // A program that never ran is not among the costliest.
+        assert!(!text.contains("napi_poll"), "{text}");
+    }
 }

@@ -73,7 +73,7 @@ pub fn assess(r: &JourneyResult) -> Vec<Flag> {
             .with("dropped", p.dropped),
         );
     }
-    if let Some(c) = r.cost.filter(|c| c.slower_pct > COST_LIMIT_PCT) {
+    if let Some(c) = r.cost.as_ref().filter(|c| c.slower_pct > COST_LIMIT_PCT) {
         flags.push(
             Flag::warning(
                 codes::TRACER_COST,
@@ -213,6 +213,7 @@ mod tests {
     use super::super::tests::config;
     use super::super::{
         follow, summarise, Attribution, Backend, Cost, JourneyResult, ProbeSent, Rates, TracerInfo,
+        XdpReport,
     };
     use super::*;
 
@@ -244,6 +245,7 @@ mod tests {
             bed: "t".into(),
             topology: "bridge".into(),
             proto: "udp".into(),
+            ipv6: false,
             payload_bytes: (100, 175),
             rate_pps: 100.0,
             tracer: TracerInfo {
@@ -270,6 +272,7 @@ mod tests {
             hints: vec![],
             cost: None,
             example: s.example,
+            xdp: XdpReport::default(),
         };
         r.hints = hints(&r);
         r

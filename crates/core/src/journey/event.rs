@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::format::{record_type, Format, FormatError, Sample};
+use super::Proto;
 
 /// Where an event comes from: a kernel tracepoint, or the probe's own
 /// sender and receiver (user space, stamped with CLOCK_MONOTONIC like the
@@ -30,6 +31,9 @@ pub enum Point {
     /// fib:fib_table_lookup (an IPv4 route lookup; no skb: attributed to a
     /// probe by CPU and time).
     FibTableLookup,
+    /// fib6:fib6_table_lookup (an IPv6 route lookup, for IPv6 probes; no
+    /// skb: attributed like the IPv4 one).
+    Fib6TableLookup,
     /// net:net_dev_queue (dev_queue_xmit: the packet enters a device's tx path).
     NetDevQueue,
     /// qdisc:qdisc_enqueue.
@@ -61,6 +65,9 @@ pub enum Point {
     UdpFailQueueRcvSkb,
     /// sock:sk_data_ready (the packet is queued to the socket, its reader woken).
     SkDataReady,
+    /// tcp:tcp_probe (TCP's established-state receive takes the segment:
+    /// `tcp_rcv_established`; TCP probes only).
+    TcpProbe,
     /// skb:skb_copy_datagram_iovec (the payload is copied to the receiver;
     /// UDP copies linear buffers without it).
     SkbCopyDatagramIovec,
@@ -73,6 +80,15 @@ pub enum Point {
     ConsumeSkb,
     /// The receiver's recvfrom() returned the probe (user space, host b).
     UserRecv,
+    /// xdp:xdp_exception (an XDP program aborted or returned an invalid
+    /// action; opened only where a bed interface has an XDP program).
+    XdpException,
+    /// xdp:xdp_redirect (an XDP program redirected a frame).
+    XdpRedirect,
+    /// xdp:xdp_redirect_err (an XDP redirect failed).
+    XdpRedirectErr,
+    /// xdp:xdp_bulk_tx (frames an XDP program sent back out, in bulk).
+    XdpBulkTx,
 }
 
 /// A tracepoint the tracer opens: the [`Point`], its tracefs path, whether
@@ -102,13 +118,15 @@ pub enum FilterKind {
     Udp,
     /// `ret` within the probes' payload lengths.
     Ret,
+    /// `data_len` (a TCP segment's payload) within the probes' lengths.
+    DataLen,
     /// None: every record (matched by skb address afterwards).
     None,
 }
 
 /// Every tracepoint a journey opens, in no particular order (a `tp_btf`
 /// record names its tracepoint by its index here: new ones go at the end).
-pub const TRACEPOINTS: [Tracepoint; 19] = [
+pub const TRACEPOINTS: [Tracepoint; 25] = [
     tp(
         Point::NetDevQueue,
         "net/net_dev_queue",
@@ -208,7 +226,44 @@ pub const TRACEPOINTS: [Tracepoint; 19] = [
         false,
         FilterKind::NetRx,
     ),
+    tp(
+        Point::Fib6TableLookup,
+        "fib6/fib6_table_lookup",
+        false,
+        FilterKind::None,
+    ),
+    tp(Point::TcpProbe, "tcp/tcp_probe", false, FilterKind::DataLen),
+    tp(
+        Point::XdpException,
+        "xdp/xdp_exception",
+        false,
+        FilterKind::None,
+    ),
+    tp(
+        Point::XdpRedirect,
+        "xdp/xdp_redirect",
+        false,
+        FilterKind::None,
+    ),
+    tp(
+        Point::XdpRedirectErr,
+        "xdp/xdp_redirect_err",
+        false,
+        FilterKind::None,
+    ),
+    tp(Point::XdpBulkTx, "xdp/xdp_bulk_tx", false, FilterKind::None),
 ];
+
+/// What the probes are, for choosing the tracepoints (see [`not_for`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Selection {
+    /// Their protocol.
+    pub proto: Proto,
+    /// IPv6 (else IPv4).
+    pub ipv6: bool,
+    /// An interface of the bed has an XDP program attached.
+    pub xdp: bool,
+}
 
 /// The tracepoints of a journey: without `all_events`, those whose filter
 /// lets through a sample for every packet of the host (sk_data_ready,
@@ -216,38 +271,50 @@ pub const TRACEPOINTS: [Tracepoint; 19] = [
 /// are left out, since recording every packet is what makes a tracer
 /// expensive. With `gated` (the `tp_btf` tracer) the events without an skb
 /// are kept: their programs write only while a probe is being received on
-/// their CPU.
-pub fn tracepoints(all_events: bool, gated: bool) -> Vec<Tracepoint> {
+/// their CPU. Only the tracepoints these probes can pass are opened (see
+/// [`not_for`]).
+pub fn tracepoints(all_events: bool, gated: bool, sel: Selection) -> Vec<Tracepoint> {
     TRACEPOINTS
         .into_iter()
         .filter(|t| {
             (all_events || !t.every_packet() || (gated && t.point.attributed()))
                 && !t.point.iface_only()
+                && not_for(t.point, sel).is_none()
         })
         .collect()
 }
 
-/// Tracepoints no journey opens, with why (the end of
-/// `TracerInfo::left_out`).
-pub const NOT_USED: [&str; 3] = [
-    "tcp/tcp_probe: not used: TCP probes are followed by their lengths on the net and skb \
-     tracepoints (tcp_probe, which carries the skb's address, would add TCP's receive step: not \
-     built)",
-    "fib6/fib6_table_lookup: not used: the journey's probes are IPv4 (it would add only other \
-     packets' IPv6 lookups, which carry no skb to tell them apart), and --iface follows packets \
-     by headers and skb address, which a lookup does not carry",
-    "xdp/*: not opened: linerate's beds attach no XDP program, so no XDP event fires on the path \
-     (a program attached by hand is not detected)",
-];
+/// Why `point` is not opened for the probes `sel` (None: it is): the other
+/// family's FIB lookups, TCP's receive for probes that are not TCP, and the
+/// XDP events where no bed interface has an XDP program, are never a
+/// probe's.
+pub fn not_for(point: Point, sel: Selection) -> Option<&'static str> {
+    match (point, sel.ipv6) {
+        (Point::FibTableLookup, true) => {
+            Some("IPv4 FIB lookups: the probes are IPv6 (opened for IPv4 probes)")
+        }
+        (Point::Fib6TableLookup, false) => {
+            Some("IPv6 FIB lookups: the probes are IPv4 (opened for IPv6 probes, -6)")
+        }
+        (Point::TcpProbe, _) if sel.proto != Proto::Tcp => {
+            Some("TCP's receive of a segment: the probes are not TCP (opened for --proto tcp)")
+        }
+        (p, _) if p.is_xdp() && !sel.xdp => Some(
+            "no XDP program is attached to any interface of the bed (read from each namespace's \
+             links at the start; see xdp.unread when they could not be read), so no XDP event \
+             can fire on the path (opened when one is)",
+        ),
+        _ => None,
+    }
+}
 
 /// `TracerInfo::left_out`: every tracepoint of [`TRACEPOINTS`] not in
-/// `opened` (`SYSTEM/NAME`), with `why` it was not, then [`NOT_USED`].
+/// `opened` (`SYSTEM/NAME`), with `why` it was not.
 pub fn left_out(opened: &[String], why: impl Fn(&Tracepoint) -> &'static str) -> Vec<String> {
     TRACEPOINTS
         .iter()
         .filter(|t| !opened.iter().any(|o| o == t.path))
         .map(|t| format!("{}: {}", t.path, why(t)))
-        .chain(NOT_USED.iter().map(|s| (*s).to_string()))
         .collect()
 }
 
@@ -298,7 +365,24 @@ impl Point {
     pub fn attributed(self) -> bool {
         matches!(
             self,
-            Self::FibTableLookup | Self::NapiPoll | Self::SoftirqNetRx | Self::SoftirqExitNetRx
+            Self::FibTableLookup
+                | Self::Fib6TableLookup
+                | Self::NapiPoll
+                | Self::SoftirqNetRx
+                | Self::SoftirqExitNetRx
+        )
+    }
+
+    /// True for the FIB lookups (IPv4 or IPv6).
+    pub fn is_fib(self) -> bool {
+        matches!(self, Self::FibTableLookup | Self::Fib6TableLookup)
+    }
+
+    /// True for the XDP events (no skb: counted, not followed).
+    pub fn is_xdp(self) -> bool {
+        matches!(
+            self,
+            Self::XdpException | Self::XdpRedirect | Self::XdpRedirectErr | Self::XdpBulkTx
         )
     }
 
@@ -314,6 +398,7 @@ impl Point {
                 | Self::NapiGroReceive
                 | Self::SkbCopyDatagramIovec
                 | Self::SockRecvLength
+                | Self::TcpProbe
         )
     }
 }
@@ -327,6 +412,12 @@ fn label_of(path: &'static str) -> &'static str {
         "net/netif_receive_skb" => "net:netif_receive_skb",
         "net/napi_gro_receive_entry" => "net:napi_gro_receive_entry",
         "qdisc/qdisc_enqueue" => "qdisc:qdisc_enqueue",
+        "fib6/fib6_table_lookup" => "fib6:fib6_table_lookup",
+        "tcp/tcp_probe" => "tcp:tcp_probe",
+        "xdp/xdp_exception" => "xdp:xdp_exception",
+        "xdp/xdp_redirect" => "xdp:xdp_redirect",
+        "xdp/xdp_redirect_err" => "xdp:xdp_redirect_err",
+        "xdp/xdp_bulk_tx" => "xdp:xdp_bulk_tx",
         "qdisc/qdisc_dequeue" => "qdisc:qdisc_dequeue",
         "fib/fib_table_lookup" => "fib:fib_table_lookup",
         "napi/napi_poll" => "napi:napi_poll",
@@ -365,7 +456,8 @@ pub struct Event {
     pub netns: Option<u32>,
     /// The socket's address (sk_data_ready, sock_recv_length).
     pub sk: Option<u64>,
-    /// kfree_skb's drop reason, by its `enum skb_drop_reason` name.
+    /// kfree_skb's drop reason, by its `enum skb_drop_reason` name; for an
+    /// XDP event, the program's action (`XDP_ABORTED`…).
     pub reason: Option<String>,
     /// kfree_skb's `location` (the address of the function that dropped).
     pub location: Option<u64>,
@@ -488,7 +580,19 @@ impl Decoder {
             }
             Point::NapiPoll => e.len = f.int(raw, "work").and_then(|v| u32::try_from(v).ok()),
             Point::SockRecvLength => e.len = f.int(raw, "ret").and_then(|v| u32::try_from(v).ok()),
-            Point::FibTableLookup => e.dev = e.dev.filter(|d| !d.is_empty()),
+            Point::TcpProbe => {
+                e.len = f.uint(raw, "data_len").and_then(|v| u32::try_from(v).ok());
+            }
+            p if p.is_xdp() => {
+                let act = f.uint(raw, "act")?;
+                e.reason = Some(
+                    f.symbol("act", act)
+                        .map_or_else(|| format!("action {act}"), |a| format!("XDP_{a}")),
+                );
+            }
+            Point::FibTableLookup | Point::Fib6TableLookup => {
+                e.dev = e.dev.filter(|d| !d.is_empty());
+            }
             _ => {}
         }
         Some(e)
@@ -509,13 +613,17 @@ fn needed_fields(point: Point) -> &'static [&'static str] {
         | Point::NapiGroReceive => &["skbaddr", "len", "name"],
         Point::QdiscEnqueue | Point::QdiscDequeue => &["skbaddr", "ifindex"],
         Point::SkbCopyDatagramIovec => &["skbaddr", "len"],
+        Point::TcpProbe => &["skbaddr", "data_len"],
+        Point::XdpException | Point::XdpRedirect | Point::XdpRedirectErr | Point::XdpBulkTx => {
+            &["ifindex", "act"]
+        }
         Point::SkDataReady => &["skaddr", "protocol"],
         Point::SockRecvLength => &["sk", "ret"],
         Point::KfreeSkb => &["skbaddr", "reason", "location"],
         Point::ConsumeSkb => &["skbaddr"],
         Point::SoftirqNetRx | Point::SoftirqExitNetRx => &["vec"],
         Point::NapiPoll => &["dev_name", "work"],
-        Point::FibTableLookup => &["name"],
+        Point::FibTableLookup | Point::Fib6TableLookup => &["name"],
         Point::UdpFailQueueRcvSkb => &["dport"],
         Point::SockRcvqueueFull => &["sk_rcvbuf"],
         Point::UserSend | Point::UserRecv => &[],
@@ -603,7 +711,7 @@ mod tests {
 
     #[test]
     fn the_default_set_leaves_out_what_records_every_packet() {
-        let few = tracepoints(false, false);
+        let few = tracepoints(false, false, Selection::default());
         assert!(few.len() < TRACEPOINTS.len());
         assert!(few.iter().all(|t| !t.every_packet()));
         assert!(few.iter().any(|t| t.point == Point::NetifReceiveSkb));
@@ -612,15 +720,49 @@ mod tests {
             .filter(|t| t.required)
             .all(|t| few.contains(t)));
         assert_eq!(
-            tracepoints(true, false).len(),
+            tracepoints(true, false, Selection::default()).len() + 6,
             TRACEPOINTS.iter().filter(|t| !t.point.iface_only()).count()
         );
-        assert!(tracepoints(true, false)
+        assert!(tracepoints(true, false, Selection::default())
             .iter()
             .all(|t| !t.point.iface_only()));
         // The tp_btf tracer keeps the gated events without --all-events.
-        let gated = tracepoints(false, true);
+        let gated = tracepoints(false, true, Selection::default());
         assert!(gated.iter().any(|t| t.point == Point::FibTableLookup));
+        assert!(!gated.iter().any(|t| t.point == Point::Fib6TableLookup));
+        // IPv6 probes: the IPv6 lookups instead.
+        let v6 = tracepoints(
+            false,
+            true,
+            Selection {
+                ipv6: true,
+                ..Selection::default()
+            },
+        );
+        assert!(v6.iter().any(|t| t.point == Point::Fib6TableLookup));
+        assert!(!v6.iter().any(|t| t.point == Point::FibTableLookup));
+        // TCP's receive for TCP probes only.
+        assert!(!v6.iter().any(|t| t.point == Point::TcpProbe));
+        let tcp = tracepoints(
+            false,
+            true,
+            Selection {
+                proto: Proto::Tcp,
+                ..Selection::default()
+            },
+        );
+        assert!(tcp.iter().any(|t| t.point == Point::TcpProbe));
+        // The XDP events where a bed interface has an XDP program only.
+        assert!(!tcp.iter().any(|t| t.point.is_xdp()));
+        let xdp = tracepoints(
+            false,
+            true,
+            Selection {
+                xdp: true,
+                ..Selection::default()
+            },
+        );
+        assert_eq!(xdp.iter().filter(|t| t.point.is_xdp()).count(), 4);
         assert!(gated.iter().any(|t| t.point == Point::SoftirqNetRx));
         assert!(!gated.iter().any(|t| t.point == Point::SkDataReady));
         assert!(!few.iter().any(|t| t.point.attributed()));

@@ -19,6 +19,8 @@
 //! programs' records, perf `use_clockid` for tracepoint samples, `clock_gettime` for the user stamps), so steps in different
 //! namespaces and on different CPUs compare directly.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 mod assess;
@@ -33,8 +35,8 @@ mod responder;
 
 pub use assess::{assess, codes, hints};
 pub use event::{
-    left_out, tracepoints, Decoder, Event, FilterKind, Headers, Kept, Point, Tracepoint,
-    NET_RX_VEC, NOT_USED, TRACEPOINTS,
+    left_out, not_for, tracepoints, Decoder, Event, FilterKind, Headers, Kept, Point, Selection,
+    Tracepoint, NET_RX_VEC, TRACEPOINTS,
 };
 pub use path::{attribute, follow, summarise, Device, ProbePath, ProbeSent, Summary, ATTRIBUTED};
 pub use responder::{responder_stages, ResponderAt, ResponderKernel};
@@ -56,6 +58,10 @@ pub const LEN_SLOTS: u32 = 16;
 pub const L3_OVERHEAD: u32 = 28;
 /// Ethernet + IPv4 + UDP header bytes.
 pub const L2_OVERHEAD: u32 = 42;
+/// Bytes an IPv6 header has beyond an IPv4 one (40 − 20). Lengths at the
+/// IP and Ethernet layers are then 48 and 62 bytes above the UDP payload,
+/// which 5 does not divide either.
+pub const IPV6_EXTRA: u32 = 20;
 /// Smallest base payload: the 18-byte probe header.
 pub const MIN_PAYLOAD: u32 = 18;
 /// Largest base payload so that the longest probe still fits a 1500-byte MTU.
@@ -154,6 +160,8 @@ pub struct Config {
     /// TCP: the option bytes of a data segment (12 with timestamps, the
     /// Linux default; 0 without), read from the bed before sending.
     pub tcp_option_bytes: u32,
+    /// IPv6 probes (the bed's 2001:2::/48 addresses) instead of IPv4.
+    pub ipv6: bool,
 }
 
 /// Why a configuration cannot run.
@@ -162,6 +170,9 @@ pub enum ConfigError {
     /// `--size` out of range.
     #[error("--size must be {MIN_PAYLOAD}..={MAX_PAYLOAD} bytes (each probe's length adds a multiple of {LEN_STEP}), got {0}")]
     Size(u32),
+    /// `--size` out of range for IPv6 probes.
+    #[error("--size must be {MIN_PAYLOAD}..={max} bytes with -6 (each probe's length adds a multiple of {LEN_STEP}), got {0}", max = MAX_PAYLOAD - IPV6_EXTRA)]
+    Size6(u32),
     /// `--count` out of range.
     #[error("--count must be 1..={MAX_COUNT}, got {0}")]
     Count(u32),
@@ -182,6 +193,9 @@ impl Config {
         if !(MIN_PAYLOAD..=MAX_PAYLOAD).contains(&self.payload_bytes) {
             return Err(ConfigError::Size(self.payload_bytes));
         }
+        if self.payload_bytes > self.max_payload() {
+            return Err(ConfigError::Size6(self.payload_bytes));
+        }
         if !(1..=MAX_COUNT).contains(&self.count) {
             return Err(ConfigError::Count(self.count));
         }
@@ -194,12 +208,32 @@ impl Config {
         Ok(())
     }
 
-    /// Bytes a probe's IP packet adds to its payload: IPv4 and the
-    /// transport header (UDP 8, ICMP echo 8, TCP 20 + options).
+    /// Bytes a probe's IP packet adds to its payload: the IP header (IPv4
+    /// 20, IPv6 40) and the transport header (UDP 8, ICMP echo 8, TCP 20 +
+    /// options).
     pub fn l3_overhead(&self) -> u32 {
-        match self.proto {
+        let v6 = if self.ipv6 { IPV6_EXTRA } else { 0 };
+        v6 + match self.proto {
             Proto::Udp | Proto::Icmp => L3_OVERHEAD,
             Proto::Tcp => 20 + TCP_HEADER + self.tcp_option_bytes,
+        }
+    }
+
+    /// TCP header bytes of a probe's segment (0 for UDP and ICMP probes).
+    pub fn tcp_header(&self) -> u32 {
+        match self.proto {
+            Proto::Tcp => TCP_HEADER + self.tcp_option_bytes,
+            Proto::Udp | Proto::Icmp => 0,
+        }
+    }
+
+    /// The largest base payload: the longest probe still fits a 1500-byte
+    /// MTU over IPv4 or IPv6.
+    pub fn max_payload(&self) -> u32 {
+        if self.ipv6 {
+            MAX_PAYLOAD - IPV6_EXTRA
+        } else {
+            MAX_PAYLOAD
         }
     }
 
@@ -318,8 +352,7 @@ pub struct DropSite {
 }
 
 /// Drops counted by (reason, step after, namespace, location).
-pub(crate) type DropCounts =
-    std::collections::BTreeMap<(String, String, Option<String>, Option<String>), u64>;
+pub(crate) type DropCounts = BTreeMap<(String, String, Option<String>, Option<String>), u64>;
 
 impl DropSite {
     /// The sites of `counts`, most drops first.
@@ -424,7 +457,7 @@ pub struct TracerInfo {
 }
 
 /// The tracer's own cost, measured on the bed.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Cost {
     /// UDP payload bytes of the load datagrams.
     pub datagram_bytes: u32,
@@ -454,6 +487,119 @@ pub struct Cost {
     /// growth of CPU time per datagram (negative: noise). Rates swing with
     /// the host's other load; CPU time per datagram much less.
     pub slower_pct: f64,
+    /// What each `tp_btf` program cost during one more traced round, from
+    /// the kernel's BPF run statistics (None: perf tracer, or the kernel
+    /// would not count).
+    #[serde(default)]
+    pub programs: Option<ProgramCosts>,
+}
+
+/// The `tp_btf` programs' own cost under the cost measurement's load, from
+/// the kernel's per-program run statistics (`BPF_ENABLE_STATS`, read with
+/// `BPF_OBJ_GET_INFO_BY_FD`): every run counted and timed with
+/// `sched_clock` around the program, during one extra traced round (the
+/// statistics add two clock reads per run, so that round is not one of the
+/// timed ones). The time per run hardly depends on the host's other load,
+/// unlike the timed rounds; the runs count other traffic at those
+/// tracepoints too. The time the kernel spends reaching the programs (the
+/// tracepoint's dispatch) is not in it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ProgramCosts {
+    /// How the figures were taken, in words.
+    pub source: String,
+    /// Datagrams sent in the round.
+    pub datagrams: u64,
+    /// One row per program, the costliest first.
+    pub programs: Vec<ProgramCost>,
+    /// Program runs per datagram sent, every program summed.
+    pub runs_per_datagram: f64,
+    /// Time in the programs per datagram sent, ns, every program summed.
+    pub ns_per_datagram: f64,
+    /// An empty program's measured time per run, ns (None: not measured):
+    /// what the statistics' own clock reads add to every run's time.
+    pub floor_ns_per_run: Option<f64>,
+    /// [`ProgramCosts::ns_per_datagram`] less the floor on every run: the
+    /// programs' own work per datagram, ns (None: no floor).
+    pub ns_per_datagram_over_floor: Option<f64>,
+    /// That time as a share of the untraced sender's CPU time per datagram,
+    /// percent (0 when that is unknown).
+    pub pct_of_untraced_cpu: f64,
+}
+
+/// One program's runs and time in [`ProgramCosts`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ProgramCost {
+    /// The tracepoint it runs on (`SYSTEM/NAME`).
+    pub tracepoint: String,
+    /// Runs counted (every packet or softirq of the host that reached the
+    /// tracepoint, not only the load's).
+    pub runs: u64,
+    /// Time in those runs, ns.
+    pub run_time_ns: u64,
+    /// Runs per datagram sent.
+    pub runs_per_datagram: f64,
+    /// Mean time per run, ns (the floor included).
+    pub ns_per_run: f64,
+    /// Time per datagram sent, ns.
+    pub ns_per_datagram: f64,
+}
+
+impl ProgramCosts {
+    /// The table from each program's `(tracepoint, runs, run_time_ns)` over
+    /// `datagrams` datagrams sent, with an empty program's `(runs,
+    /// run_time_ns)` as the floor; `untraced_cpu_ns` is the untraced
+    /// sender's CPU time per datagram.
+    pub fn new(
+        source: String,
+        datagrams: u64,
+        runs: &[(String, u64, u64)],
+        floor: Option<(u64, u64)>,
+        untraced_cpu_ns: f64,
+    ) -> Self {
+        let per = |v: u64| {
+            if datagrams == 0 {
+                0.0
+            } else {
+                v as f64 / datagrams as f64
+            }
+        };
+        let mut programs: Vec<ProgramCost> = runs
+            .iter()
+            .map(|(tp, n, t)| ProgramCost {
+                tracepoint: tp.clone(),
+                runs: *n,
+                run_time_ns: *t,
+                runs_per_datagram: per(*n),
+                ns_per_run: if *n == 0 { 0.0 } else { *t as f64 / *n as f64 },
+                ns_per_datagram: per(*t),
+            })
+            .collect();
+        programs.sort_by(|a, b| b.ns_per_datagram.total_cmp(&a.ns_per_datagram));
+        let ns_per_datagram = per(runs.iter().map(|r| r.2).sum());
+        let runs_per_datagram = per(runs.iter().map(|r| r.1).sum());
+        let floor_ns_per_run = floor
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, t)| t as f64 / n as f64);
+        Self {
+            source,
+            datagrams,
+            runs_per_datagram,
+            ns_per_datagram,
+            floor_ns_per_run,
+            ns_per_datagram_over_floor: floor_ns_per_run.map(|f| {
+                programs
+                    .iter()
+                    .map(|p| (p.ns_per_run - f).max(0.0) * p.runs_per_datagram)
+                    .sum()
+            }),
+            pct_of_untraced_cpu: if untraced_cpu_ns > 0.0 {
+                ns_per_datagram / untraced_cpu_ns * 100.0
+            } else {
+                0.0
+            },
+            programs,
+        }
+    }
 }
 
 /// One half-round of the cost measurement: datagrams/s sent and received.
@@ -492,6 +638,7 @@ impl Cost {
             untraced_cpu_ns_per_datagram: untraced.cpu_ns_per_datagram,
             traced_cpu_ns_per_datagram: traced.cpu_ns_per_datagram,
             slower_pct,
+            programs: None,
         }
     }
 }
@@ -522,6 +669,9 @@ pub struct JourneyResult {
     pub topology: String,
     /// Probe protocol (`udp`).
     pub proto: String,
+    /// True for IPv6 probes (`-6`).
+    #[serde(default)]
+    pub ipv6: bool,
     /// Smallest and largest probe payload, bytes.
     pub payload_bytes: (u32, u32),
     /// Probes per second asked for.
@@ -544,6 +694,90 @@ pub struct JourneyResult {
     pub cost: Option<Cost>,
     /// The path of the first probe followed end to end, event by event.
     pub example: Vec<ExampleEvent>,
+    /// XDP programs on the bed's interfaces and the XDP events seen.
+    #[serde(default)]
+    pub xdp: XdpReport,
+}
+
+/// An XDP program attached to an interface of the bed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct XdpProgram {
+    /// The interface.
+    pub dev: String,
+    /// Its namespace.
+    pub netns: String,
+    /// Its ifindex (in that namespace).
+    pub ifindex: u32,
+    /// The attached programs' ids.
+    pub prog_ids: Vec<u32>,
+    /// How it is attached: `native`, `generic`, `offload` or `multi`.
+    pub mode: String,
+}
+
+/// XDP events of one kind on one interface during the journey.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct XdpEventCount {
+    /// `xdp:xdp_exception`…
+    pub tracepoint: String,
+    /// The interface's ifindex the event names.
+    pub ifindex: Option<i32>,
+    /// The bed interfaces with an XDP program and that ifindex (empty:
+    /// none; several: namespaces with the same ifindex).
+    pub devs: Vec<String>,
+    /// The program's action (`XDP_ABORTED`, `XDP_REDIRECT`…).
+    pub action: Option<String>,
+    /// Events seen (the whole host's, over the journey).
+    pub count: u64,
+}
+
+/// The journey's XDP part: where programs are attached and what their
+/// tracepoints showed. XDP events carry no skb: they are counted per
+/// interface and action over the journey, not followed per probe.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct XdpReport {
+    /// The bed's interfaces with an XDP program (read from each
+    /// namespace's links at the start).
+    pub attached: Vec<XdpProgram>,
+    /// The events, the most frequent first (empty when none fired or none
+    /// was opened).
+    pub events: Vec<XdpEventCount>,
+    /// Why the bed's links could not be read (then no XDP tracepoint is
+    /// opened, and `attached` is empty for want of knowing).
+    #[serde(default)]
+    pub unread: Option<String>,
+}
+
+impl XdpReport {
+    /// The report from the programs found and every event recorded (the
+    /// non-XDP ones are skipped).
+    pub fn new(attached: Vec<XdpProgram>, events: &[Event]) -> Self {
+        let mut counts: BTreeMap<(Point, Option<i32>, Option<String>), u64> = BTreeMap::new();
+        for e in events.iter().filter(|e| e.point.is_xdp()) {
+            *counts
+                .entry((e.point, e.ifindex, e.reason.clone()))
+                .or_default() += 1;
+        }
+        let mut events: Vec<XdpEventCount> = counts
+            .into_iter()
+            .map(|((point, ifindex, action), count)| XdpEventCount {
+                tracepoint: point.label().to_string(),
+                ifindex,
+                devs: attached
+                    .iter()
+                    .filter(|a| ifindex.is_some_and(|i| i64::from(i) == i64::from(a.ifindex)))
+                    .map(|a| a.dev.clone())
+                    .collect(),
+                action,
+                count,
+            })
+            .collect();
+        events.sort_by_key(|e| std::cmp::Reverse(e.count));
+        Self {
+            attached,
+            events,
+            unread: None,
+        }
+    }
 }
 
 /// A journey document as printed by `linerate journey --json`.
@@ -566,27 +800,37 @@ mod tests {
             backend: Backend::Auto,
             proto: Proto::Udp,
             tcp_option_bytes: 0,
+            ipv6: false,
         }
     }
 
     #[test]
     fn probe_lengths_never_alias_across_layers() {
-        let c = config();
-        let mut seen = std::collections::BTreeMap::new();
-        for seq in 0..u64::from(LEN_SLOTS) {
-            let p = c.probe_payload(seq);
-            for len in [p, p + L3_OVERHEAD, p + L2_OVERHEAD] {
-                assert_eq!(
-                    seen.insert(len, seq),
-                    None,
-                    "len {len} of probe {seq} aliases"
-                );
+        for ipv6 in [true, false] {
+            let c = Config { ipv6, ..config() };
+            let mut seen = BTreeMap::new();
+            for seq in 0..u64::from(LEN_SLOTS) {
+                let p = c.probe_payload(seq);
+                for len in [p, p + c.l3_overhead(), p + c.l2_overhead()] {
+                    assert_eq!(
+                        seen.insert(len, seq),
+                        None,
+                        "len {len} of probe {seq} aliases (ipv6 {ipv6})"
+                    );
+                }
             }
+            let (lo, hi) = c.len_range();
+            assert!(seen.keys().all(|l| (lo..=hi).contains(l)));
         }
+    }
+
+    #[test]
+    fn the_filter_range_covers_every_layer() {
+        let c = config();
         assert_eq!(c.probe_payload(u64::from(LEN_SLOTS)), c.probe_payload(0));
-        let (lo, hi) = c.len_range();
-        assert_eq!((lo, hi), (100, 100 + 75 + 42));
-        assert!(seen.keys().all(|l| (lo..=hi).contains(l)));
+        assert_eq!(c.len_range(), (100, 100 + 75 + 42));
+        let c6 = Config { ipv6: true, ..c };
+        assert_eq!(c6.len_range(), (100, 100 + 75 + 62));
     }
 
     #[test]
@@ -599,6 +843,11 @@ mod tests {
         };
         assert!(bad(|c| c.payload_bytes = 17).contains("--size"));
         assert!(bad(|c| c.payload_bytes = MAX_PAYLOAD + 1).contains("--size"));
+        assert!(bad(|c| {
+            c.ipv6 = true;
+            c.payload_bytes = MAX_PAYLOAD;
+        })
+        .contains("with -6"));
         assert!(bad(|c| c.count = 0).contains("--count"));
         assert!(bad(|c| c.rate_pps = 0.0).contains("--rate"));
         assert!(bad(|c| c.rate_pps = f64::NAN).contains("--rate"));
@@ -613,9 +862,17 @@ mod tests {
         c.proto = Proto::Tcp;
         c.tcp_option_bytes = TCP_TIMESTAMPS;
         assert_eq!((c.l3_overhead(), c.l2_overhead()), (52, 66));
+        assert_eq!(c.tcp_header(), 32);
         assert_eq!(c.len_range(), (100, 100 + 75 + 66));
         c.tcp_option_bytes = 0;
         assert_eq!(c.l3_overhead(), 40);
+        c.ipv6 = true;
+        assert_eq!((c.l3_overhead(), c.l2_overhead()), (60, 74));
+        c.proto = Proto::Udp;
+        assert_eq!((c.l3_overhead(), c.l2_overhead()), (48, 62));
+        assert_eq!(c.max_payload(), MAX_PAYLOAD - 20);
+        c.ipv6 = false;
+        c.proto = Proto::Tcp;
         for p in [Proto::Udp, Proto::Tcp, Proto::Icmp] {
             assert_eq!(Proto::parse(p.name()), Ok(p));
         }
@@ -653,5 +910,70 @@ mod tests {
             Cost::new(1472, 100, 1, r(0.0, 0.0, 0.0), r(1.0, 1.0, 1.0)).slower_pct,
             0.0
         );
+    }
+
+    #[test]
+    fn xdp_events_are_counted_per_interface_and_action() {
+        let prog = |dev: &str, netns: &str, ifindex| XdpProgram {
+            dev: dev.into(),
+            netns: netns.into(),
+            ifindex,
+            prog_ids: vec![7],
+            mode: "native".into(),
+        };
+        let ev = |point, ifindex, act: &str| {
+            let mut e = Event::user(point, 1, 0, 0);
+            e.seq = None;
+            e.len = None;
+            e.ifindex = Some(ifindex);
+            e.reason = Some(act.into());
+            e
+        };
+        let events = [
+            ev(Point::XdpException, 2, "XDP_ABORTED"),
+            ev(Point::XdpRedirect, 3, "XDP_REDIRECT"),
+            ev(Point::XdpException, 2, "XDP_ABORTED"),
+            Event::user(Point::UserRecv, 2, 1, 100),
+        ];
+        let r = XdpReport::new(vec![prog("lr-b", "lr-t-b", 2)], &events);
+        assert_eq!(r.events.len(), 2);
+        let top = &r.events[0];
+        assert_eq!(
+            (top.tracepoint.as_str(), top.count, top.action.as_deref()),
+            ("xdp:xdp_exception", 2, Some("XDP_ABORTED"))
+        );
+        assert_eq!(top.devs, ["lr-b"]);
+        assert!(r.events[1].devs.is_empty());
+        assert_eq!(
+            XdpReport::new(Vec::new(), &events[3..]),
+            XdpReport::default()
+        );
+    }
+
+    #[test]
+    fn program_costs_are_per_datagram_costliest_first() {
+        let runs = [
+            ("net/net_dev_queue".to_string(), 1000, 20_000),
+            ("irq/softirq_entry".to_string(), 3000, 90_000),
+            ("napi/napi_poll".to_string(), 0, 0),
+        ];
+        let c = ProgramCosts::new("stats".into(), 1000, &runs, Some((500, 12_500)), 2200.0);
+        let names: Vec<&str> = c.programs.iter().map(|p| p.tracepoint.as_str()).collect();
+        assert_eq!(
+            names,
+            ["irq/softirq_entry", "net/net_dev_queue", "napi/napi_poll"]
+        );
+        assert_eq!(c.programs[0].runs_per_datagram, 3.0);
+        assert_eq!(c.programs[0].ns_per_run, 30.0);
+        assert_eq!(c.programs[0].ns_per_datagram, 90.0);
+        assert_eq!(c.programs[2].ns_per_run, 0.0);
+        assert_eq!((c.runs_per_datagram, c.ns_per_datagram), (4.0, 110.0));
+        assert!((c.pct_of_untraced_cpu - 5.0).abs() < 1e-9);
+        // Floor 25 ns: 5 ns over it on 3 runs, none on net_dev_queue's 20.
+        assert_eq!(c.floor_ns_per_run, Some(25.0));
+        assert_eq!(c.ns_per_datagram_over_floor, Some(15.0));
+        let none = ProgramCosts::new("stats".into(), 0, &runs, Some((0, 0)), 0.0);
+        assert_eq!((none.ns_per_datagram, none.pct_of_untraced_cpu), (0.0, 0.0));
+        assert_eq!(none.ns_per_datagram_over_floor, None);
     }
 }

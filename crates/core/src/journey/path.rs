@@ -117,7 +117,7 @@ pub fn follow(
             }
             let lo = events.partition_point(|e| e.time_ns < p.send_ns);
             let hi = events.partition_point(|e| e.time_ns < end);
-            let layers = (cfg.l3_overhead(), cfg.l2_overhead());
+            let layers = (cfg.l3_overhead(), cfg.l2_overhead(), cfg.tcp_header());
             let mut path = follow_one(p, layers, devices, &events[lo..hi], &events[..hi]);
             if let Some(r) = recv_by_seq.get(&p.seq) {
                 path.push((*r).clone());
@@ -136,7 +136,8 @@ pub fn follow(
 /// `before` every event up to the end (for the softirq that preceded a
 /// receive).
 ///
-/// `(l3, l2)`: what the probe's IP packet and its frame add to its payload.
+/// `(l3, l2, tcp)`: what the probe's IP packet and its frame add to its
+/// payload, and its TCP header (0 for other probes).
 /// The path starts at the first net_dev_queue on host a's interface with
 /// the probe's frame length. From there it takes every event with the
 /// probe's length at that layer on a bed device (a new skb address found so
@@ -145,7 +146,7 @@ pub fn follow(
 /// first kfree_skb of a chain address just after its last use (a drop).
 fn follow_one(
     p: &ProbeSent,
-    (l3, l2): (u32, u32),
+    (l3, l2, tcp): (u32, u32, u32),
     devices: &[Device],
     window: &[Event],
     before: &[Event],
@@ -157,6 +158,9 @@ fn follow_one(
             Point::NetifRx | Point::NetifReceiveSkb | Point::NapiGroReceive => l == p.payload + l3,
             Point::NetDevXmit => l == p.payload + l3 || l == p.payload + l2,
             Point::SkbCopyDatagramIovec => l == p.payload,
+            // The segment's payload (perf: `data_len`) or, in the skb at
+            // TCP's receive, the TCP header and the payload (tp_btf: `len`).
+            Point::TcpProbe => tcp > 0 && (l == p.payload || l == p.payload + tcp),
             _ => false,
         }
     };
@@ -176,7 +180,7 @@ fn follow_one(
         let known = e.skb.is_some_and(|a| addrs.contains_key(&a));
         let take = len_ok(e)
             && match e.point {
-                Point::SkbCopyDatagramIovec => known,
+                Point::SkbCopyDatagramIovec | Point::TcpProbe => known,
                 _ => on_bed,
             };
         if take {
@@ -310,15 +314,12 @@ pub fn attribute(paths: &mut [ProbePath], devices: &[Device], events: &[Event]) 
         let lo = events.partition_point(|x| x.time_ns <= b.from);
         let hi = events.partition_point(|x| x.time_ns < b.to).max(lo);
         for (k, e) in events[lo..hi].iter().enumerate() {
-            if e.point == Point::FibTableLookup && e.cpu == Some(b.cpu) && same_netns(b.rx, e) {
+            if e.point.is_fib() && e.cpu == Some(b.cpu) && same_netns(b.rx, e) {
                 owners.entry(lo + k).or_default().insert(b.path);
             }
         }
     }
-    let lookups = events
-        .iter()
-        .filter(|e| e.point == Point::FibTableLookup)
-        .count() as u64;
+    let lookups = events.iter().filter(|e| e.point.is_fib()).count() as u64;
     a.unattributed += lookups - owners.len() as u64;
     for (k, paths_of) in &owners {
         match paths_of.iter().collect::<Vec<_>>()[..] {
@@ -653,9 +654,21 @@ fn name_gap(a: &Step, b: &Step, topology: &str) -> String {
     }
     let what = match (a.point, b.point) {
         (P::UserSend, _) => "sendto(): socket, transport and IP output in host a".to_string(),
-        (P::NetifReceiveSkb | P::FibTableLookup, P::NetDevQueue | P::FibTableLookup)
-            if role(a) == "b" && role(b) == "b" =>
-        {
+        (P::NetifReceiveSkb | P::FibTableLookup | P::Fib6TableLookup, P::TcpProbe) => {
+            "IP receive and local delivery up to TCP's receive (ip_local_deliver or \
+             ip6_input, tcp_v4_rcv or tcp_v6_rcv, the socket's lock)"
+                .to_string()
+        }
+        (
+            P::TcpProbe,
+            P::SkDataReady | P::SkbCopyDatagramIovec | P::SockRecvLength | P::UserRecv,
+        ) => "TCP's receive: the segment queued to the socket (and acknowledged), the \
+              receiver's wake-up and recvmsg()"
+            .to_string(),
+        (
+            P::NetifReceiveSkb | P::FibTableLookup | P::Fib6TableLookup,
+            P::NetDevQueue | P::FibTableLookup | P::Fib6TableLookup,
+        ) if role(a) == "b" && role(b) == "b" => {
             "the echo answered by host b's kernel (IP and ICMP receive, the reply built and \
              routed)"
                 .to_string()
@@ -665,25 +678,36 @@ fn name_gap(a: &Step, b: &Step, topology: &str) -> String {
              ip_route_input)"
                 .to_string()
         }
+        (P::NetifReceiveSkb, P::Fib6TableLookup) if role(a) == "dut" && role(b) == "dut" => {
+            "IPv6 routing in the router, up to the FIB lookup (ipv6_rcv, netfilter PREROUTING, \
+             ip6_route_input)"
+                .to_string()
+        }
         (P::FibTableLookup, P::NetDevQueue) if role(a) == "dut" && role(b) == "dut" => {
             "IP routing in the router, after the FIB lookup (ip_forward, netfilter FORWARD and \
              POSTROUTING, neighbour output)"
+                .to_string()
+        }
+        (P::Fib6TableLookup, P::NetDevQueue) if role(a) == "dut" && role(b) == "dut" => {
+            "IPv6 routing in the router, after the FIB lookup (ip6_forward, netfilter FORWARD \
+             and POSTROUTING, neighbour output)"
                 .to_string()
         }
         (_, P::NapiPoll) => {
             "the rest of that NAPI poll (this packet's receive, then the packets after it)"
                 .to_string()
         }
-        (P::NapiPoll | P::NetifReceiveSkb | P::FibTableLookup, P::SoftirqExitNetRx) => {
-            "the rest of the NET_RX softirq (other polls)".to_string()
-        }
+        (
+            P::NapiPoll | P::NetifReceiveSkb | P::FibTableLookup | P::Fib6TableLookup,
+            P::SoftirqExitNetRx,
+        ) => "the rest of the NET_RX softirq (other polls)".to_string(),
         (P::SoftirqExitNetRx, _) if role(a) == "b" => {
             "after the NET_RX softirq: the receiver's wake-up and recvmsg()".to_string()
         }
-        (P::NetifReceiveSkb, P::FibTableLookup) if role(a) == "b" => {
+        (P::NetifReceiveSkb, P::FibTableLookup | P::Fib6TableLookup) if role(a) == "b" => {
             "IP receive up to the routing lookup in host b".to_string()
         }
-        (P::FibTableLookup, _) if role(a) == "b" => {
+        (P::FibTableLookup | P::Fib6TableLookup, _) if role(a) == "b" => {
             "local delivery after the routing lookup in host b (IP and transport receive, socket \
              queue, the receiver's wake-up)"
                 .to_string()

@@ -11,9 +11,10 @@ use linerate_core::journey::format::Format;
 use linerate_core::journey::{record, Event, Point, Tracepoint};
 
 use super::tracer::Filters;
-use crate::sys::bpf::BpfError;
+use crate::sys::bpf::{BpfError, RunStats};
 use crate::sys::tpbtf::{
-    self, Arm, DevOffsets, GatedSpec, HeaderAt, IfaceMapFds, IfaceSpec, ProgSpec, Ringbuf, Source,
+    self, After, Arm, DevOffsets, GatedSpec, HeaderAt, IfaceMapFds, IfaceSpec, ProgSpec, Ringbuf,
+    Source,
 };
 use linerate_core::journey::filter::IfaceFilter;
 
@@ -116,8 +117,9 @@ fn sources(point: Point, skb_len: i16, skb_dev: i16) -> Option<Spec> {
                 drop_args: None,
             })
         }
-        // TP_PROTO(struct sock *sk, const struct sk_buff *skb)
-        Point::SockRcvqueueFull => {
+        // TP_PROTO(struct sock *sk, const struct sk_buff *skb): the skb's
+        // length there is the TCP header and the payload.
+        Point::SockRcvqueueFull | Point::TcpProbe => {
             return Some(Spec {
                 len: Source::Arg0Member(skb_len),
                 dev: None,
@@ -186,6 +188,10 @@ struct GatedOffsets {
     napi_dev: i16,
     /// `fib_nh_common.nhc_dev`.
     nhc_dev: i16,
+    /// `fib6_result.nh`.
+    fib6_nh: i16,
+    /// `fib6_nh.nh_common.nhc_dev`.
+    fib6_nh_dev: i16,
 }
 
 /// The events without an skb, run as gated programs (written only while a
@@ -205,6 +211,10 @@ fn gated_spec(point: Point, o: GatedOffsets, code: u32) -> Option<GatedSpec> {
         // const struct fib_nh_common *nhc, int err): the result's device
         // (none when the lookup failed).
         Point::FibTableLookup => spec(None, Some(Source::ArgMember(2, o.nhc_dev))),
+        // TP_PROTO(const struct net *net, const struct fib6_result *res,
+        // struct fib6_table *table, const struct flowi6 *flp): the result's
+        // next hop's device (none when the lookup found no next hop).
+        Point::Fib6TableLookup => spec(None, Some(Source::ArgMember2(1, o.fib6_nh, o.fib6_nh_dev))),
         // TP_PROTO(struct napi_struct *napi, int work, int budget): the
         // packets it handled, its device (none for a CPU's backlog).
         Point::NapiPoll => spec(Some(Source::Arg(1)), Some(Source::ArgMember(0, o.napi_dev))),
@@ -249,6 +259,9 @@ pub struct BtfPrograms {
     iface_maps: Option<IfaceMapFds>,
     /// The per-CPU gate of the events without an skb (None: none opened).
     gate: Option<OwnedFd>,
+    /// Whether a probe is in flight, for the NET_RX softirq entry (opened
+    /// with the gate).
+    inflight: Option<OwnedFd>,
 }
 
 /// Where an `--iface` program reads the IP header at `point`, for the
@@ -307,10 +320,19 @@ impl BtfPrograms {
                 name: "gate map".into(),
                 source,
             })?);
+            out.inflight = Some(tpbtf::inflight_map().map_err(|source| BtfTracerError::Bpf {
+                name: "in-flight map".into(),
+                source,
+            })?);
         }
         let gate_fd = out.gate.as_ref().map(|g| g.as_raw_fd());
-        let arm = match (gate_fd, record::code_of(Point::SoftirqNetRx)) {
-            (Some(gate), Some(softirq_code)) => Some(Arm { gate, softirq_code }),
+        let inflight_fd = out.inflight.as_ref().map(|g| g.as_raw_fd());
+        let arm = match (gate_fd, inflight_fd, record::code_of(Point::SoftirqNetRx)) {
+            (Some(gate), Some(inflight), Some(softirq_code)) => Some(Arm {
+                gate,
+                softirq_code,
+                inflight,
+            }),
             _ => None,
         };
         for tp in tps {
@@ -329,12 +351,24 @@ impl BtfPrograms {
             };
             if let Some(gate) = gate_fd.filter(|_| tp.point.attributed()) {
                 let (name, id) = typedef;
-                let insns = if tp.point == Point::SoftirqNetRx {
-                    tpbtf::softirq_entry_program(gate)
+                let insns = if let (Point::SoftirqNetRx, Some(inflight)) = (tp.point, inflight_fd) {
+                    tpbtf::softirq_entry_program(gate, inflight)
                 } else {
+                    // The IPv6 result's offsets only where they are read
+                    // (a kernel without IPv6 has no such types).
+                    let (fib6_nh, fib6_nh_dev) = if tp.point == Point::Fib6TableLookup {
+                        (
+                            offset(btf, "fib6_result", &["nh"])?,
+                            offset(btf, "fib6_nh", &["nh_common", "nhc_dev"])?,
+                        )
+                    } else {
+                        (0, 0)
+                    };
                     let o = GatedOffsets {
                         napi_dev: offset(btf, "napi_struct", &["dev"])?,
                         nhc_dev: offset(btf, "fib_nh_common", &["nhc_dev"])?,
+                        fib6_nh,
+                        fib6_nh_dev,
                     };
                     let code = record::code_of(tp.point)
                         .ok_or_else(|| BtfTracerError::Missing(tp.path.to_string()))?;
@@ -352,7 +386,11 @@ impl BtfPrograms {
                 continue;
             };
             let (name, id) = typedef;
-            let arm = arm.filter(|_| tp.point == Point::NetifReceiveSkb);
+            let after = match (tp.point, &arm) {
+                (Point::NetifReceiveSkb, Some(arm)) => After::Arm(arm),
+                (Point::NetDevQueue, Some(arm)) => After::Inflight(arm.inflight),
+                _ => After::Nothing,
+            };
             let spec = ProgSpec {
                 code,
                 len: src.len,
@@ -363,12 +401,12 @@ impl BtfPrograms {
                 lo,
                 hi,
             };
-            let fd = load_spec(&spec, &dev, out.ring.fd(), id, name, arm.as_ref()).or_else(|e| {
+            let fd = load_spec(&spec, &dev, out.ring.fd(), id, name, after).or_else(|e| {
                 // A kernel whose verifier will not walk to the namespace:
                 // the same program without it.
                 if dev.netns.is_some() {
                     let without = DevOffsets { netns: None, ..dev };
-                    let fd = load_spec(&spec, &without, out.ring.fd(), id, name, arm.as_ref())?;
+                    let fd = load_spec(&spec, &without, out.ring.fd(), id, name, after)?;
                     dev = without;
                     Ok(fd)
                 } else {
@@ -401,6 +439,7 @@ impl BtfPrograms {
             reasons: None,
             iface_maps,
             gate: None,
+            inflight: None,
         })
     }
 
@@ -529,9 +568,62 @@ impl BtfPrograms {
         self.ring.drain(|b| out.extend(record::decode(b, name)))
     }
 
+    /// Each program's tracepoint and its run statistics so far (counted
+    /// only while the kernel's BPF statistics are on).
+    pub(crate) fn run_stats(&self) -> Result<Vec<(String, RunStats)>, BtfTracerError> {
+        self.progs
+            .iter()
+            .map(|(name, fd)| {
+                crate::sys::bpf::run_stats(fd)
+                    .map(|s| (name.clone(), s))
+                    .map_err(|source| BtfTracerError::Bpf {
+                        name: name.clone(),
+                        source,
+                    })
+            })
+            .collect()
+    }
+
     /// Programs attached now (for tests: zero after detach or drop).
     pub fn attached(&self) -> usize {
         self.links.len()
+    }
+}
+
+/// A program that returns at once, attached to one tracepoint: its run
+/// statistics are what the statistics themselves (two `sched_clock` reads)
+/// add to every program's measured time, the floor of the others. Detached
+/// on drop.
+#[derive(Debug)]
+pub(crate) struct EmptyProgram {
+    prog: OwnedFd,
+    _link: OwnedFd,
+}
+
+impl EmptyProgram {
+    /// Loads and attaches the empty program on `tp`.
+    pub(crate) fn attach(tp: &Tracepoint) -> Result<Self, BtfTracerError> {
+        let btf = vmlinux()?;
+        let (_, id) = trace_type(btf, tp)?;
+        let err = |source| BtfTracerError::Bpf {
+            name: tp.path.to_string(),
+            source,
+        };
+        let insns = [
+            crate::sys::bpf::BpfInsn::mov64_imm(0, 0),
+            crate::sys::bpf::BpfInsn::exit(),
+        ];
+        let prog = tpbtf::load(&insns, id, "lr_empty").map_err(err)?;
+        let link = tpbtf::attach(&prog).map_err(err)?;
+        Ok(Self { prog, _link: link })
+    }
+
+    /// Its run statistics so far.
+    pub(crate) fn run_stats(&self) -> Result<RunStats, BtfTracerError> {
+        crate::sys::bpf::run_stats(&self.prog).map_err(|source| BtfTracerError::Bpf {
+            name: "empty program".into(),
+            source,
+        })
     }
 }
 
@@ -550,9 +642,9 @@ fn load_spec(
     ring: i32,
     id: u32,
     name: &str,
-    arm: Option<&Arm>,
+    after: After<'_>,
 ) -> Result<OwnedFd, BpfError> {
-    let insns = tpbtf::program(spec, dev, ring, arm);
+    let insns = tpbtf::program(spec, dev, ring, after);
     let short: String = name.chars().take(12).collect();
     tpbtf::load(&insns, id, &format!("lr_{short}"))
 }

@@ -12,7 +12,7 @@
 
 use std::io;
 use std::io::{Read as _, Write as _};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -21,9 +21,9 @@ use std::time::Duration;
 
 use linerate_core::journey::format::FormatError;
 use linerate_core::journey::{
-    attribute, follow, hints, left_out, summarise, tracepoints, Backend, Config, Cost, Device,
-    Event, JourneyResult, Point, ProbeSent, Proto, Rates, Tracepoint, TracerInfo, L2_OVERHEAD,
-    LEN_SLOTS, LEN_STEP,
+    attribute, follow, hints, left_out, not_for, summarise, tracepoints, Backend, Config, Cost,
+    Device, Event, JourneyResult, Point, ProbeSent, ProgramCosts, Proto, Rates, Selection,
+    Tracepoint, TracerInfo, XdpProgram, XdpReport, L2_OVERHEAD, LEN_SLOTS, LEN_STEP,
 };
 use linerate_core::progress::Progress;
 
@@ -35,6 +35,7 @@ pub mod iface;
 pub mod responder;
 pub mod tracefs;
 pub mod tracer;
+pub mod xdp;
 
 pub use tracefs::Tracefs;
 pub use tracer::{Filters, Tracer, RING_PAGES};
@@ -129,6 +130,9 @@ pub enum JourneyError {
         /// The error.
         source: io::Error,
     },
+    /// IPv6 probes asked for on a bed whose host b has no IPv6 address.
+    #[error("-6: bed {0} has no IPv6 address for host b")]
+    NoIpv6(String),
     /// A probe thread panicked.
     #[error("the {0} thread panicked")]
     Thread(&'static str),
@@ -173,6 +177,12 @@ pub struct Target {
     pub server_netns: String,
     /// Host b's IPv4 address.
     pub server_ip: Ipv4Addr,
+    /// Host b's IPv6 address (for IPv6 probes; None: the bed has none).
+    pub server_ip6: Option<Ipv6Addr>,
+    /// The bed's interfaces with an XDP program attached (their
+    /// tracepoints are opened when there is one), or why its links could
+    /// not be read.
+    pub xdp: Result<Vec<XdpProgram>, String>,
     /// Every interface of the bed with its namespace and role.
     pub devices: Vec<Device>,
 }
@@ -215,15 +225,26 @@ pub fn run(
         cfg.tcp_option_bytes = tcp_option_bytes(target)?;
     }
     let cfg = &cfg;
+    let server: IpAddr = if cfg.ipv6 {
+        target
+            .server_ip6
+            .ok_or_else(|| JourneyError::NoIpv6(target.bed.clone()))?
+            .into()
+    } else {
+        target.server_ip.into()
+    };
     let sent_all = Arc::new(AtomicBool::new(false));
     let how = Receive {
         count: u64::from(cfg.count),
         rcvbuf: cfg.rcvbuf_bytes,
     };
     let (port, receiver) = match cfg.proto {
-        Proto::Udp => spawn_receiver(target, cfg.port, how, Arc::clone(&sent_all))?,
-        Proto::Tcp => spawn_tcp_receiver(target, cfg.port, how, Arc::clone(&sent_all))?,
-        Proto::Icmp => (0, spawn_icmp_receiver(target, how, Arc::clone(&sent_all))?),
+        Proto::Udp => spawn_receiver(target, server, cfg.port, how, Arc::clone(&sent_all))?,
+        Proto::Tcp => spawn_tcp_receiver(target, server, cfg.port, how, Arc::clone(&sent_all))?,
+        Proto::Icmp => (
+            0,
+            spawn_icmp_receiver(target, cfg.ipv6, how, Arc::clone(&sent_all))?,
+        ),
     };
     // On every way out (an error below included) the receiver learns that
     // nothing more comes, and ends after its drain time.
@@ -233,7 +254,12 @@ pub fn run(
         dport: port,
         all_events: cfg.all_events,
     };
-    let set = tracepoints(cfg.all_events, cfg.backend != Backend::Perf);
+    let sel = Selection {
+        proto: cfg.proto,
+        ipv6: cfg.ipv6,
+        xdp: target.xdp.as_ref().is_ok_and(|x| !x.is_empty()),
+    };
+    let set = tracepoints(cfg.all_events, cfg.backend != Backend::Perf, sel);
     let mut tracer = Tracer::open_with(&fs, &set, filters, cfg.backend)?;
     progress.step(&format!(
         "tracing {} tracepoints on {} CPUs; sending {} probes from {} to {}:{port}",
@@ -241,10 +267,10 @@ pub fn run(
         tracer.cpus,
         cfg.count,
         target.client_netns,
-        target.server_ip
+        server
     ));
     tracer.enable()?;
-    let to = SocketAddr::from((target.server_ip, port));
+    let to = SocketAddr::new(server, port);
     let probes = {
         let cfg = cfg.clone();
         let stop_ptr = Arc::new(AtomicBool::new(stop.load(Ordering::Relaxed)));
@@ -295,7 +321,9 @@ pub fn run(
         opened: tracer.opened.clone(),
         missing: tracer.missing.clone(),
         left_out: left_out(&tracer.opened, |t| {
-            if t.point.iface_only() {
+            if let Some(why) = not_for(t.point, sel) {
+                why
+            } else if t.point.iface_only() {
                 "opened by --iface only (it fires for every buffer the host frees)"
             } else if tracer.missing.iter().any(|m| m == t.path) {
                 "missing on this kernel"
@@ -353,6 +381,7 @@ pub fn run(
         bed: target.bed.clone(),
         topology: target.topology.clone(),
         proto: cfg.proto.name().into(),
+        ipv6: cfg.ipv6,
         payload_bytes: (lo, hi.max(lo)),
         rate_pps: cfg.rate_pps,
         tracer: info,
@@ -364,6 +393,13 @@ pub fn run(
         hints: Vec::new(),
         cost,
         example: s.example,
+        xdp: match &target.xdp {
+            Ok(attached) => XdpReport::new(attached.clone(), &events),
+            Err(why) => XdpReport {
+                unread: Some(why.clone()),
+                ..XdpReport::default()
+            },
+        },
     };
     result.hints = hints(&result);
     Ok(result)
@@ -409,12 +445,12 @@ type ReceiverThread = std::thread::JoinHandle<Result<io::Result<Vec<Event>>, Net
 /// or the sender is done and nothing more arrives.
 fn spawn_receiver(
     target: &Target,
+    ip: IpAddr,
     port: u16,
     how: Receive,
     sent_all: Arc<AtomicBool>,
 ) -> Result<(u16, ReceiverThread), JourneyError> {
     let (tx, rx) = mpsc::channel();
-    let ip = target.server_ip;
     let h = netns::spawn_in(Some(&target.server_netns), "lr-journey-rx", move || {
         let sock = match bind_receiver(ip, port, how.rcvbuf) {
             Ok(s) => s,
@@ -433,7 +469,7 @@ fn spawn_receiver(
     Ok((port, h))
 }
 
-fn bind_receiver(ip: Ipv4Addr, port: u16, rcvbuf: Option<u32>) -> io::Result<UdpSocket> {
+fn bind_receiver(ip: IpAddr, port: u16, rcvbuf: Option<u32>) -> io::Result<UdpSocket> {
     let sock = UdpSocket::bind((ip, port))?;
     if let Some(b) = rcvbuf {
         let b = i32::try_from(b).map_err(io::Error::other)?;
@@ -549,9 +585,17 @@ fn send_paced(
 
 /// Sends the UDP probes.
 fn send_probes(cfg: &Config, to: SocketAddr, stop: &AtomicBool) -> io::Result<Vec<ProbeSent>> {
-    let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
+    let sock = UdpSocket::bind(any_of(to))?;
     sock.connect(to)?;
     send_paced(cfg, stop, |_, p| sock.send(p).map(drop))
+}
+
+/// The unspecified address of `to`'s family, any port.
+fn any_of(to: SocketAddr) -> SocketAddr {
+    match to {
+        SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+    }
 }
 
 /// Sends the TCP probes: one connection (made before the first probe; its
@@ -572,22 +616,26 @@ const ICMP_IDENT: u16 = 0x4c52;
 
 /// Sends the ICMP echo probes on a raw socket (the ICMP payload is the
 /// probe's bytes; the ICMP sequence number is the probe's, mod 2^16).
+/// ICMPv6's checksum is the kernel's (raw ICMPv6 sockets always fill it).
 fn send_icmp_probes(cfg: &Config, to: SocketAddr, stop: &AtomicBool) -> io::Result<Vec<ProbeSent>> {
-    use linerate_core::wire::icmp::{ECHO_REQUEST_V4, HEADER_LEN};
-    let sock = sys::sock::icmp_raw_socket(false)?;
+    use linerate_core::wire::icmp::{Family, HEADER_LEN};
+    let family = if to.is_ipv6() { Family::V6 } else { Family::V4 };
+    let sock = sys::sock::icmp_raw_socket(to.is_ipv6())?;
     let to = SocketAddr::new(to.ip(), 0);
     let mut msg = vec![0u8; 1500 + HEADER_LEN];
     send_paced(cfg, stop, |seq, p| {
         let m = &mut msg[..HEADER_LEN + p.len()];
-        m[0] = ECHO_REQUEST_V4;
+        m[0] = family.request_type();
         m[1] = 0;
         m[2..4].fill(0);
         m[4..6].copy_from_slice(&ICMP_IDENT.to_be_bytes());
         // The low 16 bits: ICMP's sequence number is 16 bits wide.
         m[6..8].copy_from_slice(&(seq as u16).to_be_bytes());
         m[HEADER_LEN..].copy_from_slice(p);
-        let c = linerate_core::wire::testframe::internet_checksum(m);
-        m[2..4].copy_from_slice(&c.to_be_bytes());
+        if family == Family::V4 {
+            let c = linerate_core::wire::testframe::internet_checksum(m);
+            m[2..4].copy_from_slice(&c.to_be_bytes());
+        }
         sys::sock::send_to(sock.as_raw_fd(), m, to).map(drop)
     })
 }
@@ -618,12 +666,12 @@ fn tcp_option_bytes(target: &Target) -> Result<u32, JourneyError> {
 /// probes are cut back into them).
 fn spawn_tcp_receiver(
     target: &Target,
+    ip: IpAddr,
     port: u16,
     how: Receive,
     sent_all: Arc<AtomicBool>,
 ) -> Result<(u16, ReceiverThread), JourneyError> {
     let (tx, rx) = mpsc::channel();
-    let ip = target.server_ip;
     let h = netns::spawn_in(Some(&target.server_netns), "lr-journey-rx", move || {
         let listener = match TcpListener::bind((ip, port)) {
             Ok(l) => l,
@@ -693,12 +741,13 @@ fn stream_probe(b: &[u8]) -> Option<(u64, usize)> {
 /// the payload).
 fn spawn_icmp_receiver(
     target: &Target,
+    v6: bool,
     how: Receive,
     sent_all: Arc<AtomicBool>,
 ) -> Result<ReceiverThread, JourneyError> {
     let (tx, rx) = mpsc::channel();
     let h = netns::spawn_in(Some(&target.client_netns), "lr-journey-rx", move || {
-        let sock = match sys::sock::icmp_raw_socket(false).and_then(|fd| {
+        let sock = match sys::sock::icmp_raw_socket(v6).and_then(|fd| {
             // A raw socket reads like a datagram socket; std's UdpSocket
             // only wraps recv(2) and SO_RCVTIMEO here.
             let s = UdpSocket::from(fd);
@@ -712,7 +761,7 @@ fn spawn_icmp_receiver(
             }
         };
         let _ = tx.send(Ok(()));
-        receive_icmp(&sock, how, &sent_all)
+        receive_icmp(&sock, v6, how, &sent_all)
     })?;
     rx.recv()
         .map_err(|_| JourneyError::Thread("receiver"))?
@@ -720,16 +769,22 @@ fn spawn_icmp_receiver(
     Ok(h)
 }
 
-fn receive_icmp(sock: &UdpSocket, how: Receive, sent_all: &AtomicBool) -> io::Result<Vec<Event>> {
-    use linerate_core::wire::icmp::{icmp_message, Family, ECHO_REPLY_V4, HEADER_LEN};
+fn receive_icmp(
+    sock: &UdpSocket,
+    v6: bool,
+    how: Receive,
+    sent_all: &AtomicBool,
+) -> io::Result<Vec<Event>> {
+    use linerate_core::wire::icmp::{icmp_message, Family, HEADER_LEN};
+    let family = if v6 { Family::V6 } else { Family::V4 };
     receive_until(
         how.count,
         sent_all,
         |b| sock.recv(b).map(Some),
         |data, t, out| {
-            if let Ok(m) = icmp_message(data, Family::V4) {
+            if let Ok(m) = icmp_message(data, family) {
                 let ours = m.len() > HEADER_LEN
-                    && m[0] == ECHO_REPLY_V4
+                    && m[0] == family.reply_type()
                     && m[4..6] == ICMP_IDENT.to_be_bytes();
                 if let Some(seq) = probe_seq(&m[HEADER_LEN.min(m.len())..]).filter(|_| ours) {
                     out.push(Event::user(
@@ -756,7 +811,9 @@ const COST_ROUNDS: u32 = 2;
 
 /// UDP throughput from a to b for `ns`, without and then with the tracer
 /// (one datagram in 100 of a traced length; every datagram still runs the
-/// filters and the unfiltered skb tracepoints), [`COST_ROUNDS`] times.
+/// filters and the unfiltered skb tracepoints), [`COST_ROUNDS`] times; then,
+/// with `tp_btf` programs, one more traced round with the kernel's BPF run
+/// statistics on, for each program's runs and time ([`ProgramCosts`]).
 fn measure_cost(
     fs: &Tracefs,
     set: &[Tracepoint],
@@ -777,31 +834,72 @@ fn measure_cost(
         }
     };
     for _ in 0..COST_ROUNDS {
-        untraced = best(untraced, blast(target, ns, None, stop)?);
-        traced = best(traced, blast(target, ns, Some((fs, set, backend)), stop)?);
+        untraced = best(untraced, blast(target, ns, None, stop)?.rates);
+        traced = best(
+            traced,
+            blast(target, ns, Some((fs, set, backend, false)), stop)?.rates,
+        );
     }
-    Ok(Cost::new(
+    let mut cost = Cost::new(
         COST_DATAGRAM as u32,
         COST_TRACED_ONE_IN as u32,
         ns,
         untraced,
         traced,
-    ))
+    );
+    if backend != Backend::Perf && !stop.load(Ordering::Relaxed) {
+        let b = blast(target, ns, Some((fs, set, backend, true)), stop)?;
+        if !b.programs.is_empty() {
+            let runs: Vec<(String, u64, u64)> = b
+                .programs
+                .iter()
+                .map(|(tp, s)| (tp.clone(), s.runs, s.run_time_ns))
+                .collect();
+            cost.programs = Some(ProgramCosts::new(
+                PROGRAM_STATS_SOURCE.into(),
+                b.sent,
+                &runs,
+                b.floor.map(|f| (f.runs, f.run_time_ns)),
+                untraced.cpu_ns_per_datagram,
+            ));
+        }
+    }
+    Ok(cost)
 }
 
-/// Datagrams/s sent by a and received in b while a sends back to back for `ns`.
+/// How [`ProgramCosts`] are taken, for the result.
+const PROGRAM_STATS_SOURCE: &str = "kernel BPF run statistics (BPF_ENABLE_STATS, \
+    bpf_prog_info.run_cnt and run_time_ns: sched_clock around each program run) during one \
+    more traced round, not one of the timed ones; the tracepoints' dispatch to the programs is \
+    not in it; runs count every packet and softirq of the host at those tracepoints; the floor is \
+    an empty program's time per run on net/net_dev_queue in that round";
+
+/// One round of [`blast`].
+struct Blast {
+    rates: Rates,
+    /// Datagrams sent.
+    sent: u64,
+    /// With statistics on: each program's tracepoint and run statistics.
+    programs: Vec<(String, sys::bpf::RunStats)>,
+    /// With statistics on: the empty program's run statistics.
+    floor: Option<sys::bpf::RunStats>,
+}
+
+/// Datagrams/s sent by a and received in b while a sends back to back for
+/// `ns`; traced with `trace` (the tracepoints, the backend, and whether the
+/// kernel's BPF run statistics are on during the round).
 fn blast(
     target: &Target,
     ns: u64,
-    trace: Option<(&Tracefs, &[Tracepoint], Backend)>,
+    trace: Option<(&Tracefs, &[Tracepoint], Backend, bool)>,
     stop: &AtomicBool,
-) -> Result<Rates, JourneyError> {
+) -> Result<Blast, JourneyError> {
     let sock = {
         let ip = target.server_ip;
         netns::spawn_in(
             Some(&target.server_netns),
             "lr-journey-cost-rx",
-            move || bind_receiver(ip, 0, None),
+            move || bind_receiver(ip.into(), 0, None),
         )?
         .join()
         .map_err(|_| JourneyError::Thread("cost receiver"))??
@@ -811,8 +909,23 @@ fn blast(
         .local_addr()
         .map_err(socket_err("cost receiver"))?
         .port();
+    // Kept open for the round: statistics stay on while it is. A kernel
+    // that refuses them: no program statistics.
+    let stats = match trace {
+        Some((_, _, _, true)) => sys::bpf::enable_run_stats().ok(),
+        _ => None,
+    };
+    // The statistics' own floor: an empty program on a tracepoint every
+    // datagram passes once.
+    let floor = match (&stats, trace) {
+        (Some(_), Some((_, set, _, _))) => set
+            .iter()
+            .find(|t| t.point == Point::NetDevQueue)
+            .and_then(|t| btf::EmptyProgram::attach(t).ok()),
+        _ => None,
+    };
     let mut tracer = match trace {
-        Some((fs, set, backend)) => {
+        Some((fs, set, backend, _)) => {
             let filters = Filters {
                 len: (
                     COST_TRACED_PAYLOAD as u32,
@@ -885,12 +998,26 @@ fn blast(
     done.store(true, Ordering::Relaxed);
     rx.join()
         .map_err(|_| JourneyError::Thread("cost receiver"))?;
+    let programs = match (&stats, &tracer) {
+        (Some(_), Some(t)) => t.program_stats()?,
+        _ => Vec::new(),
+    };
+    let floor = floor
+        .map(|f| f.run_stats())
+        .transpose()
+        .map_err(|source| JourneyError::Btf { source })?;
     drop(tracer);
+    drop(stats);
     let s = ns as f64 / 1e9;
-    Ok(Rates {
-        sent_pps: sent as f64 / s,
-        received_pps: received.load(Ordering::Relaxed) as f64 / s,
-        cpu_ns_per_datagram: cpu_ns as f64 / sent.max(1) as f64,
+    Ok(Blast {
+        rates: Rates {
+            sent_pps: sent as f64 / s,
+            received_pps: received.load(Ordering::Relaxed) as f64 / s,
+            cpu_ns_per_datagram: cpu_ns as f64 / sent.max(1) as f64,
+        },
+        sent,
+        programs,
+        floor,
     })
 }
 

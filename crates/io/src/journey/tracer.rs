@@ -15,6 +15,7 @@ use linerate_core::journey::{Backend, Decoder, Event, FilterKind, Tracepoint};
 use super::btf::{runs_as_program, BtfPrograms, BtfTracerError};
 use super::tracefs::Tracefs;
 use super::JourneyError;
+use crate::sys::bpf::RunStats;
 use crate::sys::perf;
 
 /// Data pages per CPU ring (a power of two): 1 MiB with 4 KiB pages.
@@ -43,6 +44,10 @@ impl Filters {
             FilterKind::NetRx => Some(format!("vec == {}", linerate_core::journey::NET_RX_VEC)),
             FilterKind::Udp => Some("protocol == 17".to_string()),
             FilterKind::Ret => Some(format!("ret >= {} && ret <= {}", self.len.0, self.len.1)),
+            FilterKind::DataLen => Some(format!(
+                "data_len >= {} && data_len <= {}",
+                self.len.0, self.len.1
+            )),
             FilterKind::None => None,
         }
     }
@@ -154,7 +159,8 @@ impl Tracer {
                 t.filters
                     .push(if tp.point == linerate_core::journey::Point::SoftirqNetRx {
                         format!(
-                            "{}: NET_RX entry time kept in BPF, written by a probe's \
+                            "{}: NET_RX entry time kept in BPF while a probe is in flight \
+                         (queued by net_dev_queue, not yet received), written by a probe's \
                          netif_receive_skb on that CPU",
                             tp.path
                         )
@@ -305,6 +311,14 @@ impl Tracer {
         events.append(&mut self.program_events);
         events.sort_by_key(|e| e.time_ns);
         (events, lost)
+    }
+
+    /// Each `tp_btf` program's tracepoint and run statistics so far (empty
+    /// with perf only).
+    pub(crate) fn program_stats(&self) -> Result<Vec<(String, RunStats)>, JourneyError> {
+        self.programs.as_ref().map_or(Ok(Vec::new()), |p| {
+            p.run_stats().map_err(|source| JourneyError::Btf { source })
+        })
     }
 
     /// Open perf event descriptors and attached programs (for tests: zero

@@ -66,6 +66,10 @@ pub(crate) enum Source {
     /// `*(argument n + offset)`: a member of another argument (the
     /// device of a qdisc event's `netdev_queue`).
     ArgMember(i16, i16),
+    /// `*(*(argument n + first) + second)`: a member of a pointer member of
+    /// an argument (an IPv6 FIB result's next hop's device); only as a
+    /// record's device, each pointer on the way checked for NULL.
+    ArgMember2(i16, i16, i16),
 }
 
 /// Offsets in `struct net_device` (and below) of what a record shows of a
@@ -125,6 +129,13 @@ fn load_value(into: u8, from: Source, size: BpfSize) -> Vec<BpfInsn> {
             BpfInsn::ldx(BpfSize::Dw, into, CTX, n * 8),
             BpfInsn::ldx(size, into, into, off),
         ],
+        // A NULL pointer on the way reads as zero (the kernel's fault
+        // handling of BTF pointer loads).
+        Source::ArgMember2(n, first, second) => vec![
+            BpfInsn::ldx(BpfSize::Dw, into, CTX, n * 8),
+            BpfInsn::ldx(BpfSize::Dw, into, into, first),
+            BpfInsn::ldx(size, into, into, second),
+        ],
     }
 }
 
@@ -155,13 +166,25 @@ fn load_object_and_len(spec: &ProgSpec) -> Vec<BpfInsn> {
     p
 }
 
-/// The program of `spec`, writing to ring buffer `map_fd`; with `arm`,
-/// a record written also arms the CPU's gate (see [`arm_tail`]).
+/// What a probe's record also does, after it is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum After<'a> {
+    /// Nothing more.
+    Nothing,
+    /// Arms the CPU's gate (a probe's receive: see [`arm_tail`]).
+    Arm(&'a Arm),
+    /// Marks a probe in flight in this in-flight map (a probe queued for
+    /// transmission: see [`inflight_tail`]).
+    Inflight(i32),
+}
+
+/// The program of `spec`, writing to ring buffer `map_fd`, then doing
+/// `after` for a record written.
 pub(crate) fn program(
     spec: &ProgSpec,
     dev: &DevOffsets,
     map_fd: i32,
-    arm: Option<&Arm>,
+    after: After<'_>,
 ) -> Vec<BpfInsn> {
     let mut p = load_object_and_len(spec);
     // The filter: jumps to the end, patched below. The bounds are at most
@@ -176,8 +199,10 @@ pub(crate) fn program(
         BpfInsn::st_imm(BpfSize::Dw, FP, slot(record::TRANSPORT), 0),
     ]);
     p.extend(record_tail(spec, dev, map_fd));
-    if let Some(arm) = arm {
-        p.extend(arm_tail(arm, map_fd));
+    match after {
+        After::Nothing => {}
+        After::Arm(arm) => p.extend(arm_tail(arm, map_fd)),
+        After::Inflight(map) => p.extend(inflight_tail(map)),
     }
     let end = p.len();
     for at in to_end {
@@ -246,6 +271,13 @@ fn record_tail(spec: &ProgSpec, dev: &DevOffsets, map_fd: i32) -> Vec<BpfInsn> {
                 BpfInsn::ldx(BpfSize::Dw, DEV, CTX, n * 8),
                 BpfInsn::new(JMP_JEQ_K, DEV, 0, skip + 2, 0),
                 BpfInsn::ldx(BpfSize::Dw, DEV, DEV, off),
+            ]),
+            Source::ArgMember2(n, first, second) => p.extend([
+                BpfInsn::ldx(BpfSize::Dw, DEV, CTX, n * 8),
+                BpfInsn::new(JMP_JEQ_K, DEV, 0, skip + 4, 0),
+                BpfInsn::ldx(BpfSize::Dw, DEV, DEV, first),
+                BpfInsn::new(JMP_JEQ_K, DEV, 0, skip + 2, 0),
+                BpfInsn::ldx(BpfSize::Dw, DEV, DEV, second),
             ]),
             other => p.extend(load_value(DEV, other, BpfSize::Dw)),
         }
@@ -320,6 +352,7 @@ const JMP_JEQ_K: u8 = 0x15;
 const JMP_JNE_K: u8 = 0x55;
 const JMP_JLT_K: u8 = 0xa5;
 const JMP_JGT_K: u8 = 0x25;
+const JMP_JLT_X: u8 = 0xad;
 const JMP32_JEQ_K: u8 = 0x16;
 const JMP32_JNE_K: u8 = 0x56;
 const ALU64_AND_K: u8 = 0x57;
@@ -374,6 +407,12 @@ impl Asm {
     fn jump(&mut self, op: u8, reg: u8, imm: i32, l: usize) {
         self.fixups.push((self.p.len(), l));
         self.p.push(BpfInsn::new(op, reg, 0, 0, imm));
+    }
+
+    /// `if dst <op> src goto l` (`op` a `BPF_X` jump opcode).
+    fn jump_reg(&mut self, op: u8, dst: u8, src: u8, l: usize) {
+        self.fixups.push((self.p.len(), l));
+        self.p.push(BpfInsn::new(op, dst, src, 0, 0));
     }
 
     fn goto(&mut self, l: usize) {
@@ -664,9 +703,12 @@ pub(crate) struct Arm {
     /// The record code of the NET_RX softirq entry (written from the time
     /// the entry program left in [`GATE_SOFTIRQ`]).
     pub softirq_code: u32,
+    /// The in-flight map (see [`inflight_map`]), cleared by the receive.
+    pub inflight: i32,
 }
 
-/// `r0 = &gate[slot]` for this CPU; jumps to `none` when the lookup fails.
+/// `r0 = &map[slot]` (this CPU's for a per-CPU map); jumps to `none` when
+/// the lookup fails.
 fn gate_slot(a: &mut Asm, gate: i32, slot: i32, none: usize) {
     a.push(BpfInsn::st_imm(BpfSize::W, FP, GATE_KEY, slot));
     a.extend(BpfInsn::ld_map_fd(1, gate));
@@ -678,13 +720,22 @@ fn gate_slot(a: &mut Asm, gate: i32, slot: i32, none: usize) {
     a.jump(JMP_JEQ_K, 0, 0, none);
 }
 
-/// After a probe's record (still on the stack): arms the CPU's gate with
-/// the record's time, then writes the NET_RX softirq entry the entry
-/// program saw last on this CPU (once: the slot is cleared), as a second
-/// record with the probe's device and no skb.
+/// After a probe's record (still on the stack): clears the in-flight mark
+/// (the probe arrived), arms the CPU's gate with the record's time, then
+/// writes the NET_RX softirq entry the entry program saw last on this CPU
+/// (once: the slot is cleared), as a second record with the probe's device
+/// and no skb.
 fn arm_tail(arm: &Arm, ring: i32) -> Vec<BpfInsn> {
     let mut a = Asm::default();
-    let done = a.label();
+    let (armed, done) = (a.label(), a.label());
+    // LEN (free once the record is written): the in-flight time, 0 if none.
+    a.push(BpfInsn::mov64_imm(LEN, 0));
+    gate_slot(&mut a, arm.inflight, 0, armed);
+    a.extend([
+        BpfInsn::ldx(BpfSize::Dw, LEN, 0, 0),
+        BpfInsn::st_imm(BpfSize::Dw, 0, 0, 0),
+    ]);
+    a.bind(armed);
     gate_slot(&mut a, arm.gate, GATE_ARMED, done);
     a.extend([
         BpfInsn::ldx(BpfSize::Dw, 1, FP, slot(record::TIME)),
@@ -693,6 +744,14 @@ fn arm_tail(arm: &Arm, ring: i32) -> Vec<BpfInsn> {
     gate_slot(&mut a, arm.gate, GATE_SOFTIRQ, done);
     a.push(BpfInsn::ldx(BpfSize::Dw, 1, 0, 0));
     a.jump(JMP_JEQ_K, 1, 0, done);
+    // An entry from before the probe was queued, or more than
+    // GATE_OPEN_NS before its receive, is another softirq's: left out.
+    a.jump_reg(JMP_JLT_X, 1, LEN, done);
+    a.extend([
+        BpfInsn::ldx(BpfSize::Dw, 2, FP, slot(record::TIME)),
+        BpfInsn::new(ALU64_SUB_X, 2, 1, 0, 0),
+    ]);
+    a.jump(JMP_JGT_K, 2, GATE_OPEN_NS, done);
     a.extend([
         BpfInsn::st_imm(BpfSize::Dw, 0, 0, 0),
         BpfInsn::stx(BpfSize::Dw, FP, slot(record::TIME), 1),
@@ -705,9 +764,30 @@ fn arm_tail(arm: &Arm, ring: i32) -> Vec<BpfInsn> {
     a.finish()
 }
 
-/// The program of `irq:softirq_entry`: on a NET_RX entry, the time into
-/// the CPU's [`GATE_SOFTIRQ`] slot (no record: a probe's receive writes it).
-pub(crate) fn softirq_entry_program(gate: i32) -> Vec<BpfInsn> {
+/// After a probe's record queued for transmission (still on the stack):
+/// its time into the in-flight map, which the NET_RX softirq entries look
+/// at before they read the clock.
+fn inflight_tail(inflight: i32) -> Vec<BpfInsn> {
+    let mut a = Asm::default();
+    let done = a.label();
+    gate_slot(&mut a, inflight, 0, done);
+    a.extend([
+        BpfInsn::ldx(BpfSize::Dw, 1, FP, slot(record::TIME)),
+        BpfInsn::stx(BpfSize::Dw, 0, 0, 1),
+    ]);
+    a.bind(done);
+    a.finish()
+}
+
+/// The program of `irq:softirq_entry`: on a NET_RX entry while a probe is
+/// in flight (queued, not yet received: the `inflight` map's slot is set),
+/// the time into the CPU's [`GATE_SOFTIRQ`] slot (no record: a probe's
+/// receive writes it); while none is, it returns after one array lookup,
+/// without reading the clock. A receive takes the slot's time only if it
+/// is after the probe was queued and less than [`GATE_OPEN_NS`] before the
+/// receive (see [`arm_tail`]), so an entry left from an earlier probe is
+/// not taken.
+pub(crate) fn softirq_entry_program(gate: i32, inflight: i32) -> Vec<BpfInsn> {
     let mut a = Asm::default();
     let exit = a.label();
     a.extend([
@@ -715,6 +795,9 @@ pub(crate) fn softirq_entry_program(gate: i32) -> Vec<BpfInsn> {
         BpfInsn::ldx(BpfSize::Dw, 1, CTX, 0),
     ]);
     a.jump(JMP32_JNE_K, 1, NET_RX, exit);
+    gate_slot(&mut a, inflight, 0, exit);
+    a.push(BpfInsn::ldx(BpfSize::Dw, 1, 0, 0));
+    a.jump(JMP_JEQ_K, 1, 0, exit);
     gate_slot(&mut a, gate, GATE_SOFTIRQ, exit);
     a.extend([
         BpfInsn::mov64_reg(ARG0, 0),
@@ -806,6 +889,13 @@ const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
 /// [`GATE_SOFTIRQ`]).
 pub(crate) fn gate_map() -> Result<OwnedFd, BpfError> {
     create_map(BPF_MAP_TYPE_PERCPU_ARRAY, 4, 2, "lr_gate")
+}
+
+/// Creates the in-flight map (an array of one u64, shared by every CPU):
+/// the time a probe was last queued for transmission, 0 once a probe's
+/// receive cleared it.
+pub(crate) fn inflight_map() -> Result<OwnedFd, BpfError> {
+    create_map(BPF_MAP_TYPE_ARRAY, 4, 1, "lr_inflight")
 }
 
 /// A map of u64 values.
@@ -1110,7 +1200,7 @@ mod tests {
             lo: 100,
             hi: 217,
         };
-        let p = program(&spec, &DevOffsets::default(), 5, None);
+        let p = program(&spec, &DevOffsets::default(), 5, After::Nothing);
         let bytes = |i: &BpfInsn| i.to_le_bytes();
         // r8 = *(u32 *)(r7 + 112): BPF_LDX|BPF_MEM|BPF_W = 0x61.
         assert_eq!(bytes(&p[2]), [0x61, 0x78, 112, 0, 0, 0, 0, 0]);
@@ -1146,7 +1236,7 @@ mod tests {
             name: Some(300),
             netns: Some((400, 8)),
         };
-        let p = program(&spec, &dev, 5, None);
+        let p = program(&spec, &dev, 5, After::Nothing);
         let b: Vec<[u8; 8]> = p.iter().map(|i| i.to_le_bytes()).collect();
         // r8 = *(u64 *)(r6 + 8) (the second argument), then w8 = w8.
         assert_eq!(b[2], [0x79, 0x68, 8, 0, 0, 0, 0, 0]);
@@ -1164,7 +1254,7 @@ mod tests {
 
     #[test]
     fn gated_programs_write_only_while_a_probe_armed_the_cpu() {
-        use vm::{Vm, GATE, GATE_FD, RING_FD};
+        use vm::{Vm, GATE, GATE_FD, INFLIGHT, INFLIGHT_FD, RING_FD};
         let words =
             |p: Vec<BpfInsn>| -> Vec<[u8; 8]> { p.iter().map(|i| i.to_le_bytes()).collect() };
         let fib = GatedSpec {
@@ -1229,34 +1319,70 @@ mod tests {
         let arm = Arm {
             gate: GATE_FD,
             softirq_code: 5,
+            inflight: INFLIGHT_FD,
         };
-        let rx = words(program(&rx, &dev, RING_FD, Some(&arm)));
-        let entry = words(softirq_entry_program(GATE_FD));
-        m.now = Some(now - 500);
-        m.run(&entry, &[3]);
-        m.now = Some(now);
+        let tx = words(program(
+            &ProgSpec { code: 1, ..rx },
+            &dev,
+            RING_FD,
+            After::Inflight(INFLIGHT_FD),
+        ));
+        let rx = words(program(&rx, &dev, RING_FD, After::Arm(&arm)));
+        let entry = words(softirq_entry_program(GATE_FD, INFLIGHT_FD));
+        let inflight = |m: &mut Vm| m.read(INFLIGHT, 8);
         let skb = vm::SKB;
         let mut b = vec![0u8; 256];
         b[112..116].copy_from_slice(&142u32.to_le_bytes());
         m.mem.insert(skb, b);
+        // No probe in flight: the entry reads no clock, writes nothing.
+        m.mem
+            .insert(GATE, [[0; 8], (now - 900).to_le_bytes()].concat());
+        let reads = m.clock_reads;
+        m.run(&entry, &[3]);
+        assert_eq!((m.read(GATE + 8, 8), m.clock_reads), (now - 900, reads));
+        // A probe queued: marked in flight with its record's time.
+        m.now = Some(now - 800);
+        m.run(&tx, &[skb]);
+        assert_eq!((m.records.len(), inflight(&mut m)), (3, now - 800));
+        m.now = Some(now - 500);
+        m.run(&entry, &[3]);
+        m.now = Some(now);
         m.run(&rx, &[skb]);
-        assert_eq!(m.records.len(), 4);
+        assert_eq!(m.records.len(), 5);
         let time = |r: &Vec<u8>| u64::from_le_bytes(r[0..8].try_into().unwrap());
         let code = |r: &Vec<u8>| u32::from_le_bytes(r[20..24].try_into().unwrap());
-        assert_eq!((code(&m.records[2]), time(&m.records[2])), (3, now));
-        assert_eq!((code(&m.records[3]), time(&m.records[3])), (5, now - 500));
+        assert_eq!((code(&m.records[3]), time(&m.records[3])), (3, now));
+        assert_eq!((code(&m.records[4]), time(&m.records[4])), (5, now - 500));
         assert_eq!(
-            (armed(&mut m), m.read(GATE + 8, 8)),
-            (now, 0),
-            "armed, the entry taken"
+            (armed(&mut m), m.read(GATE + 8, 8), inflight(&mut m)),
+            (now, 0, 0),
+            "armed, the entry taken, the probe no longer in flight"
         );
         m.run(&rx, &[skb]);
-        assert_eq!(m.records.len(), 5, "the entry is written once");
-        // A length outside the probes' arms nothing.
+        assert_eq!(m.records.len(), 6, "the entry is written once");
+        // An entry left from before the probe was queued (the softirq that
+        // takes this probe began before it), or from long before the
+        // receive, is not taken.
+        for (entry_at, tx_at) in [(now - 900, now - 800), (now - 2_000_000, now - 3_000_000)] {
+            m.mem
+                .insert(GATE, [[0; 8], entry_at.to_le_bytes()].concat());
+            m.now = Some(tx_at);
+            m.run(&tx, &[skb]);
+            m.now = Some(now);
+            m.run(&rx, &[skb]);
+            assert_eq!(code(m.records.last().unwrap()), 3, "{entry_at} {tx_at}");
+            assert_eq!(m.read(GATE + 8, 8), entry_at, "not consumed");
+        }
+        let n = m.records.len();
+        // A length outside the probes' arms nothing, marks nothing.
         m.mem.insert(GATE, vec![0; 16]);
         m.mem.get_mut(&skb).unwrap()[112..116].copy_from_slice(&1472u32.to_le_bytes());
+        m.run(&tx, &[skb]);
         m.run(&rx, &[skb]);
-        assert_eq!((m.records.len(), armed(&mut m)), (5, 0));
+        assert_eq!(
+            (m.records.len(), armed(&mut m), inflight(&mut m)),
+            (n, 0, 0)
+        );
     }
 
     /// A small eBPF interpreter for the `--iface` programs: enough of the
@@ -1274,6 +1400,9 @@ mod tests {
         pub(super) const GATE: u64 = 0x7000_0000;
         pub(super) const RING_FD: i32 = 100;
         pub(super) const GATE_FD: i32 = 103;
+        /// The in-flight map's one slot.
+        pub(super) const INFLIGHT: u64 = 0x8000_0000;
+        pub(super) const INFLIGHT_FD: i32 = 104;
         pub(super) const CHAINS_FD: i32 = 101;
         pub(super) const LOST_FD: i32 = 102;
 
@@ -1285,6 +1414,8 @@ mod tests {
             pub ring_full: bool,
             /// `bpf_ktime_get_ns` (None: 42).
             pub now: Option<u64>,
+            /// Calls of `bpf_ktime_get_ns`.
+            pub clock_reads: u32,
         }
 
         impl Vm {
@@ -1322,6 +1453,7 @@ mod tests {
                 self.mem.entry(LOST).or_insert_with(|| vec![0; 8]);
                 self.mem.insert(CHAIN_VALUE, vec![0; 8]);
                 self.mem.entry(GATE).or_insert_with(|| vec![0; 16]);
+                self.mem.entry(INFLIGHT).or_insert_with(|| vec![0; 8]);
                 let mut r = [0u64; 11];
                 r[1] = CTX;
                 r[10] = STACK;
@@ -1374,6 +1506,11 @@ mod tests {
                             self.write(at, 8, v);
                         }
                         0x05 => pc = (pc as i64 + i64::from(off)) as usize,
+                        0xad => {
+                            if r[dst] < r[src] {
+                                pc = (pc as i64 + i64::from(off)) as usize;
+                            }
+                        }
                         0x15 | 0x55 | 0xa5 | 0x25 | 0x16 | 0x56 => {
                             let (a, b) = if code & 0x07 == 0x06 {
                                 (r[dst] & 0xffff_ffff, u64::from(imm as u32))
@@ -1412,6 +1549,10 @@ mod tests {
                     super::super::FN_MAP_LOOKUP_ELEM if r[1] == GATE_FD as u64 => {
                         GATE + 8 * self.read(r[2], 4)
                     }
+                    super::super::FN_MAP_LOOKUP_ELEM if r[1] == INFLIGHT_FD as u64 => {
+                        assert_eq!(self.read(r[2], 4), 0);
+                        INFLIGHT
+                    }
                     super::super::FN_MAP_LOOKUP_ELEM => {
                         assert_eq!(r[1], LOST_FD as u64);
                         LOST
@@ -1426,7 +1567,10 @@ mod tests {
                         self.chains.remove(&k);
                         0
                     }
-                    super::super::FN_KTIME_GET_NS => self.now.unwrap_or(42),
+                    super::super::FN_KTIME_GET_NS => {
+                        self.clock_reads += 1;
+                        self.now.unwrap_or(42)
+                    }
                     super::super::FN_GET_SMP_PROCESSOR_ID => 1,
                     super::super::FN_PROBE_READ_KERNEL => {
                         let n = r[2] as usize;

@@ -200,6 +200,37 @@ struct LinkCreateAttr {
     flags: u32,
 }
 
+/// Attaches XDP program `prog` to `ifindex` (in the calling thread's
+/// namespace) with `BPF_LINK_CREATE`: native mode where the driver has
+/// it, else generic; detached when the returned link closes. Fails with
+/// EBUSY/EEXIST when the interface already has an XDP program.
+pub(crate) fn link_xdp(prog: &OwnedFd, ifindex: u32) -> Result<OwnedFd, BpfError> {
+    let mut link = LinkCreateAttr {
+        prog_fd: prog.as_raw_fd() as u32,
+        target_ifindex: ifindex,
+        attach_type: BPF_XDP,
+        flags: 0,
+    };
+    let link = bpf(BPF_LINK_CREATE, &mut link).map_err(|source| BpfError {
+        cmd: "BPF_LINK_CREATE",
+        source,
+        log: None,
+    })?;
+    // SAFETY: a successful BPF_LINK_CREATE returns a new descriptor that
+    // nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(link as libc::c_int) })
+}
+
+/// Loads `return verdict` as an XDP program (`XDP_PASS` = 2, `XDP_ABORTED`
+/// = 0…).
+pub(crate) fn verdict_program(verdict: i32) -> Result<OwnedFd, BpfError> {
+    load_xdp(
+        &[BpfInsn::mov64_imm(0, verdict), BpfInsn::exit()],
+        b"lr_verdict",
+        BPF_XDP,
+    )
+}
+
 /// The counting program with its map, attached to an interface or not.
 #[derive(Debug)]
 pub(crate) struct XdpCounter {
@@ -217,20 +248,7 @@ impl XdpCounter {
     /// an XDP program.
     pub(crate) fn attach(ifindex: u32) -> Result<Self, BpfError> {
         let mut c = Self::load()?;
-        let mut link = LinkCreateAttr {
-            prog_fd: c.prog.as_raw_fd() as u32,
-            target_ifindex: ifindex,
-            attach_type: BPF_XDP,
-            flags: 0,
-        };
-        let link = bpf(BPF_LINK_CREATE, &mut link).map_err(|source| BpfError {
-            cmd: "BPF_LINK_CREATE",
-            source,
-            log: None,
-        })?;
-        // SAFETY: a successful BPF_LINK_CREATE returns a new descriptor that
-        // nothing else owns.
-        c.link = Some(unsafe { OwnedFd::from_raw_fd(link as libc::c_int) });
+        c.link = Some(link_xdp(&c.prog, ifindex)?);
         Ok(c)
     }
 
