@@ -166,7 +166,6 @@ pub fn render(doc: &Envelope<JourneyResult>, width: Width) -> String {
     out
 }
 
-/// The drops, one paragraph each (empty without drops).
 /// Where XDP programs are attached and what their tracepoints showed.
 fn xdp_line(x: &XdpReport) -> String {
     if let Some(why) = &x.unread {
@@ -256,6 +255,7 @@ fn program_costs(p: &ProgramCosts) -> String {
     )
 }
 
+/// The drops, one paragraph each (empty without drops).
 fn drop_lines(drops: &[DropSite], width: Width) -> String {
     let mut out = String::new();
     if drops.is_empty() {
