@@ -483,6 +483,88 @@ impl LiveFrames {
     }
 }
 
+/// `BPF_OBJ_GET_INFO_BY_FD` (enum bpf_cmd).
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+/// `BPF_ENABLE_STATS` (enum bpf_cmd, Linux 5.8).
+const BPF_ENABLE_STATS: libc::c_long = 32;
+/// `BPF_STATS_RUN_TIME` (enum bpf_stats_type).
+const BPF_STATS_RUN_TIME: u32 = 0;
+/// Bytes of `struct bpf_prog_info` read (up to `recursion_misses`, Linux 5.12).
+const PROG_INFO_BYTES: usize = 216;
+/// Offsets in `struct bpf_prog_info` of `run_time_ns`, `run_cnt` and
+/// `recursion_misses` (u64 each).
+const PROG_INFO_RUN_TIME_NS: usize = 192;
+const PROG_INFO_RUN_CNT: usize = 200;
+const PROG_INFO_RECURSION_MISSES: usize = 208;
+
+/// Turns the kernel's per-program run statistics on (`BPF_ENABLE_STATS`
+/// with `BPF_STATS_RUN_TIME`) for as long as the returned descriptor is
+/// open: while on, every program run is counted and timed (`sched_clock`
+/// around the program; it adds those two clock reads to every run).
+pub(crate) fn enable_run_stats() -> Result<OwnedFd, BpfError> {
+    #[repr(C)]
+    struct EnableStatsAttr {
+        kind: u32,
+    }
+    let mut attr = EnableStatsAttr {
+        kind: BPF_STATS_RUN_TIME,
+    };
+    let fd = bpf(BPF_ENABLE_STATS, &mut attr).map_err(|source| BpfError {
+        cmd: "BPF_ENABLE_STATS",
+        source,
+        log: None,
+    })?;
+    // SAFETY: a successful BPF_ENABLE_STATS returns a new descriptor that
+    // nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
+}
+
+/// A program's run statistics as the kernel keeps them (`bpf_prog_info`):
+/// counted only while statistics are on (see [`enable_run_stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct RunStats {
+    /// Runs counted.
+    pub(crate) runs: u64,
+    /// Time spent in those runs, ns (`sched_clock` around each run).
+    pub(crate) run_time_ns: u64,
+    /// Runs skipped because the program was already running on that CPU.
+    pub(crate) recursion_misses: u64,
+}
+
+/// The run statistics of program `prog` (`BPF_OBJ_GET_INFO_BY_FD`).
+pub(crate) fn run_stats(prog: &OwnedFd) -> Result<RunStats, BpfError> {
+    #[repr(C, align(8))]
+    struct Info([u8; PROG_INFO_BYTES]);
+    #[repr(C)]
+    struct InfoAttr {
+        bpf_fd: u32,
+        info_len: u32,
+        info: u64,
+    }
+    let mut info = Info([0; PROG_INFO_BYTES]);
+    let mut attr = InfoAttr {
+        bpf_fd: prog.as_raw_fd() as u32,
+        info_len: PROG_INFO_BYTES as u32,
+        info: std::ptr::from_mut(&mut info) as u64,
+    };
+    bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr).map_err(|source| BpfError {
+        cmd: "BPF_OBJ_GET_INFO_BY_FD",
+        source,
+        log: None,
+    })?;
+    let word = |at: usize| {
+        // An older kernel fills less of the struct: what it left is zero.
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&info.0[at..at + 8]);
+        u64::from_ne_bytes(b)
+    };
+    Ok(RunStats {
+        runs: word(PROG_INFO_RUN_CNT),
+        run_time_ns: word(PROG_INFO_RUN_TIME_NS),
+        recursion_misses: word(PROG_INFO_RECURSION_MISSES),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -575,86 +657,4 @@ mod tests {
         assert_eq!(std::mem::offset_of!(TestRunAttr, batch_size), 72);
         assert_eq!(size_of::<XdpMd>(), 24);
     }
-}
-
-/// `BPF_OBJ_GET_INFO_BY_FD` (enum bpf_cmd).
-const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
-/// `BPF_ENABLE_STATS` (enum bpf_cmd, Linux 5.8).
-const BPF_ENABLE_STATS: libc::c_long = 32;
-/// `BPF_STATS_RUN_TIME` (enum bpf_stats_type).
-const BPF_STATS_RUN_TIME: u32 = 0;
-/// Bytes of `struct bpf_prog_info` read (up to `recursion_misses`, Linux 5.12).
-const PROG_INFO_BYTES: usize = 216;
-/// Offsets in `struct bpf_prog_info` of `run_time_ns`, `run_cnt` and
-/// `recursion_misses` (u64 each).
-const PROG_INFO_RUN_TIME_NS: usize = 192;
-const PROG_INFO_RUN_CNT: usize = 200;
-const PROG_INFO_RECURSION_MISSES: usize = 208;
-
-/// Turns the kernel's per-program run statistics on (`BPF_ENABLE_STATS`
-/// with `BPF_STATS_RUN_TIME`) for as long as the returned descriptor is
-/// open: while on, every program run is counted and timed (`sched_clock`
-/// around the program; it adds those two clock reads to every run).
-pub(crate) fn enable_run_stats() -> Result<OwnedFd, BpfError> {
-    #[repr(C)]
-    struct EnableStatsAttr {
-        kind: u32,
-    }
-    let mut attr = EnableStatsAttr {
-        kind: BPF_STATS_RUN_TIME,
-    };
-    let fd = bpf(BPF_ENABLE_STATS, &mut attr).map_err(|source| BpfError {
-        cmd: "BPF_ENABLE_STATS",
-        source,
-        log: None,
-    })?;
-    // SAFETY: a successful BPF_ENABLE_STATS returns a new descriptor that
-    // nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
-}
-
-/// A program's run statistics as the kernel keeps them (`bpf_prog_info`):
-/// counted only while statistics are on (see [`enable_run_stats`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct RunStats {
-    /// Runs counted.
-    pub(crate) runs: u64,
-    /// Time spent in those runs, ns (`sched_clock` around each run).
-    pub(crate) run_time_ns: u64,
-    /// Runs skipped because the program was already running on that CPU.
-    pub(crate) recursion_misses: u64,
-}
-
-/// The run statistics of program `prog` (`BPF_OBJ_GET_INFO_BY_FD`).
-pub(crate) fn run_stats(prog: &OwnedFd) -> Result<RunStats, BpfError> {
-    #[repr(C, align(8))]
-    struct Info([u8; PROG_INFO_BYTES]);
-    #[repr(C)]
-    struct InfoAttr {
-        bpf_fd: u32,
-        info_len: u32,
-        info: u64,
-    }
-    let mut info = Info([0; PROG_INFO_BYTES]);
-    let mut attr = InfoAttr {
-        bpf_fd: prog.as_raw_fd() as u32,
-        info_len: PROG_INFO_BYTES as u32,
-        info: std::ptr::from_mut(&mut info) as u64,
-    };
-    bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr).map_err(|source| BpfError {
-        cmd: "BPF_OBJ_GET_INFO_BY_FD",
-        source,
-        log: None,
-    })?;
-    let word = |at: usize| {
-        // An older kernel fills less of the struct: what it left is zero.
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&info.0[at..at + 8]);
-        u64::from_ne_bytes(b)
-    };
-    Ok(RunStats {
-        runs: word(PROG_INFO_RUN_CNT),
-        run_time_ns: word(PROG_INFO_RUN_TIME_NS),
-        recursion_misses: word(PROG_INFO_RECURSION_MISSES),
-    })
 }
