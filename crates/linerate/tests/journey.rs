@@ -918,6 +918,8 @@ fn the_cost_shows_each_programs_kernel_run_statistics() {
     assert!(queue.runs >= p.datagrams, "{p:#?}");
     assert!(queue.run_time_ns > 0 && p.ns_per_datagram > 0.0, "{p:#?}");
     assert!(p.floor_ns_per_run.is_some_and(|f| f > 0.0), "{p:#?}");
+    // The source names the floor only because it was measured.
+    assert!(p.source.contains("the floor is an empty program"), "{p:#?}");
     assert_eq!(
         p.programs.len(),
         doc.result.tracer.tp_btf_programs.len(),

@@ -855,11 +855,22 @@ fn measure_cost(
                 .iter()
                 .map(|(tp, s)| (tp.clone(), s.runs, s.run_time_ns))
                 .collect();
+            // The floor named only where it was measured (the empty
+            // program may not attach, or may not run).
+            let floor = b.floor.filter(|f| f.runs > 0);
+            let source = if floor.is_some() {
+                format!("{PROGRAM_STATS_SOURCE}; {PROGRAM_STATS_FLOOR}")
+            } else {
+                format!(
+                    "{PROGRAM_STATS_SOURCE}; no floor: the empty program on net/net_dev_queue \
+                     was not attached or did not run"
+                )
+            };
             cost.programs = Some(ProgramCosts::new(
-                PROGRAM_STATS_SOURCE.into(),
+                source,
                 b.sent,
                 &runs,
-                b.floor.map(|f| (f.runs, f.run_time_ns)),
+                floor.map(|f| (f.runs, f.run_time_ns)),
                 untraced.cpu_ns_per_datagram,
             ));
         }
@@ -871,8 +882,12 @@ fn measure_cost(
 const PROGRAM_STATS_SOURCE: &str = "kernel BPF run statistics (BPF_ENABLE_STATS, \
     bpf_prog_info.run_cnt and run_time_ns: sched_clock around each program run) during one \
     more traced round, not one of the timed ones; the tracepoints' dispatch to the programs is \
-    not in it; runs count every packet and softirq of the host at those tracepoints; the floor is \
-    an empty program's time per run on net/net_dev_queue in that round";
+    not in it; runs count every packet and softirq of the host at those tracepoints";
+
+/// What the floor of [`ProgramCosts`] is, added to the source when it was
+/// measured.
+const PROGRAM_STATS_FLOOR: &str =
+    "the floor is an empty program's time per run on net/net_dev_queue in that round";
 
 /// One round of [`blast`].
 struct Blast {
