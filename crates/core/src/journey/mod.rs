@@ -764,7 +764,7 @@ impl XdpReport {
                 ifindex,
                 devs: attached
                     .iter()
-                    .filter(|a| ifindex.is_some_and(|i| i64::from(i) == i64::from(a.ifindex)))
+                    .filter(|a| ifindex.and_then(|i| u32::try_from(i).ok()) == Some(a.ifindex))
                     .map(|a| a.dev.clone())
                     .collect(),
                 action,
