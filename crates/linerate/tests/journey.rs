@@ -611,13 +611,45 @@ fn a_router_journey_attributes_the_fib_lookup_and_the_softirq() {
     let name = format!("jf{}", std::process::id());
     let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Router)).expect("bed up");
     let _ = journey(&name, &["--count", "3"]);
+    // Without --all-events the context events are left out, saying so; the
+    // FIB lookup and the softirq entry stay (gated).
+    let plain = journey(
+        &name,
+        &["--count", "20", "--rate", "200", "--tracer", "tp_btf"],
+    );
+    for tp in ["net/netif_rx", "napi/napi_poll", "irq/softirq_exit"] {
+        let p = &plain.result.tracer;
+        assert!(!p.opened.iter().any(|o| o == tp), "{tp}: {p:#?}");
+        assert!(
+            p.left_out
+                .iter()
+                .any(|l| l.starts_with(tp) && l.contains("context event")),
+            "{tp}: {p:#?}"
+        );
+    }
+    let fib = step(
+        &plain.result,
+        Point::FibTableLookup,
+        Some("lr-dut-b"),
+        &format!("lr-{name}-dut"),
+    );
+    assert!(plain.result.steps[fib].by_cpu_and_time);
     let doc = journey(
         &name,
-        &["--count", "40", "--rate", "200", "--tracer", "tp_btf"],
+        &[
+            "--count",
+            "40",
+            "--rate",
+            "200",
+            "--tracer",
+            "tp_btf",
+            "--all-events",
+        ],
     );
     let r = &doc.result;
     assert_eq!(r.tracer.backend, Backend::TpBtf);
     for tp in [
+        "net/netif_rx",
         "fib/fib_table_lookup",
         "napi/napi_poll",
         "irq/softirq_entry",

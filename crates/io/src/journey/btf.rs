@@ -13,8 +13,8 @@ use linerate_core::journey::{record, Event, Point, Tracepoint};
 use super::tracer::Filters;
 use crate::sys::bpf::{BpfError, RunStats};
 use crate::sys::tpbtf::{
-    self, After, Arm, DevOffsets, GatedSpec, HeaderAt, IfaceMapFds, IfaceSpec, ProgSpec, Ringbuf,
-    Source,
+    self, After, Arm, Closes, DevOffsets, GatedSpec, HeaderAt, IfaceMapFds, IfaceSpec, ProgSpec,
+    Ringbuf, Source,
 };
 use linerate_core::journey::filter::IfaceFilter;
 
@@ -199,22 +199,35 @@ struct GatedOffsets {
 /// and what their records hold, under record `code`. `irq:softirq_entry`
 /// is not one: its program only notes the time, which a probe's receive
 /// writes.
-fn gated_spec(point: Point, o: GatedOffsets, code: u32) -> Option<GatedSpec> {
+fn gated_spec(point: Point, o: GatedOffsets, code: u32, exit_opened: bool) -> Option<GatedSpec> {
     let spec = |len, dev| GatedSpec {
         code,
         net_rx_exit: false,
         len,
         dev,
+        open_ns: tpbtf::GATE_OPEN_NS,
+        closes: Closes::No,
+    };
+    // Without the softirq's exit to disarm the gate (a context event), the
+    // lookups do (see `Closes`); else every later lookup would read the
+    // clock, and those within the bound write a record.
+    let fib = |dev, closes| GatedSpec {
+        open_ns: tpbtf::FIB_OPEN_NS,
+        closes: if exit_opened { Closes::No } else { closes },
+        ..spec(None, Some(dev))
     };
     Some(match point {
         // TP_PROTO(u32 tb_id, const struct flowi4 *flp,
         // const struct fib_nh_common *nhc, int err): the result's device
         // (none when the lookup failed).
-        Point::FibTableLookup => spec(None, Some(Source::ArgMember(2, o.nhc_dev))),
+        Point::FibTableLookup => fib(Source::ArgMember(2, o.nhc_dev), Closes::OnDevice),
         // TP_PROTO(const struct net *net, const struct fib6_result *res,
         // struct fib6_table *table, const struct flowi6 *flp): the result's
         // next hop's device (none when the lookup found no next hop).
-        Point::Fib6TableLookup => spec(None, Some(Source::ArgMember2(1, o.fib6_nh, o.fib6_nh_dev))),
+        Point::Fib6TableLookup => fib(
+            Source::ArgMember2(1, o.fib6_nh, o.fib6_nh_dev),
+            Closes::WhenStale,
+        ),
         // TP_PROTO(struct napi_struct *napi, int work, int budget): the
         // packets it handled, its device (none for a CPU's backlog).
         Point::NapiPoll => spec(Some(Source::Arg(1)), Some(Source::ArgMember(0, o.napi_dev))),
@@ -231,7 +244,7 @@ fn gated_spec(point: Point, o: GatedOffsets, code: u32) -> Option<GatedSpec> {
 /// others go to perf).
 pub fn runs_as_program(point: Point) -> bool {
     sources(point, 0, 0).is_some()
-        || gated_spec(point, GatedOffsets::default(), 0).is_some()
+        || gated_spec(point, GatedOffsets::default(), 0, false).is_some()
         || point == Point::SoftirqNetRx
 }
 
@@ -372,7 +385,8 @@ impl BtfPrograms {
                     };
                     let code = record::code_of(tp.point)
                         .ok_or_else(|| BtfTracerError::Missing(tp.path.to_string()))?;
-                    let spec = gated_spec(tp.point, o, code)
+                    let exit_opened = tps.iter().any(|t| t.point == Point::SoftirqExitNetRx);
+                    let spec = gated_spec(tp.point, o, code, exit_opened)
                         .ok_or_else(|| BtfTracerError::Missing(tp.path.to_string()))?;
                     tpbtf::gated_program(&spec, &dev, out.ring.fd(), gate)
                 };

@@ -327,6 +327,9 @@ pub fn run(
                 "opened by --iface only (it fires for every buffer the host frees)"
             } else if tracer.missing.iter().any(|m| m == t.path) {
                 "missing on this kernel"
+            } else if t.point.context() {
+                "a context event: one more program run (perf: filter) for every packet of the \
+                 host, for a step the path's other events bound (--all-events opens it)"
             } else {
                 "records every packet of the host with this tracer (--all-events opens it)"
             }

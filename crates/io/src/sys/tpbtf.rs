@@ -689,6 +689,11 @@ pub(crate) const GATE_SOFTIRQ: i32 = 1;
 /// An armed gate opens for events at most this long after the arming
 /// receive (the NET_RX softirq that ran it ends well before).
 pub(crate) const GATE_OPEN_NS: i32 = 1_000_000;
+/// A FIB lookup is written at most this long after the arming receive: a
+/// probe's own lookup follows its receive within the same call chain
+/// (`ip_rcv` → `ip_route_input`), a microsecond or two later; one much
+/// later is another packet's (a receive with a cached route makes none).
+pub(crate) const FIB_OPEN_NS: i32 = 20_000;
 /// `BPF_ALU64 | BPF_SUB | BPF_X`.
 const ALU64_SUB_X: u8 = 0x1f;
 
@@ -823,11 +828,34 @@ pub(crate) struct GatedSpec {
     pub len: Option<Source>,
     /// The device (None: the record has none).
     pub dev: Option<Source>,
+    /// How long after the arming receive the event is written (ns; at
+    /// most [`GATE_OPEN_NS`]).
+    pub open_ns: i32,
+    /// Whether the event disarms the gate, so the CPU's next events return
+    /// without reading the clock: for the FIB lookups when the softirq's
+    /// exit (which disarms it otherwise) is not opened.
+    pub closes: Closes,
+}
+
+/// When a gated event disarms its CPU's gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Closes {
+    /// Never (the NET_RX softirq's exit does).
+    No,
+    /// When it finds the gate older than its bound (IPv6 lookups: a
+    /// receive looks in the local table first, whose miss carries the
+    /// loopback device too, then in the main one).
+    WhenStale,
+    /// Also once it wrote a record with a device (an IPv4 lookup that found
+    /// its route: the route lookup; a reverse-path check's after it is left
+    /// out).
+    OnDevice,
 }
 
 /// A gated event's program: returns unless its CPU's gate was armed by a
-/// probe's receive less than [`GATE_OPEN_NS`] ago, then writes its record
-/// (the NET_RX softirq's exit also disarms the gate).
+/// probe's receive less than `spec.open_ns` ago, then writes its record
+/// (the NET_RX softirq's exit, and an event that `spec.closes`, also
+/// disarm the gate).
 pub(crate) fn gated_program(
     spec: &GatedSpec,
     dev: &DevOffsets,
@@ -835,7 +863,7 @@ pub(crate) fn gated_program(
     gate: i32,
 ) -> Vec<BpfInsn> {
     let mut a = Asm::default();
-    let exit = a.label();
+    let (exit, stale) = (a.label(), a.label());
     a.push(BpfInsn::mov64_reg(CTX, 1));
     if spec.net_rx_exit {
         a.push(BpfInsn::ldx(BpfSize::Dw, 1, CTX, 0));
@@ -852,7 +880,34 @@ pub(crate) fn gated_program(
     }
     a.push(BpfInsn::call(FN_KTIME_GET_NS));
     a.alu(ALU64_SUB_X, 0, LEN, 0);
-    a.jump(JMP_JGT_K, 0, GATE_OPEN_NS, exit);
+    a.jump(JMP_JGT_K, 0, spec.open_ns.min(GATE_OPEN_NS), stale);
+    if spec.closes == Closes::OnDevice {
+        // ARG0 still holds the gate slot's address.
+        let keep = a.label();
+        // The device pointer, each pointer on the way checked (the
+        // verifier refuses a load through a maybe-NULL argument).
+        match spec.dev {
+            Some(Source::ArgMember(n, off)) => {
+                a.push(BpfInsn::ldx(BpfSize::Dw, 1, CTX, n * 8));
+                a.jump(JMP_JEQ_K, 1, 0, keep);
+                a.push(BpfInsn::ldx(BpfSize::Dw, 1, 1, off));
+            }
+            Some(Source::ArgMember2(n, first, second)) => {
+                a.push(BpfInsn::ldx(BpfSize::Dw, 1, CTX, n * 8));
+                a.jump(JMP_JEQ_K, 1, 0, keep);
+                a.push(BpfInsn::ldx(BpfSize::Dw, 1, 1, first));
+                a.jump(JMP_JEQ_K, 1, 0, keep);
+                a.push(BpfInsn::ldx(BpfSize::Dw, 1, 1, second));
+            }
+            Some(other) => a.extend(load_value(1, other, BpfSize::Dw)),
+            None => {}
+        }
+        if spec.dev.is_some() {
+            a.jump(JMP_JEQ_K, 1, 0, keep);
+        }
+        a.push(BpfInsn::st_imm(BpfSize::Dw, ARG0, 0, 0));
+        a.bind(keep);
+    }
     // No skb: the record's address is zero.
     a.push(BpfInsn::mov64_imm(ARG0, 0));
     match spec.len {
@@ -877,6 +932,11 @@ pub(crate) fn gated_program(
         hi: 0,
     };
     a.extend(record_tail(&tail, dev, ring));
+    a.goto(exit);
+    a.bind(stale);
+    if spec.closes != Closes::No {
+        a.push(BpfInsn::st_imm(BpfSize::Dw, ARG0, 0, 0));
+    }
     a.bind(exit);
     a.extend([BpfInsn::mov64_imm(0, 0), BpfInsn::exit()]);
     a.finish()
@@ -1253,6 +1313,131 @@ mod tests {
     }
 
     #[test]
+    fn a_gated_program_writes_only_within_its_own_bound() {
+        use vm::{Vm, GATE, GATE_FD, RING_FD};
+        let spec = GatedSpec {
+            code: 7,
+            net_rx_exit: false,
+            len: None,
+            dev: None,
+            open_ns: FIB_OPEN_NS,
+            closes: Closes::No,
+        };
+        let prog: Vec<[u8; 8]> = gated_program(&spec, &DevOffsets::default(), RING_FD, GATE_FD)
+            .iter()
+            .map(|i| i.to_le_bytes())
+            .collect();
+        let now = 5_000_000_000u64;
+        let mut m = Vm {
+            now: Some(now),
+            ..Vm::default()
+        };
+        for (ago, written) in [
+            (FIB_OPEN_NS as u64, 1),
+            (FIB_OPEN_NS as u64 + 1, 1),
+            (GATE_OPEN_NS as u64, 1),
+            (10, 2),
+        ] {
+            m.mem
+                .insert(GATE, [(now - ago).to_le_bytes(), [0; 8]].concat());
+            m.run(&prog, &[0]);
+            assert_eq!(m.records.len(), written, "armed {ago} ns ago");
+        }
+        // A bound above the gate's is cut to it.
+        let wide: Vec<[u8; 8]> = gated_program(
+            &GatedSpec {
+                open_ns: i32::MAX,
+                ..spec
+            },
+            &DevOffsets::default(),
+            RING_FD,
+            GATE_FD,
+        )
+        .iter()
+        .map(|i| i.to_le_bytes())
+        .collect();
+        m.mem.insert(
+            GATE,
+            [(now - GATE_OPEN_NS as u64 - 1).to_le_bytes(), [0; 8]].concat(),
+        );
+        m.run(&wide, &[0]);
+        assert_eq!(m.records.len(), 2);
+        // A closing program: a lookup with a device after the arming is
+        // written and disarms; the next ones read no clock. One without a
+        // device (a table without the route) is written and leaves the gate
+        // armed; a stale gate is disarmed without a record.
+        const NHC: u64 = 0x4000_0000;
+        let closing: Vec<[u8; 8]> = gated_program(
+            &GatedSpec {
+                closes: Closes::OnDevice,
+                dev: Some(Source::ArgMember(0, 16)),
+                ..spec
+            },
+            &DevOffsets::default(),
+            RING_FD,
+            GATE_FD,
+        )
+        .iter()
+        .map(|i| i.to_le_bytes())
+        .collect();
+        m.mem.insert(NHC, vec![0; 32]);
+        m.mem
+            .insert(GATE, [(now - 10).to_le_bytes(), [0; 8]].concat());
+        m.run(&closing, &[NHC]);
+        assert_eq!((m.records.len(), m.read(GATE, 8)), (3, now - 10));
+        m.mem.insert(
+            NHC,
+            [[0; 8], [0; 8], 0x5000_0000u64.to_le_bytes(), [0; 8]].concat(),
+        );
+        m.run(&closing, &[NHC]);
+        assert_eq!((m.records.len(), m.read(GATE, 8)), (4, 0));
+        let reads = m.clock_reads;
+        m.run(&closing, &[NHC]);
+        assert_eq!((m.records.len(), m.clock_reads), (4, reads));
+        m.mem.insert(
+            GATE,
+            [(now - FIB_OPEN_NS as u64 - 1).to_le_bytes(), [0; 8]].concat(),
+        );
+        m.run(&closing, &[NHC]);
+        assert_eq!((m.records.len(), m.read(GATE, 8)), (4, 0));
+        // Closing when stale only: a record with a device leaves it armed.
+        let when_stale: Vec<[u8; 8]> = gated_program(
+            &GatedSpec {
+                closes: Closes::WhenStale,
+                dev: Some(Source::ArgMember(0, 16)),
+                ..spec
+            },
+            &DevOffsets::default(),
+            RING_FD,
+            GATE_FD,
+        )
+        .iter()
+        .map(|i| i.to_le_bytes())
+        .collect();
+        m.mem
+            .insert(GATE, [(now - 10).to_le_bytes(), [0; 8]].concat());
+        m.run(&when_stale, &[NHC]);
+        assert_eq!((m.records.len(), m.read(GATE, 8)), (5, now - 10));
+        m.mem.insert(
+            GATE,
+            [(now - FIB_OPEN_NS as u64 - 1).to_le_bytes(), [0; 8]].concat(),
+        );
+        m.run(&when_stale, &[NHC]);
+        assert_eq!((m.records.len(), m.read(GATE, 8)), (5, 0));
+        // Without it the gate stays armed.
+        m.mem
+            .insert(GATE, [(now - 10).to_le_bytes(), [0; 8]].concat());
+        m.run(&prog, &[0]);
+        assert_eq!((m.records.len(), m.read(GATE, 8)), (6, now - 10));
+        m.mem.insert(
+            GATE,
+            [(now - FIB_OPEN_NS as u64 - 1).to_le_bytes(), [0; 8]].concat(),
+        );
+        m.run(&prog, &[0]);
+        assert_eq!(m.read(GATE, 8), now - FIB_OPEN_NS as u64 - 1);
+    }
+
+    #[test]
     fn gated_programs_write_only_while_a_probe_armed_the_cpu() {
         use vm::{Vm, GATE, GATE_FD, INFLIGHT, INFLIGHT_FD, RING_FD};
         let words =
@@ -1262,6 +1447,8 @@ mod tests {
             net_rx_exit: false,
             len: None,
             dev: None,
+            open_ns: GATE_OPEN_NS,
+            closes: Closes::No,
         };
         let exit = GatedSpec {
             code: 9,
