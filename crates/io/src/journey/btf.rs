@@ -389,6 +389,7 @@ impl BtfPrograms {
             let after = match (tp.point, &arm) {
                 (Point::NetifReceiveSkb, Some(arm)) => After::Arm(arm),
                 (Point::NetDevQueue, Some(arm)) => After::Inflight(arm.inflight),
+                (Point::KfreeSkb, Some(arm)) => After::Dropped(arm.inflight),
                 _ => After::Nothing,
             };
             let spec = ProgSpec {
