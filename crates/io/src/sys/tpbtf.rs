@@ -176,9 +176,25 @@ pub(crate) enum After<'a> {
     /// Counts a probe in flight in this in-flight map (a probe queued for
     /// transmission: see [`inflight_tail`]).
     Inflight(i32),
-    /// Takes a probe off this in-flight map's count (a probe dropped: see
-    /// [`take_inflight`]).
-    Dropped(i32),
+    /// Takes a probe off the in-flight count when it is dropped on its way
+    /// (a probe's `kfree_skb`: see [`drop_tail`]).
+    Dropped(Dropped),
+}
+
+/// What a drop's program reads to tell a probe dropped on its way (queued,
+/// not yet received) from one dropped after its receive: `sk_buff.skb_iif`
+/// (0 until the first receive, then the ifindex of the device last
+/// received on), `sk_buff.dev` and `net_device.ifindex`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Dropped {
+    /// The in-flight map (see [`inflight_map`]).
+    pub inflight: i32,
+    /// `sk_buff.dev`.
+    pub skb_dev: i16,
+    /// `sk_buff.skb_iif`.
+    pub skb_iif: i16,
+    /// `net_device.ifindex`.
+    pub ifindex: i16,
 }
 
 /// The program of `spec`, writing to ring buffer `map_fd`, then doing
@@ -206,13 +222,7 @@ pub(crate) fn program(
         After::Nothing => {}
         After::Arm(arm) => p.extend(arm_tail(arm, map_fd)),
         After::Inflight(map) => p.extend(inflight_tail(map)),
-        After::Dropped(map) => {
-            let mut a = Asm::default();
-            let done = a.label();
-            take_inflight(&mut a, map, done);
-            a.bind(done);
-            p.extend(a.finish());
-        }
+        After::Dropped(d) => p.extend(drop_tail(&d)),
     }
     let end = p.len();
     for at in to_end {
@@ -363,6 +373,8 @@ const JMP_JNE_K: u8 = 0x55;
 const JMP_JLT_K: u8 = 0xa5;
 const JMP_JGT_K: u8 = 0x25;
 const JMP_JLT_X: u8 = 0xad;
+/// `BPF_JMP | BPF_JEQ | BPF_X`.
+const JMP_JEQ_X: u8 = 0x1d;
 const JMP32_JEQ_K: u8 = 0x16;
 const JMP32_JNE_K: u8 = 0x56;
 const ALU64_AND_K: u8 = 0x57;
@@ -827,6 +839,29 @@ fn take_inflight(a: &mut Asm, inflight: i32, next: usize) {
         BpfInsn::mov64_imm(1, 1),
         BpfInsn::new(ATOMIC_ADD_DW, 0, 1, 0, 0),
     ]);
+}
+
+/// After a probe's drop record (the skb in `ARG0`): one probe fewer in
+/// flight ([`take_inflight`]) unless the buffer was last received on the
+/// device it is on (`skb_iif` is that device's ifindex): such a drop comes
+/// after the receive that already took the probe off (a full socket
+/// queue, a host's ingress filter, a link emulator's namespace that keeps
+/// a copy). A buffer never received has `skb_iif` 0; one dropped on a
+/// forwarding hop's way out is on another device than it came in by. No
+/// device: left counted. A drop left counted only costs clock reads.
+fn drop_tail(d: &Dropped) -> Vec<BpfInsn> {
+    let mut a = Asm::default();
+    let done = a.label();
+    a.push(BpfInsn::ldx(BpfSize::Dw, 1, ARG0, d.skb_dev));
+    a.jump(JMP_JEQ_K, 1, 0, done);
+    a.extend([
+        BpfInsn::ldx(BpfSize::W, 2, 1, d.ifindex),
+        BpfInsn::ldx(BpfSize::W, 3, ARG0, d.skb_iif),
+    ]);
+    a.jump_reg(JMP_JEQ_X, 3, 2, done);
+    take_inflight(&mut a, d.inflight, done);
+    a.bind(done);
+    a.finish()
 }
 
 /// The program of `irq:softirq_entry`: on a NET_RX entry while a probe is
@@ -1464,16 +1499,32 @@ mod tests {
                     drop_args: Some((2, 1)),
                     ..rx
                 },
-                After::Dropped(INFLIGHT_FD),
+                After::Dropped(Dropped {
+                    inflight: INFLIGHT_FD,
+                    skb_dev: SKB_DEV,
+                    skb_iif: SKB_IIF,
+                    ifindex: IFINDEX,
+                }),
             ),
             entry: words(softirq_entry_program(GATE_FD, INFLIGHT_FD)),
         }
     }
 
-    /// A fake skb of a probe's length (142 at offset 112).
+    /// Offsets in the fake skb of `dev` and `skb_iif`, in the fake device
+    /// of `ifindex`.
+    const SKB_DEV: i16 = 16;
+    const SKB_IIF: i16 = 144;
+    const IFINDEX: i16 = 8;
+    /// The fake device, and its ifindex.
+    const NETDEV: u64 = 0x9000_0000;
+    const NETDEV_IFINDEX: u32 = 7;
+
+    /// A fake skb of a probe's length (142 at offset 112) on [`NETDEV`],
+    /// never received (`skb_iif` 0).
     fn probe_skb() -> Vec<u8> {
         let mut b = vec![0u8; 256];
         b[112..116].copy_from_slice(&142u32.to_le_bytes());
+        b[SKB_DEV as usize..][..8].copy_from_slice(&NETDEV.to_le_bytes());
         b
     }
 
@@ -1484,6 +1535,9 @@ mod tests {
     fn probe_vm() -> vm::Vm {
         let mut m = vm::Vm::default();
         m.mem.insert(vm::SKB, probe_skb());
+        let mut dev = vec![0u8; 64];
+        dev[IFINDEX as usize..][..4].copy_from_slice(&NETDEV_IFINDEX.to_le_bytes());
+        m.mem.insert(NETDEV, dev);
         m
     }
 
@@ -1545,8 +1599,8 @@ mod tests {
     fn the_in_flight_count_never_goes_below_zero() {
         let (p, mut m) = (probe_programs(), probe_vm());
         let (skb, t) = (vm::SKB, T0);
-        // Receives and drops with nothing queued (a probe that entered the
-        // host already queued, a drop after the receive) leave it at zero.
+        // Receives and drops with nothing counted (a packet queued outside
+        // the host, a drop of one never counted) leave it at zero.
         at(&mut m, t, &p.rx, &[skb]);
         at(&mut m, t + 1, &p.drop, &[skb, 0, 2]);
         at(&mut m, t + 2, &p.rx, &[skb]);
@@ -1588,6 +1642,34 @@ mod tests {
         at(&mut m, t + 60, &p.entry, &[3]);
         at(&mut m, t + 70, &p.entry, &[2]);
         assert_eq!((m.clock_reads, m.read(vm::GATE + 8, 8)), (reads, 0));
+    }
+
+    #[test]
+    fn only_a_drop_on_the_way_takes_a_probe_off() {
+        let p = probe_programs();
+        let skb = vm::SKB;
+        let set = |m: &mut vm::Vm, dev: u64, iif: u32| {
+            let b = m.mem.get_mut(&skb).unwrap();
+            b[SKB_DEV as usize..][..8].copy_from_slice(&dev.to_le_bytes());
+            b[SKB_IIF as usize..][..4].copy_from_slice(&iif.to_le_bytes());
+        };
+        // (device, skb_iif, taken off): never received; received on the
+        // device it is dropped on (after its receive); received on another
+        // (a forwarding hop's way out); no device.
+        for (dev, iif, off) in [
+            (NETDEV, 0, true),
+            (NETDEV, NETDEV_IFINDEX, false),
+            (NETDEV, 3, true),
+            (0, 0, false),
+        ] {
+            let mut m = probe_vm();
+            at(&mut m, T0, &p.tx, &[skb]);
+            at(&mut m, T0 + 10, &p.tx, &[skb]);
+            set(&mut m, dev, iif);
+            at(&mut m, T0 + 20, &p.drop, &[skb, 0, 2]);
+            assert_eq!(fields(m.records.last().unwrap()).0, DROP);
+            assert_eq!(in_flight(&mut m), if off { 1 } else { 2 }, "{dev:#x} {iif}");
+        }
     }
 
     /// A small eBPF interpreter for the `--iface` programs: enough of the
@@ -1717,6 +1799,11 @@ mod tests {
                             }
                         }
                         0x05 => pc = (pc as i64 + i64::from(off)) as usize,
+                        0x1d => {
+                            if r[dst] == r[src] {
+                                pc = (pc as i64 + i64::from(off)) as usize;
+                            }
+                        }
                         0xad => {
                             if r[dst] < r[src] {
                                 pc = (pc as i64 + i64::from(off)) as usize;
