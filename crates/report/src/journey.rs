@@ -150,6 +150,9 @@ pub fn render(doc: &Envelope<JourneyResult>, width: Width) -> String {
         ));
         if let Some(p) = &c.programs {
             out.push_str(&paragraph("\n", "", &program_costs(p), width));
+            for line in recursion_misses(p) {
+                out.push_str(&paragraph("", "", &line, width));
+            }
         }
     }
     if !r.hints.is_empty() {
@@ -253,6 +256,23 @@ fn program_costs(p: &ProgramCosts) -> String {
         p.pct_of_untraced_cpu,
         top.join(", ")
     )
+}
+
+/// One line per program the kernel skipped runs of (already running on
+/// that CPU) in the statistics round.
+fn recursion_misses(p: &ProgramCosts) -> Vec<String> {
+    p.programs
+        .iter()
+        .filter(|r| r.recursion_misses > 0)
+        .map(|r| {
+            format!(
+                "the kernel skipped {} runs of the {} program because it was already running on \
+                 that CPU: those events were not recorded",
+                group_thousands(r.recursion_misses),
+                r.tracepoint
+            )
+        })
+        .collect()
 }
 
 /// The drops, one paragraph each (empty without drops).
@@ -365,9 +385,9 @@ mod tests {
     #[test]
     fn program_costs_name_the_costliest_and_the_floor() {
         let runs = [
-            ("net/net_dev_queue".to_string(), 1000, 60_000),
-            ("irq/softirq_entry".to_string(), 1000, 90_000),
-            ("napi/napi_poll".to_string(), 0, 0),
+            ("net/net_dev_queue".to_string(), 1000, 60_000, 0),
+            ("irq/softirq_entry".to_string(), 1000, 90_000, 0),
+            ("napi/napi_poll".to_string(), 0, 0, 0),
         ];
         let p = ProgramCosts::new("stats".into(), 1000, &runs, Some((1000, 50_000)), 3000.0);
         let text = program_costs(&p);
@@ -388,5 +408,22 @@ mod tests {
         assert!(first < text.find("net/net_dev_queue").unwrap());
         // A program that never ran is not among the costliest.
         assert!(!text.contains("napi_poll"), "{text}");
+        assert!(recursion_misses(&p).is_empty());
+    }
+
+    #[test]
+    fn skipped_runs_get_a_line_each() {
+        let runs = [
+            ("net/net_dev_queue".to_string(), 1000, 60_000, 0),
+            ("irq/softirq_entry".to_string(), 1000, 90_000, 1200),
+        ];
+        let p = ProgramCosts::new("stats".into(), 1000, &runs, None, 3000.0);
+        let lines = recursion_misses(&p);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with("the kernel skipped 1,200 runs of the irq/softirq_entry program"),
+            "{}",
+            lines[0]
+        );
     }
 }

@@ -19,6 +19,9 @@ pub mod codes {
     pub const NO_FUNCTION_LEVEL: &str = "no_function_level";
     /// Optional tracepoints were missing.
     pub const TRACEPOINTS_MISSING: &str = "tracepoints_missing";
+    /// The kernel skipped runs of a `tp_btf` program already running on
+    /// that CPU (its recursion misses): their events are missing.
+    pub const RECURSION_MISSES: &str = "tracer_recursion_misses";
 }
 
 /// The tracer-cost threshold, percent.
@@ -84,6 +87,30 @@ pub fn assess(r: &JourneyResult) -> Vec<Flag> {
             )
             .with("slower_pct", c.slower_pct),
         );
+    }
+    if let Some(p) = r.cost.as_ref().and_then(|c| c.programs.as_ref()) {
+        let missed: Vec<String> = p
+            .programs
+            .iter()
+            .filter(|c| c.recursion_misses > 0)
+            .map(|c| format!("{} {}", c.tracepoint, c.recursion_misses))
+            .collect();
+        if !missed.is_empty() {
+            let total: u64 = p.programs.iter().map(|c| c.recursion_misses).sum();
+            flags.push(
+                Flag::warning(
+                    codes::RECURSION_MISSES,
+                    format!(
+                        "during the cost measurement the kernel skipped {total} runs of tp_btf \
+                         programs because the program was already running on that CPU ({}): \
+                         the events of those runs are missing, so under such load the journey \
+                         may have lost events too",
+                        missed.join(", ")
+                    ),
+                )
+                .with("recursion_misses", total),
+            );
+        }
     }
     if !r.tracer.missing.is_empty() {
         flags.push(
@@ -212,8 +239,8 @@ mod tests {
     use super::super::path::tests::{bridge_events, devices};
     use super::super::tests::config;
     use super::super::{
-        follow, summarise, Attribution, Backend, Cost, JourneyResult, ProbeSent, Rates, TracerInfo,
-        XdpReport,
+        follow, summarise, Attribution, Backend, Cost, JourneyResult, ProbeSent, ProgramCosts,
+        Rates, TracerInfo, XdpReport,
     };
     use super::*;
 
@@ -319,6 +346,42 @@ mod tests {
         }
         assert!(!c.contains(&codes::INCOMPLETE));
         assert!(r.hints.iter().any(|h| h.code == "sock_rcvqueue_full"));
+    }
+
+    #[test]
+    fn runs_the_kernel_skipped_are_flagged() {
+        let mut r = result(None);
+        let rates = Rates {
+            sent_pps: 1.0,
+            received_pps: 1.0,
+            cpu_ns_per_datagram: 1000.0,
+        };
+        let cost = |misses: [u64; 2]| {
+            let mut c = Cost::new(1472, 100, 1, rates, rates);
+            let runs = [
+                ("net/net_dev_queue".to_string(), 100, 2000, misses[0]),
+                ("irq/softirq_entry".to_string(), 300, 3000, misses[1]),
+            ];
+            c.programs = Some(ProgramCosts::new("stats".into(), 100, &runs, None, 1000.0));
+            c
+        };
+        r.cost = Some(cost([0, 0]));
+        assert!(!codes_of(&assess(&r)).contains(&codes::RECURSION_MISSES));
+        r.cost = Some(cost([2, 5]));
+        let flags = assess(&r);
+        let f = flags
+            .iter()
+            .find(|f| f.code == codes::RECURSION_MISSES)
+            .expect("flagged");
+        assert_eq!(f.severity, crate::result::Severity::Warning);
+        assert_eq!(f.evidence["recursion_misses"], 7);
+        assert!(
+            f.message.contains("skipped 7 runs")
+                && f.message.contains("net/net_dev_queue 2")
+                && f.message.contains("irq/softirq_entry 5"),
+            "{}",
+            f.message
+        );
     }
 
     #[test]

@@ -542,17 +542,23 @@ pub struct ProgramCost {
     pub ns_per_run: f64,
     /// Time per datagram sent, ns.
     pub ns_per_datagram: f64,
+    /// Runs the kernel skipped because the program was already running on
+    /// that CPU (`bpf_prog_info.recursion_misses`, counted with or without
+    /// the statistics on): the events of those runs were not recorded.
+    #[serde(default)]
+    pub recursion_misses: u64,
 }
 
 impl ProgramCosts {
-    /// The table from each program's `(tracepoint, runs, run_time_ns)` over
+    /// The table from each program's `(tracepoint, runs, run_time_ns,
+    /// recursion_misses)` over
     /// `datagrams` datagrams sent, with an empty program's `(runs,
     /// run_time_ns)` as the floor; `untraced_cpu_ns` is the untraced
     /// sender's CPU time per datagram.
     pub fn new(
         source: String,
         datagrams: u64,
-        runs: &[(String, u64, u64)],
+        runs: &[(String, u64, u64, u64)],
         floor: Option<(u64, u64)>,
         untraced_cpu_ns: f64,
     ) -> Self {
@@ -565,13 +571,14 @@ impl ProgramCosts {
         };
         let mut programs: Vec<ProgramCost> = runs
             .iter()
-            .map(|(tp, n, t)| ProgramCost {
+            .map(|(tp, n, t, missed)| ProgramCost {
                 tracepoint: tp.clone(),
                 runs: *n,
                 run_time_ns: *t,
                 runs_per_datagram: per(*n),
                 ns_per_run: if *n == 0 { 0.0 } else { *t as f64 / *n as f64 },
                 ns_per_datagram: per(*t),
+                recursion_misses: *missed,
             })
             .collect();
         programs.sort_by(|a, b| b.ns_per_datagram.total_cmp(&a.ns_per_datagram));
@@ -953,9 +960,9 @@ mod tests {
     #[test]
     fn program_costs_are_per_datagram_costliest_first() {
         let runs = [
-            ("net/net_dev_queue".to_string(), 1000, 20_000),
-            ("irq/softirq_entry".to_string(), 3000, 90_000),
-            ("napi/napi_poll".to_string(), 0, 0),
+            ("net/net_dev_queue".to_string(), 1000, 20_000, 0),
+            ("irq/softirq_entry".to_string(), 3000, 90_000, 2),
+            ("napi/napi_poll".to_string(), 0, 0, 0),
         ];
         let c = ProgramCosts::new("stats".into(), 1000, &runs, Some((500, 12_500)), 2200.0);
         let names: Vec<&str> = c.programs.iter().map(|p| p.tracepoint.as_str()).collect();
@@ -967,6 +974,7 @@ mod tests {
         assert_eq!(c.programs[0].ns_per_run, 30.0);
         assert_eq!(c.programs[0].ns_per_datagram, 90.0);
         assert_eq!(c.programs[2].ns_per_run, 0.0);
+        assert_eq!(c.programs[0].recursion_misses, 2);
         assert_eq!((c.runs_per_datagram, c.ns_per_datagram), (4.0, 110.0));
         assert!((c.pct_of_untraced_cpu - 5.0).abs() < 1e-9);
         // Floor 25 ns: 5 ns over it on 3 runs, none on net_dev_queue's 20.

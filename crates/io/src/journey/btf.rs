@@ -13,8 +13,8 @@ use linerate_core::journey::{record, Event, Point, Tracepoint};
 use super::tracer::Filters;
 use crate::sys::bpf::{BpfError, RunStats};
 use crate::sys::tpbtf::{
-    self, After, Arm, Closes, DevOffsets, GatedSpec, HeaderAt, IfaceMapFds, IfaceSpec, ProgSpec,
-    Ringbuf, Source,
+    self, After, Arm, Closes, DevOffsets, Dropped, GatedSpec, HeaderAt, IfaceMapFds, IfaceSpec,
+    ProgSpec, Ringbuf, Source,
 };
 use linerate_core::journey::filter::IfaceFilter;
 
@@ -312,6 +312,7 @@ impl BtfPrograms {
         let btf = vmlinux()?;
         let skb_len = offset(btf, "sk_buff", &["len"])?;
         let skb_dev = offset(btf, "sk_buff", &["dev"])?;
+        let skb_iif = offset(btf, "sk_buff", &["skb_iif"]).ok();
         let mut dev = DevOffsets {
             ifindex: Some(offset(btf, "net_device", &["ifindex"])?),
             name: Some(offset(btf, "net_device", &["name"])?),
@@ -403,6 +404,16 @@ impl BtfPrograms {
             let after = match (tp.point, &arm) {
                 (Point::NetifReceiveSkb, Some(arm)) => After::Arm(arm),
                 (Point::NetDevQueue, Some(arm)) => After::Inflight(arm.inflight),
+                (Point::KfreeSkb, Some(arm)) => match (skb_iif, dev.ifindex) {
+                    (Some(skb_iif), Some(ifindex)) => After::Dropped(Dropped {
+                        inflight: arm.inflight,
+                        skb_dev,
+                        skb_iif,
+                        ifindex,
+                    }),
+                    // Without them a drop is left counted: clock reads only.
+                    _ => After::Nothing,
+                },
                 _ => After::Nothing,
             };
             let spec = ProgSpec {

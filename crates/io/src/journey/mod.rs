@@ -853,10 +853,10 @@ fn measure_cost(
     if backend != Backend::Perf && !stop.load(Ordering::Relaxed) {
         let b = blast(target, ns, Some((fs, set, backend, true)), stop)?;
         if !b.programs.is_empty() {
-            let runs: Vec<(String, u64, u64)> = b
+            let runs: Vec<(String, u64, u64, u64)> = b
                 .programs
                 .iter()
-                .map(|(tp, s)| (tp.clone(), s.runs, s.run_time_ns))
+                .map(|(tp, s)| (tp.clone(), s.runs, s.run_time_ns, s.recursion_misses))
                 .collect();
             // The floor named only where it was measured (the empty
             // program may not attach, or may not run).

@@ -173,9 +173,28 @@ pub(crate) enum After<'a> {
     Nothing,
     /// Arms the CPU's gate (a probe's receive: see [`arm_tail`]).
     Arm(&'a Arm),
-    /// Marks a probe in flight in this in-flight map (a probe queued for
+    /// Counts a probe in flight in this in-flight map (a probe queued for
     /// transmission: see [`inflight_tail`]).
     Inflight(i32),
+    /// Takes a probe off the in-flight count when it is dropped on its way
+    /// (a probe's `kfree_skb`: see [`drop_tail`]).
+    Dropped(Dropped),
+}
+
+/// What a drop's program reads to tell a probe dropped on its way (queued,
+/// not yet received) from one dropped after its receive: `sk_buff.skb_iif`
+/// (0 until the first receive, then the ifindex of the device last
+/// received on), `sk_buff.dev` and `net_device.ifindex`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Dropped {
+    /// The in-flight map (see [`inflight_map`]).
+    pub inflight: i32,
+    /// `sk_buff.dev`.
+    pub skb_dev: i16,
+    /// `sk_buff.skb_iif`.
+    pub skb_iif: i16,
+    /// `net_device.ifindex`.
+    pub ifindex: i16,
 }
 
 /// The program of `spec`, writing to ring buffer `map_fd`, then doing
@@ -203,6 +222,7 @@ pub(crate) fn program(
         After::Nothing => {}
         After::Arm(arm) => p.extend(arm_tail(arm, map_fd)),
         After::Inflight(map) => p.extend(inflight_tail(map)),
+        After::Dropped(d) => p.extend(drop_tail(&d)),
     }
     let end = p.len();
     for at in to_end {
@@ -353,6 +373,8 @@ const JMP_JNE_K: u8 = 0x55;
 const JMP_JLT_K: u8 = 0xa5;
 const JMP_JGT_K: u8 = 0x25;
 const JMP_JLT_X: u8 = 0xad;
+/// `BPF_JMP | BPF_JEQ | BPF_X`.
+const JMP_JEQ_X: u8 = 0x1d;
 const JMP32_JEQ_K: u8 = 0x16;
 const JMP32_JNE_K: u8 = 0x56;
 const ALU64_AND_K: u8 = 0x57;
@@ -362,6 +384,13 @@ const ALU64_OR_X: u8 = 0x4f;
 const ALU64_ADD_X: u8 = 0x0f;
 /// `BPF_STX | BPF_ATOMIC | BPF_DW` with `imm = BPF_ADD`.
 const ATOMIC_ADD_DW: u8 = 0xdb;
+/// `BPF_FETCH`: with [`ATOMIC_ADD_DW`], the source register gets the value
+/// from before the add (Linux 5.12).
+const BPF_FETCH: i32 = 0x01;
+/// `BPF_JMP | BPF_JSLE | BPF_K` (signed).
+const JMP_JSLE_K: u8 = 0xd5;
+/// `BPF_JMP | BPF_JSGT | BPF_K` (signed).
+const JMP_JSGT_K: u8 = 0x65;
 
 // The `--iface` program's stack below the record (`r10 - record::SIZE`).
 /// The IP header read (40 bytes: an IPv6 header, or IPv4's first 20 and more).
@@ -708,7 +737,8 @@ pub(crate) struct Arm {
     /// The record code of the NET_RX softirq entry (written from the time
     /// the entry program left in [`GATE_SOFTIRQ`]).
     pub softirq_code: u32,
-    /// The in-flight map (see [`inflight_map`]), cleared by the receive.
+    /// The in-flight map (see [`inflight_map`]), whose count the receive
+    /// takes one off.
     pub inflight: i32,
 }
 
@@ -725,21 +755,20 @@ fn gate_slot(a: &mut Asm, gate: i32, slot: i32, none: usize) {
     a.jump(JMP_JEQ_K, 0, 0, none);
 }
 
-/// After a probe's record (still on the stack): clears the in-flight mark
-/// (the probe arrived), arms the CPU's gate with the record's time, then
-/// writes the NET_RX softirq entry the entry program saw last on this CPU
-/// (once: the slot is cleared), as a second record with the probe's device
-/// and no skb.
+/// After a probe's record (still on the stack): takes the probe off the
+/// in-flight count (it arrived; see [`take_inflight`]), arms the CPU's gate
+/// with the record's time, then writes the NET_RX softirq entry the entry
+/// program saw last on this CPU (once: the slot is cleared), as a second
+/// record with the probe's device and no skb.
 fn arm_tail(arm: &Arm, ring: i32) -> Vec<BpfInsn> {
     let mut a = Asm::default();
-    let (armed, done) = (a.label(), a.label());
-    // LEN (free once the record is written): the in-flight time, 0 if none.
+    let (queued, armed, done) = (a.label(), a.label(), a.label());
+    take_inflight(&mut a, arm.inflight, queued);
+    a.bind(queued);
+    // LEN (free once the record is written): the last queue's time, 0 if none.
     a.push(BpfInsn::mov64_imm(LEN, 0));
-    gate_slot(&mut a, arm.inflight, 0, armed);
-    a.extend([
-        BpfInsn::ldx(BpfSize::Dw, LEN, 0, 0),
-        BpfInsn::st_imm(BpfSize::Dw, 0, 0, 0),
-    ]);
+    gate_slot(&mut a, arm.inflight, INFLIGHT_QUEUED, armed);
+    a.push(BpfInsn::ldx(BpfSize::Dw, LEN, 0, 0));
     a.bind(armed);
     gate_slot(&mut a, arm.gate, GATE_ARMED, done);
     a.extend([
@@ -769,27 +798,83 @@ fn arm_tail(arm: &Arm, ring: i32) -> Vec<BpfInsn> {
     a.finish()
 }
 
+/// In-flight map slot: how many probes are in flight (queued, not yet
+/// received nor dropped); a signed count, never left below zero.
+pub(crate) const INFLIGHT_COUNT: i32 = 0;
+/// In-flight map slot: the time (ns) a probe was last queued.
+pub(crate) const INFLIGHT_QUEUED: i32 = 1;
+
 /// After a probe's record queued for transmission (still on the stack):
-/// its time into the in-flight map, which the NET_RX softirq entries look
-/// at before they read the clock.
+/// its time into the in-flight map's [`INFLIGHT_QUEUED`] slot, and one more
+/// probe in flight (an atomic add: every CPU shares the count), which the
+/// NET_RX softirq entries look at before they read the clock. Every hop of
+/// a routed or bridged bed queues (and receives) the probe once.
 fn inflight_tail(inflight: i32) -> Vec<BpfInsn> {
     let mut a = Asm::default();
     let done = a.label();
-    gate_slot(&mut a, inflight, 0, done);
+    gate_slot(&mut a, inflight, INFLIGHT_QUEUED, done);
     a.extend([
         BpfInsn::ldx(BpfSize::Dw, 1, FP, slot(record::TIME)),
         BpfInsn::stx(BpfSize::Dw, 0, 0, 1),
+    ]);
+    gate_slot(&mut a, inflight, INFLIGHT_COUNT, done);
+    a.extend([
+        BpfInsn::mov64_imm(1, 1),
+        BpfInsn::new(ATOMIC_ADD_DW, 0, 1, 0, 0),
     ]);
     a.bind(done);
     a.finish()
 }
 
+/// One probe fewer in flight (a receive, a drop), never below zero: an
+/// atomic fetch-and-add of -1, and +1 back when the count fetched was not
+/// positive (more receives than queues: a probe that entered the host
+/// already queued, a drop after the receive). Between the two adds the
+/// count may read -1 on another CPU, which the entry program treats as
+/// zero; the pair sums to nothing, so concurrent adds are kept. Jumps to
+/// `next` when done (or the lookup fails); uses r0–r5.
+fn take_inflight(a: &mut Asm, inflight: i32, next: usize) {
+    gate_slot(a, inflight, INFLIGHT_COUNT, next);
+    a.extend([
+        BpfInsn::mov64_imm(1, -1),
+        BpfInsn::new(ATOMIC_ADD_DW, 0, 1, 0, BPF_FETCH),
+    ]);
+    a.jump(JMP_JSGT_K, 1, 0, next);
+    a.extend([
+        BpfInsn::mov64_imm(1, 1),
+        BpfInsn::new(ATOMIC_ADD_DW, 0, 1, 0, 0),
+    ]);
+}
+
+/// After a probe's drop record (the skb in `ARG0`): one probe fewer in
+/// flight ([`take_inflight`]) unless the buffer was last received on the
+/// device it is on (`skb_iif` is that device's ifindex): such a drop comes
+/// after the receive that already took the probe off (a full socket
+/// queue, a host's ingress filter, a link emulator's namespace that keeps
+/// a copy). A buffer never received has `skb_iif` 0; one dropped on a
+/// forwarding hop's way out is on another device than it came in by. No
+/// device: left counted. A drop left counted only costs clock reads.
+fn drop_tail(d: &Dropped) -> Vec<BpfInsn> {
+    let mut a = Asm::default();
+    let done = a.label();
+    a.push(BpfInsn::ldx(BpfSize::Dw, 1, ARG0, d.skb_dev));
+    a.jump(JMP_JEQ_K, 1, 0, done);
+    a.extend([
+        BpfInsn::ldx(BpfSize::W, 2, 1, d.ifindex),
+        BpfInsn::ldx(BpfSize::W, 3, ARG0, d.skb_iif),
+    ]);
+    a.jump_reg(JMP_JEQ_X, 3, 2, done);
+    take_inflight(&mut a, d.inflight, done);
+    a.bind(done);
+    a.finish()
+}
+
 /// The program of `irq:softirq_entry`: on a NET_RX entry while a probe is
-/// in flight (queued, not yet received: the `inflight` map's slot is set),
-/// the time into the CPU's [`GATE_SOFTIRQ`] slot (no record: a probe's
-/// receive writes it); while none is, it returns after one array lookup,
-/// without reading the clock. A receive takes the slot's time only if it
-/// is after the probe was queued and less than [`GATE_OPEN_NS`] before the
+/// in flight (the in-flight map's [`INFLIGHT_COUNT`] is above zero), the
+/// time into the CPU's [`GATE_SOFTIRQ`] slot (no record: a probe's receive
+/// writes it); while none is, it returns after one array lookup, without
+/// reading the clock. A receive takes the slot's time only if it is after
+/// a probe was last queued and less than [`GATE_OPEN_NS`] before the
 /// receive (see [`arm_tail`]), so an entry left from an earlier probe is
 /// not taken.
 pub(crate) fn softirq_entry_program(gate: i32, inflight: i32) -> Vec<BpfInsn> {
@@ -800,9 +885,9 @@ pub(crate) fn softirq_entry_program(gate: i32, inflight: i32) -> Vec<BpfInsn> {
         BpfInsn::ldx(BpfSize::Dw, 1, CTX, 0),
     ]);
     a.jump(JMP32_JNE_K, 1, NET_RX, exit);
-    gate_slot(&mut a, inflight, 0, exit);
+    gate_slot(&mut a, inflight, INFLIGHT_COUNT, exit);
     a.push(BpfInsn::ldx(BpfSize::Dw, 1, 0, 0));
-    a.jump(JMP_JEQ_K, 1, 0, exit);
+    a.jump(JMP_JSLE_K, 1, 0, exit);
     gate_slot(&mut a, gate, GATE_SOFTIRQ, exit);
     a.extend([
         BpfInsn::mov64_reg(ARG0, 0),
@@ -951,11 +1036,11 @@ pub(crate) fn gate_map() -> Result<OwnedFd, BpfError> {
     create_map(BPF_MAP_TYPE_PERCPU_ARRAY, 4, 2, "lr_gate")
 }
 
-/// Creates the in-flight map (an array of one u64, shared by every CPU):
-/// the time a probe was last queued for transmission, 0 once a probe's
-/// receive cleared it.
+/// Creates the in-flight map (an array of two u64 slots, shared by every
+/// CPU): [`INFLIGHT_COUNT`], the probes in flight, and
+/// [`INFLIGHT_QUEUED`], the time a probe was last queued for transmission.
 pub(crate) fn inflight_map() -> Result<OwnedFd, BpfError> {
-    create_map(BPF_MAP_TYPE_ARRAY, 4, 1, "lr_inflight")
+    create_map(BPF_MAP_TYPE_ARRAY, 4, 2, "lr_inflight")
 }
 
 /// A map of u64 values.
@@ -1439,7 +1524,7 @@ mod tests {
 
     #[test]
     fn gated_programs_write_only_while_a_probe_armed_the_cpu() {
-        use vm::{Vm, GATE, GATE_FD, INFLIGHT, INFLIGHT_FD, RING_FD};
+        use vm::{Vm, GATE, GATE_FD, INFLIGHT, RING_FD};
         let words =
             |p: Vec<BpfInsn>| -> Vec<[u8; 8]> { p.iter().map(|i| i.to_le_bytes()).collect() };
         let fib = GatedSpec {
@@ -1493,44 +1578,23 @@ mod tests {
         assert_eq!(m.records.len(), 2);
         // A probe's receive arms the gate with its record's time and writes
         // the softirq entry the entry program left, once.
-        let rx = ProgSpec {
-            code: 3,
-            len: Source::Arg0Member(112),
-            dev: None,
-            object_arg: 0,
-            object_member: None,
-            drop_args: None,
-            lo: 100,
-            hi: 217,
-        };
-        let arm = Arm {
-            gate: GATE_FD,
-            softirq_code: 5,
-            inflight: INFLIGHT_FD,
-        };
-        let tx = words(program(
-            &ProgSpec { code: 1, ..rx },
-            &dev,
-            RING_FD,
-            After::Inflight(INFLIGHT_FD),
-        ));
-        let rx = words(program(&rx, &dev, RING_FD, After::Arm(&arm)));
-        let entry = words(softirq_entry_program(GATE_FD, INFLIGHT_FD));
+        let Probe { tx, rx, entry, .. } = probe_programs();
         let inflight = |m: &mut Vm| m.read(INFLIGHT, 8);
         let skb = vm::SKB;
-        let mut b = vec![0u8; 256];
-        b[112..116].copy_from_slice(&142u32.to_le_bytes());
-        m.mem.insert(skb, b);
+        m.mem.insert(skb, probe_skb());
         // No probe in flight: the entry reads no clock, writes nothing.
         m.mem
             .insert(GATE, [[0; 8], (now - 900).to_le_bytes()].concat());
         let reads = m.clock_reads;
         m.run(&entry, &[3]);
         assert_eq!((m.read(GATE + 8, 8), m.clock_reads), (now - 900, reads));
-        // A probe queued: marked in flight with its record's time.
+        // A probe queued: counted in flight, with its record's time.
         m.now = Some(now - 800);
         m.run(&tx, &[skb]);
-        assert_eq!((m.records.len(), inflight(&mut m)), (3, now - 800));
+        assert_eq!(
+            (m.records.len(), inflight(&mut m), m.read(INFLIGHT + 8, 8)),
+            (3, 1, now - 800)
+        );
         m.now = Some(now - 500);
         m.run(&entry, &[3]);
         m.now = Some(now);
@@ -1572,6 +1636,229 @@ mod tests {
         );
     }
 
+    /// The words of a program, as the kernel gets them.
+    fn words(p: Vec<BpfInsn>) -> Vec<[u8; 8]> {
+        p.iter().map(|i| i.to_le_bytes()).collect()
+    }
+
+    /// The programs of a probe's queue, receive and drop (lengths
+    /// 100…217 at skb offset 112), and the NET_RX softirq entry's, on the
+    /// interpreter's maps.
+    struct Probe {
+        tx: Vec<[u8; 8]>,
+        rx: Vec<[u8; 8]>,
+        drop: Vec<[u8; 8]>,
+        entry: Vec<[u8; 8]>,
+    }
+
+    /// Record codes of [`probe_programs`]: queue, receive, drop, the
+    /// softirq entry.
+    const TX: u32 = 1;
+    const RX: u32 = 3;
+    const DROP: u32 = 4;
+    const ENTRY: u32 = 5;
+
+    fn probe_programs() -> Probe {
+        use vm::{GATE_FD, INFLIGHT_FD, RING_FD};
+        let rx = ProgSpec {
+            code: RX,
+            len: Source::Arg0Member(112),
+            dev: None,
+            object_arg: 0,
+            object_member: None,
+            drop_args: None,
+            lo: 100,
+            hi: 217,
+        };
+        let arm = Arm {
+            gate: GATE_FD,
+            softirq_code: ENTRY,
+            inflight: INFLIGHT_FD,
+        };
+        let dev = DevOffsets::default();
+        let made = |spec: &ProgSpec, after| words(program(spec, &dev, RING_FD, after));
+        Probe {
+            tx: made(&ProgSpec { code: TX, ..rx }, After::Inflight(INFLIGHT_FD)),
+            rx: made(&rx, After::Arm(&arm)),
+            drop: made(
+                &ProgSpec {
+                    code: DROP,
+                    drop_args: Some((2, 1)),
+                    ..rx
+                },
+                After::Dropped(Dropped {
+                    inflight: INFLIGHT_FD,
+                    skb_dev: SKB_DEV,
+                    skb_iif: SKB_IIF,
+                    ifindex: IFINDEX,
+                }),
+            ),
+            entry: words(softirq_entry_program(GATE_FD, INFLIGHT_FD)),
+        }
+    }
+
+    /// Offsets in the fake skb of `dev` and `skb_iif`, in the fake device
+    /// of `ifindex`.
+    const SKB_DEV: i16 = 16;
+    const SKB_IIF: i16 = 144;
+    const IFINDEX: i16 = 8;
+    /// The fake device, and its ifindex.
+    const NETDEV: u64 = 0x9000_0000;
+    const NETDEV_IFINDEX: u32 = 7;
+
+    /// A fake skb of a probe's length (142 at offset 112) on [`NETDEV`],
+    /// never received (`skb_iif` 0).
+    fn probe_skb() -> Vec<u8> {
+        let mut b = vec![0u8; 256];
+        b[112..116].copy_from_slice(&142u32.to_le_bytes());
+        b[SKB_DEV as usize..][..8].copy_from_slice(&NETDEV.to_le_bytes());
+        b
+    }
+
+    /// A time to start at, ns.
+    const T0: u64 = 5_000_000_000;
+
+    /// An interpreter holding one probe's skb at [`vm::SKB`].
+    fn probe_vm() -> vm::Vm {
+        let mut m = vm::Vm::default();
+        m.mem.insert(vm::SKB, probe_skb());
+        let mut dev = vec![0u8; 64];
+        dev[IFINDEX as usize..][..4].copy_from_slice(&NETDEV_IFINDEX.to_le_bytes());
+        m.mem.insert(NETDEV, dev);
+        m
+    }
+
+    /// The in-flight count, as the programs' signed u64.
+    fn in_flight(m: &mut vm::Vm) -> i64 {
+        m.read(vm::INFLIGHT, 8) as i64
+    }
+
+    /// Runs `prog` with `args` at time `at`.
+    fn at(m: &mut vm::Vm, at: u64, prog: &[[u8; 8]], args: &[u64]) {
+        m.now = Some(at);
+        m.run(prog, args);
+    }
+
+    /// A record's code, time and skb address.
+    fn fields(r: &[u8]) -> (u32, u64, u64) {
+        let word = |at: usize| u64::from_le_bytes(r[at..at + 8].try_into().unwrap());
+        (
+            u32::from_le_bytes(r[20..24].try_into().unwrap()),
+            word(0),
+            word(8),
+        )
+    }
+
+    #[test]
+    fn overlapping_probes_each_get_their_softirq_entry() {
+        let p = probe_programs();
+        let (first, second, t) = (vm::SKB, vm::SKB + 0x1000, T0);
+        for order in [[first, second], [second, first]] {
+            let mut m = probe_vm();
+            m.mem.insert(second, probe_skb());
+            // Two probes queued before either is received.
+            at(&mut m, t, &p.tx, &[first]);
+            at(&mut m, t + 10, &p.tx, &[second]);
+            assert_eq!(in_flight(&mut m), 2);
+            // Each received in a NET_RX softirq of its own, in the order
+            // sent or the other: the first receive leaves the other probe
+            // counted, so the second softirq's entry is still timed.
+            for (skb, entry) in order.into_iter().zip([t + 100, t + 300]) {
+                at(&mut m, entry, &p.entry, &[3]);
+                at(&mut m, entry + 50, &p.rx, &[skb]);
+            }
+            let got: Vec<_> = m.records[2..].iter().map(|r| fields(r)).collect();
+            assert_eq!(
+                got,
+                [
+                    (RX, t + 150, order[0]),
+                    (ENTRY, t + 100, 0),
+                    (RX, t + 350, order[1]),
+                    (ENTRY, t + 300, 0),
+                ],
+                "{order:x?}"
+            );
+            assert_eq!(in_flight(&mut m), 0);
+        }
+    }
+
+    #[test]
+    fn the_in_flight_count_never_goes_below_zero() {
+        let (p, mut m) = (probe_programs(), probe_vm());
+        let (skb, t) = (vm::SKB, T0);
+        // Receives and drops with nothing counted (a packet queued outside
+        // the host, a drop of one never counted) leave it at zero.
+        at(&mut m, t, &p.rx, &[skb]);
+        at(&mut m, t + 1, &p.drop, &[skb, 0, 2]);
+        at(&mut m, t + 2, &p.rx, &[skb]);
+        assert_eq!(in_flight(&mut m), 0);
+        // So the next probe counts from zero: one queued is one in flight,
+        // and its receive takes it back to zero.
+        at(&mut m, t + 10, &p.tx, &[skb]);
+        assert_eq!(in_flight(&mut m), 1);
+        at(&mut m, t + 20, &p.rx, &[skb]);
+        at(&mut m, t + 30, &p.rx, &[skb]);
+        assert_eq!(in_flight(&mut m), 0);
+    }
+
+    #[test]
+    fn a_dropped_probe_leaves_the_count_and_stops_the_clock_reads() {
+        let (p, mut m) = (probe_programs(), probe_vm());
+        let (skb, t) = (vm::SKB, T0);
+        // With nothing in flight a NET_RX entry reads no clock and leaves
+        // the gate's entry slot as it was.
+        at(&mut m, t, &p.entry, &[3]);
+        assert_eq!((m.clock_reads, m.read(vm::GATE + 8, 8)), (0, 0));
+        // Two probes queued, one dropped (its record written, with its
+        // reason), one received: none in flight.
+        at(&mut m, t + 10, &p.tx, &[skb]);
+        at(&mut m, t + 20, &p.tx, &[skb]);
+        at(&mut m, t + 30, &p.drop, &[skb, 0, 2]);
+        assert_eq!(in_flight(&mut m), 1);
+        assert_eq!(fields(m.records.last().unwrap()).0, DROP);
+        at(&mut m, t + 40, &p.entry, &[3]);
+        assert_eq!(
+            m.read(vm::GATE + 8, 8),
+            t + 40,
+            "one still in flight: timed"
+        );
+        at(&mut m, t + 50, &p.rx, &[skb]);
+        assert_eq!(in_flight(&mut m), 0);
+        // Then a NET_RX entry (and another vector's) reads no clock again.
+        let reads = m.clock_reads;
+        at(&mut m, t + 60, &p.entry, &[3]);
+        at(&mut m, t + 70, &p.entry, &[2]);
+        assert_eq!((m.clock_reads, m.read(vm::GATE + 8, 8)), (reads, 0));
+    }
+
+    #[test]
+    fn only_a_drop_on_the_way_takes_a_probe_off() {
+        let p = probe_programs();
+        let skb = vm::SKB;
+        let set = |m: &mut vm::Vm, dev: u64, iif: u32| {
+            let b = m.mem.get_mut(&skb).unwrap();
+            b[SKB_DEV as usize..][..8].copy_from_slice(&dev.to_le_bytes());
+            b[SKB_IIF as usize..][..4].copy_from_slice(&iif.to_le_bytes());
+        };
+        // (device, skb_iif, taken off): never received; received on the
+        // device it is dropped on (after its receive); received on another
+        // (a forwarding hop's way out); no device.
+        for (dev, iif, off) in [
+            (NETDEV, 0, true),
+            (NETDEV, NETDEV_IFINDEX, false),
+            (NETDEV, 3, true),
+            (0, 0, false),
+        ] {
+            let mut m = probe_vm();
+            at(&mut m, T0, &p.tx, &[skb]);
+            at(&mut m, T0 + 10, &p.tx, &[skb]);
+            set(&mut m, dev, iif);
+            at(&mut m, T0 + 20, &p.drop, &[skb, 0, 2]);
+            assert_eq!(fields(m.records.last().unwrap()).0, DROP);
+            assert_eq!(in_flight(&mut m), if off { 1 } else { 2 }, "{dev:#x} {iif}");
+        }
+    }
+
     /// A small eBPF interpreter for the `--iface` programs: enough of the
     /// instruction set and helpers to run them against crafted packets.
     mod vm {
@@ -1587,7 +1874,7 @@ mod tests {
         pub(super) const GATE: u64 = 0x7000_0000;
         pub(super) const RING_FD: i32 = 100;
         pub(super) const GATE_FD: i32 = 103;
-        /// The in-flight map's one slot.
+        /// The in-flight map's two slots: the count, the last queue's time.
         pub(super) const INFLIGHT: u64 = 0x8000_0000;
         pub(super) const INFLIGHT_FD: i32 = 104;
         pub(super) const CHAINS_FD: i32 = 101;
@@ -1640,7 +1927,7 @@ mod tests {
                 self.mem.entry(LOST).or_insert_with(|| vec![0; 8]);
                 self.mem.insert(CHAIN_VALUE, vec![0; 8]);
                 self.mem.entry(GATE).or_insert_with(|| vec![0; 16]);
-                self.mem.entry(INFLIGHT).or_insert_with(|| vec![0; 8]);
+                self.mem.entry(INFLIGHT).or_insert_with(|| vec![0; 16]);
                 let mut r = [0u64; 11];
                 r[1] = CTX;
                 r[10] = STACK;
@@ -1688,13 +1975,30 @@ mod tests {
                             self.write(addr(r[dst]), n, imm as i64 as u64);
                         }
                         0xdb => {
+                            // BPF_ADD, with BPF_FETCH the old value into src.
                             let at = addr(r[dst]);
-                            let v = self.read(at, 8).wrapping_add(r[src]);
-                            self.write(at, 8, v);
+                            let old = self.read(at, 8);
+                            self.write(at, 8, old.wrapping_add(r[src]));
+                            match imm {
+                                0x00 => {}
+                                0x01 => r[src] = old,
+                                other => panic!("atomic op {other:#x}"),
+                            }
                         }
                         0x05 => pc = (pc as i64 + i64::from(off)) as usize,
+                        0x1d => {
+                            if r[dst] == r[src] {
+                                pc = (pc as i64 + i64::from(off)) as usize;
+                            }
+                        }
                         0xad => {
                             if r[dst] < r[src] {
+                                pc = (pc as i64 + i64::from(off)) as usize;
+                            }
+                        }
+                        0x65 | 0xd5 => {
+                            let (a, b) = (r[dst] as i64, i64::from(imm));
+                            if (code == 0x65 && a > b) || (code == 0xd5 && a <= b) {
                                 pc = (pc as i64 + i64::from(off)) as usize;
                             }
                         }
@@ -1737,8 +2041,9 @@ mod tests {
                         GATE + 8 * self.read(r[2], 4)
                     }
                     super::super::FN_MAP_LOOKUP_ELEM if r[1] == INFLIGHT_FD as u64 => {
-                        assert_eq!(self.read(r[2], 4), 0);
-                        INFLIGHT
+                        let k = self.read(r[2], 4);
+                        assert!(k < 2, "in-flight key {k}");
+                        INFLIGHT + 8 * k
                     }
                     super::super::FN_MAP_LOOKUP_ELEM => {
                         assert_eq!(r[1], LOST_FD as u64);
