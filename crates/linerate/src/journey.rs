@@ -58,11 +58,12 @@ pub(crate) struct JourneyArgs {
     /// 0 skips it.
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub(crate) cost_time: Duration,
-    /// Also open the tracepoints that record every packet of the host
-    /// (sock:sk_data_ready, qdisc enqueue and dequeue; with the perf tracer
-    /// also the NET_RX softirq, NAPI polls and FIB lookups, which tp_btf
-    /// programs gate per CPU by default): more steps, a costlier tracer
-    /// (the cost shown is that of the set used).
+    /// Also open the context events (net:netif_rx, napi:napi_poll, the
+    /// NET_RX softirq's exit) and the tracepoints that record every packet
+    /// of the host (sock:sk_data_ready, qdisc enqueue and dequeue; with the
+    /// perf tracer also the NET_RX softirq's entry and FIB lookups, which
+    /// tp_btf programs gate per CPU by default): more steps, a costlier
+    /// tracer (the cost shown is that of the set used).
     #[arg(long)]
     pub(crate) all_events: bool,
     /// Follow the matching packets of any application that pass this
