@@ -39,7 +39,10 @@
 #               header) counts as missing; a cell with none is "—".
 # A linerate figure is marked "!" when any receiver flow was not fully
 # verified, saw a corrupt block or datagram, or reported an error.
-# ratio = linerate / the better peer, median of each tool over the rounds.
+# ratio = the median over the rounds of linerate / the better peer of the
+# same round (the three tools of a round run back to back, so a slow spell
+# of the shared host weighs on all three); "of medians" beside it is the
+# ratio of each tool's median over the rounds.
 # CPU cost (second table): the CPU time (user + system) of the client
 # process (/usr/bin/time) and of the server process (/proc/PID/stat ticks,
 # before and after the run), per GB received (TCP) or per datagram received
@@ -196,6 +199,8 @@ python3 - "$TMPD/results" <<'PY'
 import math, statistics, sys
 from collections import defaultdict
 vals, bad, order, cost = defaultdict(list), defaultdict(int), [], defaultdict(list)
+# Every round's figure in round order (nan kept), for the same-round ratios.
+every = defaultdict(list)
 for line in open(sys.argv[1]):
     if len(line.split()) != 9:
         continue
@@ -204,6 +209,7 @@ for line in open(sys.argv[1]):
     if cell not in order:
         order.append(cell)
     v = float(v)
+    every[cell, tool].append(v)
     if not math.isnan(v):
         vals[cell, tool].append(v)
         if float(work) > 0:
@@ -214,24 +220,39 @@ for line in open(sys.argv[1]):
 def med(cell, tool):
     v = vals.get((cell, tool))
     return statistics.median(v) if v else float("nan")
+def same_round(cell):
+    """Median over the rounds of linerate / the better peer in that round:
+    the three tools of a round run back to back, so a slow spell of the
+    host weighs on the three of them alike."""
+    rs = []
+    for k, lr in enumerate(every.get((cell, "linerate"), [])):
+        peers = [v[k] for t in ("iperf3", "iperf2") if k < len(v := every.get((cell, t), [])) and not math.isnan(v[k])]
+        if peers and max(peers) > 0 and not math.isnan(lr):
+            rs.append(lr / max(peers))
+    return statistics.median(rs) if rs else float("nan")
 def fmt(x, scale):
     return "—" if math.isnan(x) else f"{x / scale:.2f}" if scale == 1e9 else f"{x / scale:.0f}"
 rounds = max((len(v) for v in vals.values()), default=0)
 print(f"\nmedians over {rounds} rounds; TCP: Gbit/s received; UDP: thousand datagrams/s received")
-print(f"{'cell':<26} {'linerate':>10} {'iperf3':>10} {'iperf2':>10} {'ratio':>7}")
-worst = None
+print("ratio: median over the rounds of each round's linerate / better peer; of medians: the")
+print("medians' ratio (one slow spell of the host in one tool's run moves it more)")
+print(f"{'cell':<26} {'linerate':>10} {'iperf3':>10} {'iperf2':>10} {'ratio':>7} {'of medians':>10}")
+worst = worst_of_medians = None
 for cell in order:
     proto, n, d, size = cell
     scale = 1e9 if proto == "tcp" else 1e3
     lr, i3, i2 = (med(cell, t) for t in ("linerate", "iperf3", "iperf2"))
     peers = [x for x in (i3, i2) if not math.isnan(x)]
     best = max(peers) if peers else float("nan")
-    ratio = lr / best if peers and best > 0 and not math.isnan(lr) else float("nan")
+    of_medians = lr / best if peers and best > 0 and not math.isnan(lr) else float("nan")
+    ratio = same_round(cell)
     if not math.isnan(ratio):
         worst = min(worst, ratio) if worst is not None else ratio
+    if not math.isnan(of_medians):
+        worst_of_medians = min(worst_of_medians, of_medians) if worst_of_medians is not None else of_medians
     name = f"{proto} {n}x {d}" + (f" {size} B" if proto == "udp" else "")
     mark = "!" if bad[cell] else " "
-    print(f"{name:<26} {fmt(lr, scale):>9}{mark} {fmt(i3, scale):>10} {fmt(i2, scale):>10} {ratio:>6.2f}x")
+    print(f"{name:<26} {fmt(lr, scale):>9}{mark} {fmt(i3, scale):>10} {fmt(i2, scale):>10} {ratio:>6.2f}x {of_medians:>9.2f}x")
 print("\nCPU time of client and server per GB received (TCP, ms) or per datagram received (UDP, ns), medians")
 print(f"{'cell':<26} {'linerate':>10} {'iperf3':>10} {'iperf2':>10} {'lr/best':>7}")
 for cell in order:
@@ -241,7 +262,8 @@ for cell in order:
     r = c[0] / min(peers) if peers and not math.isnan(c[0]) else float("nan")
     name = f"{proto} {n}x {d}" + (f" {size} B" if proto == "udp" else "")
     print(f"{name:<26} " + " ".join("—".rjust(10) if math.isnan(x) else f"{x:10.0f}" for x in c) + f" {r:6.2f}x")
-print(f"\nworst cell: {worst:.2f}x the better peer (target >= 1.00x in every cell)" if worst is not None else "")
+print(f"\nworst cell: {worst:.2f}x the better peer, median of same-round ratios (target >= 1.00x in every cell); "
+      f"ratio of medians {worst_of_medians:.2f}x" if worst is not None else "")
 if any(bad.values()):
     print("! = a linerate run not fully verified, with corrupt data or an error, in that many rounds:",
           ", ".join(f"{c[0]} {c[1]}x {c[2]}: {k}" for c, k in bad.items() if k))
