@@ -624,3 +624,13 @@ fn past_the_recording_limit_stamps_are_drained_and_dropped() {
         "the queue was drained, not left to fill"
     );
 }
+
+#[test]
+fn receive_stamps_are_on_once_warmed_up() {
+    // The kernel switches software receive stamps on through deferred work
+    // once a socket asks; the warm-up waits for a stamped datagram.
+    assert!(
+        udp::rx_stamps_on(Duration::from_secs(2)).expect("loopback socket"),
+        "no software receive stamp on loopback within 2 s"
+    );
+}

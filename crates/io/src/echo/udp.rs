@@ -610,7 +610,44 @@ fn on_reply(
 }
 
 /// Receive stamping is switched on by the kernel through a deferred
-/// static-key update; give it a moment so the first probes are stamped.
+/// static-key update (`net_enable_timestamp` schedules a work item when no
+/// socket of the host wanted stamps yet): on a loaded host that work can
+/// run tens of milliseconds late, and every datagram received before it
+/// comes without a software stamp. Called once this run's sockets asked for
+/// stamps: waits (at most [`STAMPS_ON_WITHIN`]) until a datagram sent to
+/// itself over loopback comes back stamped; where loopback cannot be used
+/// (a namespace whose `lo` is down), waits a fixed 20 ms instead.
 pub(crate) fn warm_up_stamps() {
-    std::thread::sleep(Duration::from_millis(20));
+    if !rx_stamps_on(STAMPS_ON_WITHIN).unwrap_or(false) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// How long [`warm_up_stamps`] waits for the kernel to stamp received
+/// datagrams.
+const STAMPS_ON_WITHIN: Duration = Duration::from_secs(2);
+
+/// True once a datagram this thread sends to itself over loopback is
+/// received with a software stamp, within `within`; false when none was.
+pub(super) fn rx_stamps_on(within: Duration) -> io::Result<bool> {
+    let sock = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
+    sock.connect(sock.local_addr()?)?;
+    stamps::enable_rx_stamps(&sock)?;
+    sock.set_read_timeout(Some(Duration::from_millis(5)))?;
+    let deadline = Instant::now() + within;
+    let mut buf = [0u8; 1];
+    while Instant::now() < deadline {
+        sock.send(&[0])?;
+        match stamps::recv_stamped(&sock, &mut buf) {
+            Ok((_, Some(_))) => return Ok(true),
+            Ok((_, None)) => std::thread::sleep(Duration::from_millis(1)),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(false)
 }
