@@ -951,18 +951,23 @@ mod tests {
         }
     }
 
+    /// Both ends' flows, no steal figure.
+    fn measured(client: Vec<FlowReport>, server: Vec<FlowReport>) -> Measured {
+        Measured {
+            client: side(End::Client, client),
+            server: Some(side(End::Server, server)),
+            steal_share: None,
+        }
+    }
+
     #[test]
     fn a_rate_above_the_links_is_the_paths_fault_not_the_hosts() {
         // --rate 150M on a 100 Mbit/s bed: the sender got 95.7 M, busy or not.
         for cpu in [200_000_000, 990_000_000] {
-            let m = Measured {
-                client: side(End::Client, vec![paced(95.7e6, 150e6, cpu)]),
-                server: Some(side(
-                    End::Server,
-                    vec![flow(0, FlowRole::Receiver, 11_960_000, 1_000_000_000, 0)],
-                )),
-                steal_share: None,
-            };
+            let m = measured(
+                vec![paced(95.7e6, 150e6, cpu)],
+                vec![flow(0, FlowRole::Receiver, 11_960_000, 1_000_000_000, 0)],
+            );
             let r = result(&bed(100), udp(Some(150_000_000)), m);
             let flags = assess(&r);
             let f = one(&flags, "path_limited_rate");
@@ -981,14 +986,10 @@ mod tests {
     fn a_busy_sender_far_below_the_link_is_the_hosts_fault_whatever_it_asked() {
         // --rate 150M on a 100 Mbit/s bed, but the sender's thread was
         // CPU-bound at 30 M: the link never limited it.
-        let m = Measured {
-            client: side(End::Client, vec![paced(30e6, 150e6, 990_000_000)]),
-            server: Some(side(
-                End::Server,
-                vec![flow(0, FlowRole::Receiver, 3_750_000, 1_000_000_000, 0)],
-            )),
-            steal_share: None,
-        };
+        let m = measured(
+            vec![paced(30e6, 150e6, 990_000_000)],
+            vec![flow(0, FlowRole::Receiver, 3_750_000, 1_000_000_000, 0)],
+        );
         let flags = assess(&result(&bed(100), udp(Some(150_000_000)), m.clone()));
         let f = one(&flags, "rate_not_reached");
         assert_eq!(f.severity, Severity::Invalid);
@@ -1023,14 +1024,10 @@ mod tests {
         };
         let mut rx = flow(0, FlowRole::Receiver, 2_100, 3_000_000_000, 0);
         rx.intervals = vec![iv(0, 100), iv(1, 1_000), iv(2, 1_000)];
-        let m = Measured {
-            client: side(
-                End::Client,
-                vec![flow(0, FlowRole::Sender, 2_100, 3_000_000_000, 0)],
-            ),
-            server: Some(side(End::Server, vec![rx])),
-            steal_share: None,
-        };
+        let m = measured(
+            vec![flow(0, FlowRole::Sender, 2_100, 3_000_000_000, 0)],
+            vec![rx],
+        );
         let setting = Setting {
             omit_ns: 1_000_000_000,
             ..Setting::default()
@@ -1160,23 +1157,16 @@ mod tests {
         // CPU did not set what it sent.
         let max = udp_line_100m();
         let sent = (max.payload_bytes_per_s * 1.002) as u64;
-        let m = Measured {
-            client: side(
-                End::Client,
-                vec![flow(
-                    0,
-                    FlowRole::Sender,
-                    sent,
-                    1_000_000_000,
-                    1_000_000_000,
-                )],
-            ),
-            server: Some(side(
-                End::Server,
-                vec![flow(0, FlowRole::Receiver, sent * 6 / 10, 1_000_000_000, 0)],
-            )),
-            steal_share: None,
-        };
+        let m = measured(
+            vec![flow(
+                0,
+                FlowRole::Sender,
+                sent,
+                1_000_000_000,
+                1_000_000_000,
+            )],
+            vec![flow(0, FlowRole::Receiver, sent * 6 / 10, 1_000_000_000, 0)],
+        );
         let flags = assess(&result(&bed(100), udp(None), m.clone()));
         let f = one(&flags, "cpu_bound");
         assert_eq!(f.severity, Severity::Info, "{f:?}");
@@ -1200,11 +1190,7 @@ mod tests {
                 completed_sends: completed,
                 copied_sends: copied,
             });
-            let m = Measured {
-                client: side(End::Client, vec![tx]),
-                server: Some(side(End::Server, vec![])),
-                steal_share: None,
-            };
+            let m = measured(vec![tx], vec![]);
             assess(&result(&Setting::default(), udp(None), m))
         };
         // Over veth or loopback every send is copied: not zero-copy figures.
@@ -1226,11 +1212,7 @@ mod tests {
 
     #[test]
     fn a_busy_sender_below_the_links_rate_is_the_hosts_fault() {
-        let m = Measured {
-            client: side(End::Client, vec![paced(40e6, 80e6, 990_000_000)]),
-            server: Some(side(End::Server, vec![])),
-            steal_share: None,
-        };
+        let m = measured(vec![paced(40e6, 80e6, 990_000_000)], vec![]);
         let r = result(&bed(100), udp(Some(80_000_000)), m.clone());
         let flags = assess(&r);
         assert_eq!(one(&flags, "rate_not_reached").severity, Severity::Invalid);
@@ -1248,16 +1230,11 @@ mod tests {
         // A receiver at 100.2 % of a 100 Mbit/s line, its sender 100 % busy.
         let max = udp_line_100m();
         let got = (max.payload_bytes_per_s * 1.002) as u64;
-        let mk = |got: u64| Measured {
-            client: side(
-                End::Client,
+        let mk = |got: u64| {
+            measured(
                 vec![flow(0, FlowRole::Sender, got, 1_000_000_000, 1_000_000_000)],
-            ),
-            server: Some(side(
-                End::Server,
                 vec![flow(0, FlowRole::Receiver, got, 1_000_000_000, 0)],
-            )),
-            steal_share: None,
+            )
         };
         let flags = assess(&result(&bed(100), udp(None), mk(got)));
         assert_eq!(one(&flags, "cpu_bound").severity, Severity::Info);
@@ -1279,14 +1256,10 @@ mod tests {
         s.mtu_bytes = Some(9000);
         let mut sender = flow(0, FlowRole::Sender, 100_000_000, 1_000_000_000, 0);
         sender.mss_bytes = Some(8948);
-        let m = Measured {
-            client: side(End::Client, vec![sender]),
-            server: Some(side(
-                End::Server,
-                vec![flow(0, FlowRole::Receiver, 100_000_000, 1_000_000_000, 0)],
-            )),
-            steal_share: None,
-        };
+        let m = measured(
+            vec![sender],
+            vec![flow(0, FlowRole::Receiver, 100_000_000, 1_000_000_000, 0)],
+        );
         let r = result(&s, tcp.clone(), m.clone());
         let lm = r.line_max.expect("a maximum for jumbo frames");
         assert_eq!(lm.frame_bytes, 9018);
@@ -1370,17 +1343,10 @@ mod tests {
 
     #[test]
     fn socket_drops_are_said_to_be_the_receivers() {
-        let m = Measured {
-            client: side(
-                End::Client,
-                vec![receiver(Some(0), 5, false), receiver(None, 5, false)],
-            ),
-            server: Some(side(
-                End::Server,
-                vec![receiver(Some(7_000), 10_000, false)],
-            )),
-            steal_share: None,
-        };
+        let m = measured(
+            vec![receiver(Some(0), 5, false), receiver(None, 5, false)],
+            vec![receiver(Some(7_000), 10_000, false)],
+        );
         let r = result(&Setting::default(), udp(None), m);
         let flags = socket_drop_flags(&r);
         assert_eq!(flags.len(), 1, "{flags:?}");
@@ -1411,11 +1377,7 @@ mod tests {
         let got = 8_127 * 1472;
         let mut rx = flow(0, FlowRole::Receiver, got, 1_000_000_000, 0);
         rx.packets = 8_127;
-        let m = Measured {
-            client: side(End::Client, vec![]),
-            server: Some(side(End::Server, vec![rx])),
-            steal_share: None,
-        };
+        let m = measured(vec![], vec![rx]);
         let r = result(&bed(100), udp(None), m);
         let d = r
             .figures
