@@ -1877,6 +1877,9 @@ mod tests {
         /// The in-flight map's two slots: the count, the last queue's time.
         pub(super) const INFLIGHT: u64 = 0x8000_0000;
         pub(super) const INFLIGHT_FD: i32 = 104;
+        /// What r1–r5 hold after a helper call: no address the interpreter
+        /// maps, so a load through one panics.
+        const CLOBBERED: u64 = 0xdead_0000_0000_0000;
         pub(super) const CHAINS_FD: i32 = 101;
         pub(super) const LOST_FD: i32 = 102;
 
@@ -2018,7 +2021,12 @@ mod tests {
                                 pc = (pc as i64 + i64::from(off)) as usize;
                             }
                         }
-                        0x85 => r[0] = self.call(imm, &r),
+                        0x85 => {
+                            r[0] = self.call(imm, &r);
+                            // The kernel leaves r1–r5 undefined after a
+                            // call: a program that reads one must fail here.
+                            r[1..6].fill(CLOBBERED);
+                        }
                         0x95 => return,
                         other => panic!("opcode {other:#x} at {}", pc - 1),
                     }
