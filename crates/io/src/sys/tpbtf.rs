@@ -966,33 +966,6 @@ pub(crate) fn gated_program(
     a.push(BpfInsn::call(FN_KTIME_GET_NS));
     a.alu(ALU64_SUB_X, 0, LEN, 0);
     a.jump(JMP_JGT_K, 0, spec.open_ns.min(GATE_OPEN_NS), stale);
-    if spec.closes == Closes::OnDevice {
-        // ARG0 still holds the gate slot's address.
-        let keep = a.label();
-        // The device pointer, each pointer on the way checked (the
-        // verifier refuses a load through a maybe-NULL argument).
-        match spec.dev {
-            Some(Source::ArgMember(n, off)) => {
-                a.push(BpfInsn::ldx(BpfSize::Dw, 1, CTX, n * 8));
-                a.jump(JMP_JEQ_K, 1, 0, keep);
-                a.push(BpfInsn::ldx(BpfSize::Dw, 1, 1, off));
-            }
-            Some(Source::ArgMember2(n, first, second)) => {
-                a.push(BpfInsn::ldx(BpfSize::Dw, 1, CTX, n * 8));
-                a.jump(JMP_JEQ_K, 1, 0, keep);
-                a.push(BpfInsn::ldx(BpfSize::Dw, 1, 1, first));
-                a.jump(JMP_JEQ_K, 1, 0, keep);
-                a.push(BpfInsn::ldx(BpfSize::Dw, 1, 1, second));
-            }
-            Some(other) => a.extend(load_value(1, other, BpfSize::Dw)),
-            None => {}
-        }
-        if spec.dev.is_some() {
-            a.jump(JMP_JEQ_K, 1, 0, keep);
-        }
-        a.push(BpfInsn::st_imm(BpfSize::Dw, ARG0, 0, 0));
-        a.bind(keep);
-    }
     // No skb: the record's address is zero.
     a.push(BpfInsn::mov64_imm(ARG0, 0));
     match spec.len {
@@ -1017,6 +990,15 @@ pub(crate) fn gated_program(
         hi: 0,
     };
     a.extend(record_tail(&tail, dev, ring));
+    if spec.closes == Closes::OnDevice {
+        // A record with a device (`DEV`, which the record's device block
+        // left zero when there was none) disarms the gate.
+        if spec.dev.is_some() {
+            a.jump(JMP_JEQ_K, DEV, 0, exit);
+        }
+        gate_slot(&mut a, gate, GATE_ARMED, exit);
+        a.push(BpfInsn::st_imm(BpfSize::Dw, 0, 0, 0));
+    }
     a.goto(exit);
     a.bind(stale);
     if spec.closes != Closes::No {
