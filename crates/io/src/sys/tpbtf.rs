@@ -1814,6 +1814,30 @@ mod tests {
     }
 
     #[test]
+    fn a_count_read_between_another_cpus_two_adds_is_taken_as_signed() {
+        let (p, mut m) = (probe_programs(), probe_vm());
+        let (skb, t) = (vm::SKB, T0);
+        // Another CPU took a receive off a zero count and has not yet added
+        // its 1 back: the count reads -1.
+        let minus_one = |m: &mut vm::Vm| {
+            m.mem
+                .insert(vm::INFLIGHT, [(-1i64).to_le_bytes(), [0; 8]].concat())
+        };
+        minus_one(&mut m);
+        // A NET_RX entry takes it as no probe in flight (a signed compare):
+        // no clock read.
+        at(&mut m, t, &p.entry, &[3]);
+        assert_eq!((m.clock_reads, m.read(vm::GATE + 8, 8)), (0, 0));
+        // A receive here fetches -1, not above zero (a signed compare), so
+        // it adds its 1 back: once the other CPU adds its own, zero again.
+        at(&mut m, t + 10, &p.rx, &[skb]);
+        assert_eq!(in_flight(&mut m), -1);
+        // And so does a drop on the way.
+        at(&mut m, t + 20, &p.drop, &[skb, 0, 2]);
+        assert_eq!(in_flight(&mut m), -1);
+    }
+
+    #[test]
     fn only_a_drop_on_the_way_takes_a_probe_off() {
         let p = probe_programs();
         let skb = vm::SKB;
