@@ -1838,6 +1838,19 @@ mod tests {
     }
 
     #[test]
+    #[should_panic(expected = "outside memory")]
+    fn the_interpreter_refuses_r1_after_a_call() {
+        // r1 holds the context before the call and nothing after it, as in
+        // the kernel: a program that reads through it fails its test.
+        let prog = words(vec![
+            BpfInsn::call(FN_KTIME_GET_NS),
+            BpfInsn::ldx(BpfSize::Dw, 0, 1, 0),
+            BpfInsn::exit(),
+        ]);
+        probe_vm().run(&prog, &[0]);
+    }
+
+    #[test]
     fn only_a_drop_on_the_way_takes_a_probe_off() {
         let p = probe_programs();
         let skb = vm::SKB;
