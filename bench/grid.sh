@@ -190,7 +190,7 @@ for round in $(seq 1 "$ROUNDS"); do
             # CPU seconds of client and server in this run.
             cpu=$(awk -v s=$(($(ticks "$srv") - t0)) -v hz="$(getconf CLK_TCK)" \
                 'NF == 2 && $1 ~ /^[0-9.]+$/ {c = $1 + $2} END {print c + s / hz}' "$TMPD/ctime")
-            echo "$cell $tool $v $cpu" | tee -a "$TMPD/results" >&2
+            echo "$round $cell $tool $v $cpu" | tee -a "$TMPD/results" >&2
         done
     done
 done
@@ -199,17 +199,18 @@ python3 - "$TMPD/results" <<'PY'
 import math, statistics, sys
 from collections import defaultdict
 vals, bad, order, cost = defaultdict(list), defaultdict(int), [], defaultdict(list)
-# Every round's figure in round order (nan kept), for the same-round ratios.
-every = defaultdict(list)
+# Every round's figure by round (nan kept), for the same-round ratios: a
+# run whose figure line is malformed (skipped below) pairs with nothing.
+every = defaultdict(dict)
 for line in open(sys.argv[1]):
-    if len(line.split()) != 9:
+    if len(line.split()) != 10:
         continue
-    proto, n, d, size, tool, v, ok, work, cpu = line.split()
+    rnd, proto, n, d, size, tool, v, ok, work, cpu = line.split()
     cell = (proto, int(n), d, int(size))
     if cell not in order:
         order.append(cell)
     v = float(v)
-    every[cell, tool].append(v)
+    every[cell, tool][rnd] = v
     if not math.isnan(v):
         vals[cell, tool].append(v)
         if float(work) > 0:
@@ -225,8 +226,8 @@ def same_round(cell):
     the three tools of a round run back to back, so a slow spell of the
     host weighs on the three of them alike."""
     rs = []
-    for k, lr in enumerate(every.get((cell, "linerate"), [])):
-        peers = [v[k] for t in ("iperf3", "iperf2") if k < len(v := every.get((cell, t), [])) and not math.isnan(v[k])]
+    for k, lr in every.get((cell, "linerate"), {}).items():
+        peers = [v[k] for t in ("iperf3", "iperf2") if k in (v := every.get((cell, t), {})) and not math.isnan(v[k])]
         if peers and max(peers) > 0 and not math.isnan(lr):
             rs.append(lr / max(peers))
     return statistics.median(rs) if rs else float("nan")

@@ -957,6 +957,17 @@ fn the_cost_shows_each_programs_kernel_run_statistics() {
         doc.result.tracer.tp_btf_programs.len(),
         "{p:#?}"
     );
+    // Runs the kernel skipped are flagged exactly when a program had some.
+    let missed: u64 = p.programs.iter().map(|r| r.recursion_misses).sum();
+    let flagged = doc
+        .flags
+        .iter()
+        .find(|f| f.code == "tracer_recursion_misses");
+    assert_eq!(
+        flagged.map(|f| f.evidence["recursion_misses"].as_u64()),
+        (missed > 0).then_some(Some(missed)),
+        "{p:#?}"
+    );
 }
 
 #[test]

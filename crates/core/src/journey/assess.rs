@@ -198,11 +198,12 @@ pub fn hints(r: &JourneyResult) -> Vec<Hint> {
             out.push(hint(
                 "softirq_deferral",
                 format!(
-                    "the NET_RX softirq ran late at {} (p90 {} µs from netif_rx): work deferred \
+                    "the NET_RX softirq ran late at {} (p90 {} µs from {}): work deferred \
                      to ksoftirqd or behind other softirqs; with a NIC, interrupt coalescing \
                      (ethtool -C) adds to this gap",
                     b.dev.as_deref().unwrap_or("?"),
-                    g.duration.p90_ns / 1000
+                    g.duration.p90_ns / 1000,
+                    a.tracepoint
                 ),
             ));
         }
@@ -346,6 +347,30 @@ mod tests {
         }
         assert!(!c.contains(&codes::INCOMPLETE));
         assert!(r.hints.iter().any(|h| h.code == "sock_rcvqueue_full"));
+    }
+
+    #[test]
+    fn a_late_softirq_is_timed_from_the_step_it_follows() {
+        // Without --all-events there is no netif_rx: the gap then starts at
+        // the driver's return, and the hint names that step.
+        let mut r = result(None);
+        let g = r.gaps[0].clone();
+        r.steps[g.from].point = Point::NetDevXmit;
+        r.steps[g.from].tracepoint = "net:net_dev_xmit".into();
+        r.steps[g.to].point = Point::NetifReceiveSkb;
+        r.gaps[0].duration.p90_ns = 60_000;
+        let h = hints(&r);
+        let late = h
+            .iter()
+            .find(|h| h.code == "softirq_deferral")
+            .expect("hinted");
+        assert!(
+            late.message.contains("p90 60 µs from net:net_dev_xmit"),
+            "{}",
+            late.message
+        );
+        r.gaps[0].duration.p90_ns = 50_000;
+        assert!(!hints(&r).iter().any(|h| h.code == "softirq_deferral"));
     }
 
     #[test]

@@ -349,6 +349,9 @@ impl BtfPrograms {
             }),
             _ => None,
         };
+        // Whether the NET_RX softirq's exit disarms the gates (else the FIB
+        // lookups do: see `gated_spec`).
+        let exit_opened = tps.iter().any(|t| t.point == Point::SoftirqExitNetRx);
         for tp in tps {
             if !runs_as_program(tp.point) {
                 continue;
@@ -386,7 +389,6 @@ impl BtfPrograms {
                     };
                     let code = record::code_of(tp.point)
                         .ok_or_else(|| BtfTracerError::Missing(tp.path.to_string()))?;
-                    let exit_opened = tps.iter().any(|t| t.point == Point::SoftirqExitNetRx);
                     let spec = gated_spec(tp.point, o, code, exit_opened)
                         .ok_or_else(|| BtfTracerError::Missing(tp.path.to_string()))?;
                     tpbtf::gated_program(&spec, &dev, out.ring.fd(), gate)

@@ -966,33 +966,6 @@ pub(crate) fn gated_program(
     a.push(BpfInsn::call(FN_KTIME_GET_NS));
     a.alu(ALU64_SUB_X, 0, LEN, 0);
     a.jump(JMP_JGT_K, 0, spec.open_ns.min(GATE_OPEN_NS), stale);
-    if spec.closes == Closes::OnDevice {
-        // ARG0 still holds the gate slot's address.
-        let keep = a.label();
-        // The device pointer, each pointer on the way checked (the
-        // verifier refuses a load through a maybe-NULL argument).
-        match spec.dev {
-            Some(Source::ArgMember(n, off)) => {
-                a.push(BpfInsn::ldx(BpfSize::Dw, 1, CTX, n * 8));
-                a.jump(JMP_JEQ_K, 1, 0, keep);
-                a.push(BpfInsn::ldx(BpfSize::Dw, 1, 1, off));
-            }
-            Some(Source::ArgMember2(n, first, second)) => {
-                a.push(BpfInsn::ldx(BpfSize::Dw, 1, CTX, n * 8));
-                a.jump(JMP_JEQ_K, 1, 0, keep);
-                a.push(BpfInsn::ldx(BpfSize::Dw, 1, 1, first));
-                a.jump(JMP_JEQ_K, 1, 0, keep);
-                a.push(BpfInsn::ldx(BpfSize::Dw, 1, 1, second));
-            }
-            Some(other) => a.extend(load_value(1, other, BpfSize::Dw)),
-            None => {}
-        }
-        if spec.dev.is_some() {
-            a.jump(JMP_JEQ_K, 1, 0, keep);
-        }
-        a.push(BpfInsn::st_imm(BpfSize::Dw, ARG0, 0, 0));
-        a.bind(keep);
-    }
     // No skb: the record's address is zero.
     a.push(BpfInsn::mov64_imm(ARG0, 0));
     match spec.len {
@@ -1017,6 +990,15 @@ pub(crate) fn gated_program(
         hi: 0,
     };
     a.extend(record_tail(&tail, dev, ring));
+    if spec.closes == Closes::OnDevice {
+        // A record with a device (`DEV`, which the record's device block
+        // left zero when there was none) disarms the gate.
+        if spec.dev.is_some() {
+            a.jump(JMP_JEQ_K, DEV, 0, exit);
+        }
+        gate_slot(&mut a, gate, GATE_ARMED, exit);
+        a.push(BpfInsn::st_imm(BpfSize::Dw, 0, 0, 0));
+    }
     a.goto(exit);
     a.bind(stale);
     if spec.closes != Closes::No {
@@ -1832,6 +1814,43 @@ mod tests {
     }
 
     #[test]
+    fn a_count_read_between_another_cpus_two_adds_is_taken_as_signed() {
+        let (p, mut m) = (probe_programs(), probe_vm());
+        let (skb, t) = (vm::SKB, T0);
+        // Another CPU took a receive off a zero count and has not yet added
+        // its 1 back: the count reads -1.
+        let minus_one = |m: &mut vm::Vm| {
+            m.mem
+                .insert(vm::INFLIGHT, [(-1i64).to_le_bytes(), [0; 8]].concat())
+        };
+        minus_one(&mut m);
+        // A NET_RX entry takes it as no probe in flight (a signed compare):
+        // no clock read.
+        at(&mut m, t, &p.entry, &[3]);
+        assert_eq!((m.clock_reads, m.read(vm::GATE + 8, 8)), (0, 0));
+        // A receive here fetches -1, not above zero (a signed compare), so
+        // it adds its 1 back: once the other CPU adds its own, zero again.
+        at(&mut m, t + 10, &p.rx, &[skb]);
+        assert_eq!(in_flight(&mut m), -1);
+        // And so does a drop on the way.
+        at(&mut m, t + 20, &p.drop, &[skb, 0, 2]);
+        assert_eq!(in_flight(&mut m), -1);
+    }
+
+    #[test]
+    #[should_panic(expected = "outside memory")]
+    fn the_interpreter_refuses_r1_after_a_call() {
+        // r1 holds the context before the call and nothing after it, as in
+        // the kernel: a program that reads through it fails its test.
+        let prog = words(vec![
+            BpfInsn::call(FN_KTIME_GET_NS),
+            BpfInsn::ldx(BpfSize::Dw, 0, 1, 0),
+            BpfInsn::exit(),
+        ]);
+        probe_vm().run(&prog, &[0]);
+    }
+
+    #[test]
     fn only_a_drop_on_the_way_takes_a_probe_off() {
         let p = probe_programs();
         let skb = vm::SKB;
@@ -1877,6 +1896,9 @@ mod tests {
         /// The in-flight map's two slots: the count, the last queue's time.
         pub(super) const INFLIGHT: u64 = 0x8000_0000;
         pub(super) const INFLIGHT_FD: i32 = 104;
+        /// What r1–r5 hold after a helper call: no address the interpreter
+        /// maps, so a load through one panics.
+        const CLOBBERED: u64 = 0xdead_0000_0000_0000;
         pub(super) const CHAINS_FD: i32 = 101;
         pub(super) const LOST_FD: i32 = 102;
 
@@ -2018,7 +2040,12 @@ mod tests {
                                 pc = (pc as i64 + i64::from(off)) as usize;
                             }
                         }
-                        0x85 => r[0] = self.call(imm, &r),
+                        0x85 => {
+                            r[0] = self.call(imm, &r);
+                            // The kernel leaves r1–r5 undefined after a
+                            // call: a program that reads one must fail here.
+                            r[1..6].fill(CLOBBERED);
+                        }
                         0x95 => return,
                         other => panic!("opcode {other:#x} at {}", pc - 1),
                     }
