@@ -968,6 +968,20 @@ fn the_cost_shows_each_programs_kernel_run_statistics() {
         (missed > 0).then_some(Some(missed)),
         "{p:#?}"
     );
+    // The journey's own programs likewise, read when its tracing ended:
+    // only programs it ran, each with a count.
+    let own = &doc.result.tracer.recursion_misses;
+    assert!(
+        own.iter()
+            .all(|(tp, n)| *n > 0 && doc.result.tracer.tp_btf_programs.contains(tp)),
+        "{own:?}"
+    );
+    let skipped = doc.flags.iter().find(|f| f.code == "tracer_events_skipped");
+    assert_eq!(
+        skipped.map(|f| f.evidence["recursion_misses"].as_u64()),
+        (!own.is_empty()).then(|| Some(own.values().sum::<u64>())),
+        "{own:?}"
+    );
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Flags and hints of a journey result: pure rules over the result.
 
-use super::{Hint, JourneyResult, Point};
+use super::{Hint, JourneyResult, Point, TracerInfo};
 use crate::result::Flag;
 
 /// Flag codes.
@@ -22,6 +22,33 @@ pub mod codes {
     /// The kernel skipped runs of a `tp_btf` program already running on
     /// that CPU (its recursion misses): their events are missing.
     pub const RECURSION_MISSES: &str = "tracer_recursion_misses";
+    /// The kernel skipped runs of the journey's own `tp_btf` programs
+    /// (see `TracerInfo::recursion_misses`): their events are missing.
+    pub const EVENTS_SKIPPED: &str = "tracer_events_skipped";
+}
+
+/// The warning for the runs of a journey's own programs the kernel skipped
+/// (`TracerInfo::recursion_misses`), None when it skipped none; shared by
+/// the probe journey and `--iface`.
+pub(super) fn skipped_runs(tracer: &TracerInfo) -> Option<Flag> {
+    let total: u64 = tracer.recursion_misses.values().sum();
+    (total > 0).then(|| {
+        let which: Vec<String> = tracer
+            .recursion_misses
+            .iter()
+            .map(|(tp, n)| format!("{tp} {n}"))
+            .collect();
+        Flag::warning(
+            codes::EVENTS_SKIPPED,
+            format!(
+                "the kernel skipped {total} runs of this journey's tp_btf programs because the \
+                 program was already running on that CPU ({}): those events are missing from \
+                 the table",
+                which.join(", ")
+            ),
+        )
+        .with("recursion_misses", total)
+    })
 }
 
 /// The tracer-cost threshold, percent.
@@ -112,6 +139,7 @@ pub fn assess(r: &JourneyResult) -> Vec<Flag> {
             );
         }
     }
+    flags.extend(skipped_runs(&r.tracer));
     if !r.tracer.missing.is_empty() {
         flags.push(
             Flag::info(
@@ -244,6 +272,7 @@ mod tests {
         Rates, TracerInfo, XdpReport,
     };
     use super::*;
+    use std::collections::BTreeMap;
 
     fn result(drop: Option<&str>) -> JourneyResult {
         let cfg = config();
@@ -291,6 +320,7 @@ mod tests {
                 mounted_tracefs: false,
                 ring_bytes_per_cpu: 0,
                 cpus: 2,
+                recursion_misses: BTreeMap::new(),
             },
             probes: s.counts,
             attribution: Attribution::default(),
@@ -420,6 +450,30 @@ mod tests {
                 .iter()
                 .any(|f| f.code == codes::INCOMPLETE
                     && f.severity == crate::result::Severity::Invalid)
+        );
+    }
+
+    #[test]
+    fn skipped_runs_of_the_journeys_own_programs_are_flagged() {
+        let mut t: TracerInfo = serde_json::from_value(serde_json::json!({
+            "method": "", "backend": "tp_btf", "tp_btf_programs": [], "fallback": null,
+            "clock": "", "opened": [], "missing": [], "left_out": [], "filters": [],
+            "kprobes": false, "function_level": "", "mounted_tracefs": false,
+            "ring_bytes_per_cpu": 0, "cpus": 2
+        }))
+        .expect("a result without the field still reads");
+        assert!(t.recursion_misses.is_empty());
+        assert!(skipped_runs(&t).is_none());
+        t.recursion_misses.insert("net/netif_receive_skb".into(), 3);
+        t.recursion_misses.insert("net/net_dev_queue".into(), 4);
+        let f = skipped_runs(&t).expect("flagged");
+        assert_eq!(f.code, codes::EVENTS_SKIPPED);
+        assert_eq!(f.severity, crate::result::Severity::Warning);
+        assert_eq!(f.evidence["recursion_misses"], 7);
+        assert!(
+            f.message.contains("net/netif_receive_skb 3"),
+            "{}",
+            f.message
         );
     }
 }

@@ -514,6 +514,7 @@ pub mod codes {
 /// The flags an `--iface` result earns.
 pub fn assess(r: &IfaceResult) -> Vec<Flag> {
     let mut flags = Vec::new();
+    flags.extend(super::assess::skipped_runs(&r.tracer));
     let p = &r.packets;
     if p.matched == 0 {
         flags.push(
@@ -844,6 +845,7 @@ mod tests {
             mounted_tracefs: false,
             ring_bytes_per_cpu: 0,
             cpus: 1,
+            recursion_misses: BTreeMap::new(),
         };
         let mut r = IfaceResult {
             iface: "lr-b".into(),
@@ -876,5 +878,12 @@ mod tests {
             [codes::EVENT_LIMIT, codes::RING_OVERFLOW, codes::DROPS]
         );
         assert_eq!(crate::result::exit_code(&assess(&r)), 0);
+        // Runs of its own programs the kernel skipped: flagged, a warning.
+        r.tracer
+            .recursion_misses
+            .insert("net/net_dev_xmit".into(), 2);
+        assert!(codes(&r)
+            .iter()
+            .any(|c| c == crate::journey::codes::EVENTS_SKIPPED));
     }
 }

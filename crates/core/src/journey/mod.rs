@@ -454,6 +454,13 @@ pub struct TracerInfo {
     pub ring_bytes_per_cpu: u64,
     /// CPUs traced (one ring each).
     pub cpus: u32,
+    /// Runs of the journey's own `tp_btf` programs the kernel skipped
+    /// because the program was already running on that CPU (a tracepoint
+    /// hit inside its own run), per tracepoint with any: their events are
+    /// missing. `bpf_prog_info.recursion_misses` (counted whether or not
+    /// the BPF statistics are on), read when tracing ends.
+    #[serde(default)]
+    pub recursion_misses: BTreeMap<String, u64>,
 }
 
 /// The tracer's own cost, measured on the bed.

@@ -2,6 +2,7 @@
 //! tracepoint (see `crate::sys::tpbtf`), the filter run before anything is
 //! written, all programs writing into one BPF ring buffer.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::sync::OnceLock;
@@ -607,6 +608,19 @@ impl BtfPrograms {
                         name: name.clone(),
                         source,
                     })
+            })
+            .collect()
+    }
+
+    /// Each program's runs skipped by the kernel so far (already running
+    /// on that CPU), for those with any; a program whose statistics cannot
+    /// be read counts as none.
+    pub(crate) fn recursion_misses(&self) -> BTreeMap<String, u64> {
+        self.progs
+            .iter()
+            .filter_map(|(name, fd)| {
+                let misses = crate::sys::bpf::run_stats(fd).ok()?.recursion_misses;
+                (misses > 0).then(|| (name.clone(), misses))
             })
             .collect()
     }

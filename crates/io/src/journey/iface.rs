@@ -202,6 +202,7 @@ pub fn run(
         .map_err(|source| JourneyError::Btf { source })?;
     let orphans = chains.orphans();
     let opened = programs.opened.clone();
+    let recursion_misses = programs.recursion_misses();
     drop(programs);
     let names = namespace_names();
     let mut summary = summarise(chains.into_chains(), cfg.count, &|i| names.get(&i).cloned());
@@ -234,6 +235,7 @@ pub fn run(
         mounted_tracefs: fs.mounted_by_us,
         ring_bytes_per_cpu: u64::from(RINGBUF_BYTES),
         cpus: sys::perf::cpu_count(),
+        recursion_misses,
     };
     Ok(IfaceResult {
         iface: target.name.clone(),

@@ -306,6 +306,7 @@ pub fn run(
     // Let late events (frees after the receiver read) land, then stop.
     std::thread::sleep(Duration::from_millis(20));
     tracer.disable()?;
+    let recursion_misses = tracer.recursion_misses();
     let (mut events, ring_lost) = tracer.events();
     keep_bed_namespaces(&mut events, &target.devices);
     let info = TracerInfo {
@@ -340,6 +341,7 @@ pub fn run(
         mounted_tracefs: fs.mounted_by_us,
         ring_bytes_per_cpu: (RING_PAGES * 4096) as u64,
         cpus: tracer.cpus,
+        recursion_misses,
     };
     drop(tracer);
     progress.step(&format!(

@@ -321,6 +321,14 @@ impl Tracer {
         })
     }
 
+    /// The `tp_btf` programs' runs the kernel skipped so far (see
+    /// `TracerInfo::recursion_misses`; empty with perf only).
+    pub(crate) fn recursion_misses(&self) -> std::collections::BTreeMap<String, u64> {
+        self.programs
+            .as_ref()
+            .map_or_else(Default::default, BtfPrograms::recursion_misses)
+    }
+
     /// Open perf event descriptors and attached programs (for tests: zero
     /// after drop).
     pub fn descriptors(&self) -> usize {
