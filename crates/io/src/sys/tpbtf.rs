@@ -1390,14 +1390,22 @@ mod tests {
             open_ns: FIB_OPEN_NS,
             closes: Closes::No,
         };
-        let prog: Vec<[u8; 8]> = gated_program(&spec, &DevOffsets::default(), RING_FD, GATE_FD)
-            .iter()
-            .map(|i| i.to_le_bytes())
-            .collect();
+        let words = |spec: &GatedSpec| -> Vec<[u8; 8]> {
+            gated_program(spec, &DevOffsets::default(), RING_FD, GATE_FD)
+                .iter()
+                .map(|i| i.to_le_bytes())
+                .collect()
+        };
+        let prog = words(&spec);
         let now = 5_000_000_000u64;
         let mut m = Vm {
             now: Some(now),
             ..Vm::default()
+        };
+        // The gate armed `ago` ns before now.
+        let arm = |m: &mut Vm, ago: u64| {
+            m.mem
+                .insert(GATE, [(now - ago).to_le_bytes(), [0; 8]].concat());
         };
         for (ago, written) in [
             (FIB_OPEN_NS as u64, 1),
@@ -1405,28 +1413,16 @@ mod tests {
             (GATE_OPEN_NS as u64, 1),
             (10, 2),
         ] {
-            m.mem
-                .insert(GATE, [(now - ago).to_le_bytes(), [0; 8]].concat());
+            arm(&mut m, ago);
             m.run(&prog, &[0]);
             assert_eq!(m.records.len(), written, "armed {ago} ns ago");
         }
         // A bound above the gate's is cut to it.
-        let wide: Vec<[u8; 8]> = gated_program(
-            &GatedSpec {
-                open_ns: i32::MAX,
-                ..spec
-            },
-            &DevOffsets::default(),
-            RING_FD,
-            GATE_FD,
-        )
-        .iter()
-        .map(|i| i.to_le_bytes())
-        .collect();
-        m.mem.insert(
-            GATE,
-            [(now - GATE_OPEN_NS as u64 - 1).to_le_bytes(), [0; 8]].concat(),
-        );
+        let wide = words(&GatedSpec {
+            open_ns: i32::MAX,
+            ..spec
+        });
+        arm(&mut m, GATE_OPEN_NS as u64 + 1);
         m.run(&wide, &[0]);
         assert_eq!(m.records.len(), 2);
         // A closing program: a lookup with a device after the arming is
@@ -1434,22 +1430,13 @@ mod tests {
         // device (a table without the route) is written and leaves the gate
         // armed; a stale gate is disarmed without a record.
         const NHC: u64 = 0x4000_0000;
-        let closing: Vec<[u8; 8]> = gated_program(
-            &GatedSpec {
-                closes: Closes::OnDevice,
-                dev: Some(Source::ArgMember(0, 16)),
-                ..spec
-            },
-            &DevOffsets::default(),
-            RING_FD,
-            GATE_FD,
-        )
-        .iter()
-        .map(|i| i.to_le_bytes())
-        .collect();
+        let closing = words(&GatedSpec {
+            closes: Closes::OnDevice,
+            dev: Some(Source::ArgMember(0, 16)),
+            ..spec
+        });
         m.mem.insert(NHC, vec![0; 32]);
-        m.mem
-            .insert(GATE, [(now - 10).to_le_bytes(), [0; 8]].concat());
+        arm(&mut m, 10);
         m.run(&closing, &[NHC]);
         assert_eq!((m.records.len(), m.read(GATE, 8)), (3, now - 10));
         m.mem.insert(
@@ -1461,45 +1448,26 @@ mod tests {
         let reads = m.clock_reads;
         m.run(&closing, &[NHC]);
         assert_eq!((m.records.len(), m.clock_reads), (4, reads));
-        m.mem.insert(
-            GATE,
-            [(now - FIB_OPEN_NS as u64 - 1).to_le_bytes(), [0; 8]].concat(),
-        );
+        arm(&mut m, FIB_OPEN_NS as u64 + 1);
         m.run(&closing, &[NHC]);
         assert_eq!((m.records.len(), m.read(GATE, 8)), (4, 0));
         // Closing when stale only: a record with a device leaves it armed.
-        let when_stale: Vec<[u8; 8]> = gated_program(
-            &GatedSpec {
-                closes: Closes::WhenStale,
-                dev: Some(Source::ArgMember(0, 16)),
-                ..spec
-            },
-            &DevOffsets::default(),
-            RING_FD,
-            GATE_FD,
-        )
-        .iter()
-        .map(|i| i.to_le_bytes())
-        .collect();
-        m.mem
-            .insert(GATE, [(now - 10).to_le_bytes(), [0; 8]].concat());
+        let when_stale = words(&GatedSpec {
+            closes: Closes::WhenStale,
+            dev: Some(Source::ArgMember(0, 16)),
+            ..spec
+        });
+        arm(&mut m, 10);
         m.run(&when_stale, &[NHC]);
         assert_eq!((m.records.len(), m.read(GATE, 8)), (5, now - 10));
-        m.mem.insert(
-            GATE,
-            [(now - FIB_OPEN_NS as u64 - 1).to_le_bytes(), [0; 8]].concat(),
-        );
+        arm(&mut m, FIB_OPEN_NS as u64 + 1);
         m.run(&when_stale, &[NHC]);
         assert_eq!((m.records.len(), m.read(GATE, 8)), (5, 0));
         // Without it the gate stays armed.
-        m.mem
-            .insert(GATE, [(now - 10).to_le_bytes(), [0; 8]].concat());
+        arm(&mut m, 10);
         m.run(&prog, &[0]);
         assert_eq!((m.records.len(), m.read(GATE, 8)), (6, now - 10));
-        m.mem.insert(
-            GATE,
-            [(now - FIB_OPEN_NS as u64 - 1).to_le_bytes(), [0; 8]].concat(),
-        );
+        arm(&mut m, FIB_OPEN_NS as u64 + 1);
         m.run(&prog, &[0]);
         assert_eq!(m.read(GATE, 8), now - FIB_OPEN_NS as u64 - 1);
     }
