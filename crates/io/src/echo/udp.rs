@@ -641,11 +641,7 @@ pub(super) fn rx_stamps_on(within: Duration) -> io::Result<bool> {
         match stamps::recv_stamped(&sock, &mut buf) {
             Ok((_, Some(_))) => return Ok(true),
             Ok((_, None)) => std::thread::sleep(Duration::from_millis(1)),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) => {}
+            Err(e) if sock::timed_out(&e) => {}
             Err(e) => return Err(e),
         }
     }

@@ -377,10 +377,9 @@ fn payload(len: usize, repeating: bool) -> Vec<u8> {
 }
 
 fn transient(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-    ) || e.raw_os_error() == Some(libc::ENOBUFS)
+    sock::timed_out(e)
+        || e.kind() == io::ErrorKind::Interrupted
+        || e.raw_os_error() == Some(libc::ENOBUFS)
 }
 
 /// The peer closed or reset: the normal end of a stream.

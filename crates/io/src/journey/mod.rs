@@ -523,11 +523,7 @@ fn receive_until(
         match read(&mut buf) {
             Ok(None) => break,
             Ok(Some(n)) => take(&buf[..n], sys::clock::monotonic_ns(), &mut out),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) => {}
+            Err(e) if sys::sock::timed_out(&e) => {}
             Err(e) => return Err(e),
         }
         if sent_all.load(Ordering::Acquire) {

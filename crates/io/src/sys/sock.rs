@@ -607,3 +607,13 @@ pub(crate) fn send_to(fd: RawFd, buf: &[u8], to: SocketAddr) -> io::Result<usize
         }
     }
 }
+
+/// True when a socket call gave up at its timeout or would block
+/// (`EAGAIN`/`EWOULDBLOCK`, or `SO_RCVTIMEO`/`SO_SNDTIMEO` expiring): try
+/// again later.
+pub(crate) fn timed_out(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}

@@ -97,12 +97,7 @@ impl Control {
             match self.stream.read(&mut self.buf[..want]) {
                 Ok(0) => return Err(CtrlError::Closed),
                 Ok(n) => self.decoder.push(&self.buf[..n])?,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
+                Err(e) if crate::sys::sock::timed_out(&e) => {
                     return Err(CtrlError::Timeout(timeout));
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -174,10 +174,7 @@ impl Meter {
 }
 
 fn transient(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-    )
+    sock::timed_out(e) || e.kind() == io::ErrorKind::Interrupted
 }
 
 /// Runs a flow to its end and reports it. Never panics on the network.
