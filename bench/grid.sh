@@ -253,7 +253,7 @@ for cell in order:
         worst_of_medians = min(worst_of_medians, of_medians) if worst_of_medians is not None else of_medians
     name = f"{proto} {n}x {d}" + (f" {size} B" if proto == "udp" else "")
     mark = "!" if bad[cell] else " "
-    print(f"{name:<26} {fmt(lr, scale):>9}{mark} {fmt(i3, scale):>10} {fmt(i2, scale):>10} {ratio:>6.2f}x {of_medians:>9.2f}x")
+    print(f"{name:<26} {fmt(lr, scale):>9}{mark} {fmt(i3, scale):>10} {fmt(i2, scale):>10} {ratio:>6.3f}x {of_medians:>9.3f}x")
 print("\nCPU time of client and server per GB received (TCP, ms) or per datagram received (UDP, ns), medians")
 print(f"{'cell':<26} {'linerate':>10} {'iperf3':>10} {'iperf2':>10} {'lr/best':>7}")
 for cell in order:
@@ -263,8 +263,8 @@ for cell in order:
     r = c[0] / min(peers) if peers and not math.isnan(c[0]) else float("nan")
     name = f"{proto} {n}x {d}" + (f" {size} B" if proto == "udp" else "")
     print(f"{name:<26} " + " ".join("—".rjust(10) if math.isnan(x) else f"{x:10.0f}" for x in c) + f" {r:6.2f}x")
-print(f"\nworst cell: {worst:.2f}x the better peer, median of same-round ratios (target >= 1.00x in every cell); "
-      f"ratio of medians {worst_of_medians:.2f}x" if worst is not None else "")
+print(f"\nworst cell: {worst:.3f}x the better peer, median of same-round ratios (target >= 1.00x in every cell); "
+      f"ratio of medians {worst_of_medians:.3f}x" if worst is not None else "")
 if any(bad.values()):
     print("! = a linerate run not fully verified, with corrupt data or an error, in that many rounds:",
           ", ".join(f"{c[0]} {c[1]}x {c[2]}: {k}" for c, k in bad.items() if k))
