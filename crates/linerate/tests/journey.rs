@@ -29,6 +29,32 @@ fn one_tracer() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// A privileged test's bed, with the tracer lock held: removed, then the
+/// lock released, when dropped.
+struct TracedBed {
+    /// The bed's name (`<prefix><pid>`).
+    name: String,
+    _bed: Bed,
+    _one_tracer: std::sync::MutexGuard<'static, ()>,
+}
+
+/// Takes the tracer lock and brings up a `topology` bed named
+/// `<prefix><pid>` for `test`; None (the test skips, saying so) without the
+/// privileges.
+fn traced_bed(test: &str, prefix: &str, topology: Topology) -> Option<TracedBed> {
+    let one_tracer = one_tracer();
+    if !linerate_bed::privileges::require(test) {
+        return None;
+    }
+    let name = format!("{prefix}{}", std::process::id());
+    let bed = Bed::up(&BedSpec::new(name.clone(), topology)).expect("bed up");
+    Some(TracedBed {
+        name,
+        _bed: bed,
+        _one_tracer: one_tracer,
+    })
+}
+
 fn linerate(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_linerate"))
         .args(args)
@@ -354,12 +380,14 @@ fn the_tracer_detaches_on_drop_and_on_panic() {
 
 #[test]
 fn a_bridge_journey_finds_the_path_and_the_bridge() {
-    let _one_tracer = one_tracer();
-    if !linerate_bed::privileges::require("a_bridge_journey_finds_the_path_and_the_bridge") {
+    let Some(traced) = traced_bed(
+        "a_bridge_journey_finds_the_path_and_the_bridge",
+        "jb",
+        Topology::Bridge,
+    ) else {
         return;
-    }
-    let name = format!("jb{}", std::process::id());
-    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Bridge)).expect("bed up");
+    };
+    let name = traced.name.clone();
     wait_forwarding(&name);
     let plots = std::env::temp_dir().join(format!("lr-journey-plot-{}", std::process::id()));
     let plot_dir = plots.to_str().unwrap();
@@ -422,12 +450,14 @@ fn a_bridge_journey_finds_the_path_and_the_bridge() {
 
 #[test]
 fn a_router_journey_finds_the_forwarding_step() {
-    let _one_tracer = one_tracer();
-    if !linerate_bed::privileges::require("a_router_journey_finds_the_forwarding_step") {
+    let Some(traced) = traced_bed(
+        "a_router_journey_finds_the_forwarding_step",
+        "jr",
+        Topology::Router,
+    ) else {
         return;
-    }
-    let name = format!("jr{}", std::process::id());
-    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Router)).expect("bed up");
+    };
+    let name = traced.name.clone();
     // Neighbour resolution on the first probes is part of the path; warm up.
     let _ = journey(&name, &["--count", "3"]);
     // The perf tracer here (the bridge test runs tp_btf programs).
@@ -464,12 +494,14 @@ fn a_router_journey_finds_the_forwarding_step() {
 /// (the IPv4 lookups are left out, saying why).
 #[test]
 fn an_ipv6_router_journey_finds_the_ipv6_fib_lookup() {
-    let _one_tracer = one_tracer();
-    if !linerate_bed::privileges::require("an_ipv6_router_journey_finds_the_ipv6_fib_lookup") {
+    let Some(traced) = traced_bed(
+        "an_ipv6_router_journey_finds_the_ipv6_fib_lookup",
+        "j6",
+        Topology::Router,
+    ) else {
         return;
-    }
-    let name = format!("j6{}", std::process::id());
-    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Router)).expect("bed up");
+    };
+    let name = traced.name.clone();
     let dut = format!("lr-{name}-dut");
     // A new bed answers IPv6 neighbour solicitations only once its
     // link-local addresses passed DAD (about a second): warm up until a
@@ -542,14 +574,14 @@ fn an_ipv6_router_journey_finds_the_ipv6_fib_lookup() {
 /// are opened, and an aborting program's `xdp_exception`s are counted there.
 #[test]
 fn an_xdp_program_on_a_bed_interface_is_detected_and_its_events_counted() {
-    let _one_tracer = one_tracer();
-    if !linerate_bed::privileges::require(
+    let Some(traced) = traced_bed(
         "an_xdp_program_on_a_bed_interface_is_detected_and_its_events_counted",
-    ) {
+        "jx",
+        Topology::Pair,
+    ) else {
         return;
-    }
-    let name = format!("jx{}", std::process::id());
-    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).expect("bed up");
+    };
+    let name = traced.name.clone();
     let b = format!("lr-{name}-b");
     let _ = journey(&name, &["--count", "3"]);
     let doc = journey(&name, &["--count", "5"]);
@@ -602,14 +634,14 @@ fn an_xdp_program_on_a_bed_interface_is_detected_and_its_events_counted() {
 
 #[test]
 fn a_router_journey_attributes_the_fib_lookup_and_the_softirq() {
-    let _one_tracer = one_tracer();
-    if !linerate_bed::privileges::require(
+    let Some(traced) = traced_bed(
         "a_router_journey_attributes_the_fib_lookup_and_the_softirq",
-    ) {
+        "jf",
+        Topology::Router,
+    ) else {
         return;
-    }
-    let name = format!("jf{}", std::process::id());
-    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Router)).expect("bed up");
+    };
+    let name = traced.name.clone();
     let _ = journey(&name, &["--count", "3"]);
     // Without --all-events the context events are left out, saying so; the
     // FIB lookup and the softirq entry stay (gated).
@@ -738,12 +770,10 @@ fn a_router_journey_attributes_the_fib_lookup_and_the_softirq() {
 
 #[test]
 fn tcp_and_icmp_probes_are_followed() {
-    let _one_tracer = one_tracer();
-    if !linerate_bed::privileges::require("tcp_and_icmp_probes_are_followed") {
+    let Some(traced) = traced_bed("tcp_and_icmp_probes_are_followed", "jt", Topology::Pair) else {
         return;
-    }
-    let name = format!("jt{}", std::process::id());
-    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).expect("bed up");
+    };
+    let name = traced.name.clone();
     let (a, b) = (format!("lr-{name}-a"), format!("lr-{name}-b"));
     // Neighbour resolution on the first probes is part of the path; warm up.
     let _ = journey(&name, &["--count", "3", "--proto", "icmp"]);
@@ -809,12 +839,14 @@ fn tcp_and_icmp_probes_are_followed() {
 
 #[test]
 fn drops_appear_with_their_kernel_reasons() {
-    let _one_tracer = one_tracer();
-    if !linerate_bed::privileges::require("drops_appear_with_their_kernel_reasons") {
+    let Some(traced) = traced_bed(
+        "drops_appear_with_their_kernel_reasons",
+        "jd",
+        Topology::Pair,
+    ) else {
         return;
-    }
-    let name = format!("jd{}", std::process::id());
-    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).expect("bed up");
+    };
+    let name = traced.name.clone();
     let b = format!("lr-{name}-b");
     // An nft rule in b drops every other probe to this port.
     let port = (40_000 + std::process::id() % 20_000).to_string();
@@ -886,12 +918,14 @@ fn without_permission_the_error_names_the_tracepoint() {
 
 #[test]
 fn sigint_ends_a_journey_with_its_result() {
-    let _one_tracer = one_tracer();
-    if !linerate_bed::privileges::require("sigint_ends_a_journey_with_its_result") {
+    let Some(traced) = traced_bed(
+        "sigint_ends_a_journey_with_its_result",
+        "js",
+        Topology::Pair,
+    ) else {
         return;
-    }
-    let name = format!("js{}", std::process::id());
-    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).expect("bed up");
+    };
+    let name = traced.name.clone();
     // Interrupted once the probes are being sent (not after a fixed time:
     // under load the setup alone can outlast it, and no probe is sent).
     let child = journey_once(
@@ -920,12 +954,14 @@ fn sigint_ends_a_journey_with_its_result() {
 /// (other traffic only adds runs), and the empty program gives a floor.
 #[test]
 fn the_cost_shows_each_programs_kernel_run_statistics() {
-    let _one_tracer = one_tracer();
-    if !linerate_bed::privileges::require("the_cost_shows_each_programs_kernel_run_statistics") {
+    let Some(traced) = traced_bed(
+        "the_cost_shows_each_programs_kernel_run_statistics",
+        "jc",
+        Topology::Pair,
+    ) else {
         return;
-    }
-    let name = format!("jc{}", std::process::id());
-    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).expect("bed up");
+    };
+    let name = traced.name.clone();
     let doc = common::json_of(&[
         "journey",
         "--bed",
@@ -986,14 +1022,14 @@ fn the_cost_shows_each_programs_kernel_run_statistics() {
 
 #[test]
 fn a_kernel_answered_ping_on_a_bed_shows_the_responders_stages() {
-    let _one_tracer = one_tracer();
-    if !linerate_bed::privileges::require(
+    let Some(traced) = traced_bed(
         "a_kernel_answered_ping_on_a_bed_shows_the_responders_stages",
-    ) {
+        "jl",
+        Topology::Pair,
+    ) else {
         return;
-    }
-    let name = format!("jl{}", std::process::id());
-    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).expect("bed up");
+    };
+    let name = traced.name.clone();
     let doc = common::json_of(&[
         "latency", "--icmp", "--bed", &name, "--count", "50", "--json",
     ]);
@@ -1015,12 +1051,14 @@ fn a_kernel_answered_ping_on_a_bed_shows_the_responders_stages() {
 /// host a's interface to host b's, time never going backwards in a packet.
 #[test]
 fn iface_follows_any_applications_matching_packets() {
-    let _one_tracer = one_tracer();
-    if !linerate_bed::privileges::require("iface_follows_any_applications_matching_packets") {
+    let Some(traced) = traced_bed(
+        "iface_follows_any_applications_matching_packets",
+        "ji",
+        Topology::Pair,
+    ) else {
         return;
-    }
-    let name = format!("ji{}", std::process::id());
-    let _bed = Bed::up(&BedSpec::new(name.clone(), Topology::Pair)).expect("bed up");
+    };
+    let name = traced.name.clone();
     let (a, b) = (format!("lr-{name}-a"), format!("lr-{name}-b"));
     const PORT: u16 = 47_001;
     const SENT: u64 = 20;
