@@ -528,6 +528,7 @@ fn receiver_job(
         role: FlowRole::Receiver,
         send_path: SendPath::Ideal,
         recv_path: RecvPath::Copy,
+        verify_one_in: 1,
         recv_spin: false,
         recv_lowat: Some(size as u32),
         recv_nap: Some(Duration::from_micros(100)),
@@ -582,6 +583,34 @@ fn an_injected_corrupt_payload_is_caught_udp_and_tcp() {
     assert_eq!(r.bytes, 8 * 4096);
     assert_eq!(k.corrupt, 1);
     assert_eq!(k.seq.received_unique, 7);
+}
+
+#[test]
+fn a_sampling_receiver_compares_some_payloads_and_every_header() {
+    use linerate_core::throughput::model::Verification;
+    use linerate_io::throughput::{flow, net::DataSock};
+    // Every block's payload damaged: a receiver sampling one in 4 finds
+    // about a quarter of them, counts every byte and every header.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (s, _) = l.accept().unwrap();
+    let mut job = receiver_job(DataSock::Tcp(s), 4096);
+    job.verify_one_in = 4;
+    let h = thread::spawn(move || flow::run(job));
+    let blocks = 400u64;
+    for seq in 0..blocks {
+        let mut b = probe(77, 0, seq, 4096);
+        b[1000] ^= 0x01;
+        c.write_all(&b).unwrap();
+    }
+    drop(c);
+    let r = h.join().unwrap();
+    let k = r.recv.unwrap();
+    assert_eq!(r.verification, Verification::Sampled);
+    assert_eq!((r.bytes, r.packets), (blocks * 4096, blocks));
+    assert_eq!(k.payloads_verified, 0);
+    assert!((50..=150).contains(&k.corrupt), "{} of {blocks}", k.corrupt);
+    assert_eq!(k.seq.received_unique + k.corrupt, blocks);
 }
 
 #[test]

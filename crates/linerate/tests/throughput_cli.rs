@@ -81,6 +81,17 @@ fn bad_flags_exit_2() {
             "50",
         ],
         vec!["throughput", "127.0.0.1", "--udp", "--recv-nap", "-1"],
+        vec!["throughput", "127.0.0.1", "--verify-one-in", "0"],
+        vec!["throughput", "127.0.0.1", "--verify-one-in", "2000000"],
+        vec!["throughput", "127.0.0.1", "--verify-one-in", "-3"],
+        vec![
+            "throughput",
+            "127.0.0.1",
+            "--recv-path",
+            "trunc",
+            "--verify-one-in",
+            "4",
+        ],
     ] {
         let o = Command::new(BIN).args(&args).output().unwrap();
         assert_eq!(o.status.code(), Some(2), "{args:?}");
@@ -604,6 +615,7 @@ fn verified_pairs(v: &serde_json::Value) -> Vec<(serde_json::Value, serde_json::
             assert_eq!(c[k], 0, "{k} in {r}");
         }
         assert_eq!(c["seq"]["duplicates"], 0, "{r}");
+        assert_eq!(c["payloads_verified"], c["seq"]["received_unique"], "{r}");
         let s = all
             .iter()
             .find(|f| f["role"] == "sender" && f["flow"] == r["flow"])
@@ -672,6 +684,52 @@ fn the_grid_configurations_run_and_verify_their_payloads() {
         }
     }
     kill(srv);
+}
+
+/// `--verify-one-in N`: every byte received, every header checked, about
+/// one payload in N compared, and the result says so (per flow and in a
+/// flag with the count).
+#[test]
+fn sampled_verification_compares_some_payloads_and_says_so() {
+    let (srv, addr) = server_child();
+    let port = addr.port().to_string();
+    let o = Command::new(BIN)
+        .args(["throughput", "127.0.0.1", "--port", &port, "--time", "0.4"])
+        .args(["--json", "--no-save", "--bidir", "--streams", "2"])
+        .args(["--verify-one-in", "8"])
+        .output()
+        .unwrap();
+    kill(srv);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
+    common::validate("linerate.throughput", &v);
+    assert_eq!(v["params"]["verify_one_in"], 8, "{v}");
+    let mut verified = 0;
+    for end in ["client", "server_side"] {
+        let flows = v[end]["flows"].as_array().unwrap();
+        let rx: Vec<_> = flows.iter().filter(|f| f["role"] == "receiver").collect();
+        assert_eq!(rx.len(), 2, "{end}: {v}");
+        for r in rx {
+            assert_eq!(r["verification"], "sampled", "{r}");
+            let c = &r["recv"];
+            assert_eq!(c["corrupt"], 0, "{r}");
+            let blocks = r["packets"].as_u64().unwrap();
+            let n = c["payloads_verified"].as_u64().unwrap();
+            assert_eq!(c["seq"]["received_unique"], blocks, "every header: {r}");
+            assert!(n < blocks || blocks < 8, "{n} of {blocks}");
+            verified += n;
+        }
+    }
+    let flag = v["flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "payload_sampled")
+        .unwrap_or_else(|| panic!("no payload_sampled flag: {v}"));
+    assert_eq!(flag["evidence"]["payloads_verified"], verified);
+    assert!(verified > 0, "{v}");
+    assert!(!v["flags"].to_string().contains("tcp_verified"), "{v}");
 }
 
 /// A server's resident memory (VmRSS of /proc/PID/status), kB.

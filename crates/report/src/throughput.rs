@@ -252,10 +252,10 @@ fn flows_table(out: &mut Doc, r: &ThroughputResult) {
                 group_thousands(c.seq.lost),
                 group_thousands(c.seq.reordered),
                 group_thousands(c.seq.duplicates),
-                if v == Verification::HeadersOnly {
-                    format!("{} (hdr only)", c.corrupt)
-                } else {
-                    group_thousands(c.corrupt)
+                match v {
+                    Verification::HeadersOnly => format!("{} (hdr only)", c.corrupt),
+                    Verification::Sampled => format!("{} (sampled)", group_thousands(c.corrupt)),
+                    _ => group_thousands(c.corrupt),
                 },
             ),
             _ => ("".into(), "".into(), "".into(), "".into()),

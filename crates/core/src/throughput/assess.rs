@@ -401,11 +401,26 @@ pub fn assess(r: &ThroughputResult) -> Vec<Flag> {
             "gro: the receiver got coalesced buffers and split them in user space",
         ));
     }
-    if r.params.protocol == Protocol::Tcp {
-        flags.push(Flag::info(
+    match r.params.verify_one_in.filter(|&n| n > 1) {
+        Some(n) => {
+            let (verified, corrupt) = sides(r)
+                .flat_map(|s| s.flows.iter())
+                .filter_map(|f| f.recv.as_ref())
+                .fold((0, 0), |(v, c), rc| (v + rc.payloads_verified, c + rc.corrupt));
+            flags.push(
+                Flag::info(
+                    "payload_sampled",
+                    format!("the receivers compared the payload of one block or datagram in {n}, chosen at random, with the pattern ({verified} matched, {corrupt} corrupt); every header was checked and every byte received"),
+                )
+                .with("verify_one_in", n)
+                .with("payloads_verified", verified),
+            );
+        }
+        None if r.params.protocol == Protocol::Tcp => flags.push(Flag::info(
             "tcp_verified",
             "TCP: every block is verified in full (header and pattern) unless the receive path is trunc",
-        ));
+        )),
+        None => {}
     }
     flags.extend(line_rate_flags(r));
     if let Some(st) = r.steal_pct.filter(|&s| s >= STEAL_PCT) {

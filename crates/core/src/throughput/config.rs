@@ -66,10 +66,12 @@ pub struct Request {
     pub omit: Duration,
     /// SO_NO_CHECK on UDP data sockets.
     pub no_udp_checksum: bool,
+    /// Receivers compare one payload in N (None: every payload).
+    pub verify_one_in: Option<u32>,
 }
 
 /// The socket settings a throughput sweep may vary.
-pub const SOCKET_SWEEP_KEYS: [&str; 8] = [
+pub const SOCKET_SWEEP_KEYS: [&str; 9] = [
     "size",
     "window",
     "mss",
@@ -78,6 +80,7 @@ pub const SOCKET_SWEEP_KEYS: [&str; 8] = [
     "cc",
     "nodelay",
     "udp-checksum",
+    "verify-one-in",
 ];
 
 /// A checked point of a throughput matrix: its configuration and the bed
@@ -111,6 +114,9 @@ fn apply(p: &mut PointRequest, key: &str, v: &str) -> Result<(), String> {
         "cc" => r.congestion = Some(v.to_string()),
         "nodelay" => r.nodelay = crate::sweep::on_off(v)?,
         "udp-checksum" => r.no_udp_checksum = !crate::sweep::on_off(v)?,
+        "verify-one-in" => {
+            r.verify_one_in = Some(v.parse().map_err(|_| format!("'{v}' is not a number"))?)
+        }
         _ => p.bed.push(crate::sweep::BedSetting::parse(key, v)?),
     }
     Ok(())
@@ -194,6 +200,7 @@ impl Default for Request {
             repeat: 1,
             omit: Duration::ZERO,
             no_udp_checksum: false,
+            verify_one_in: None,
         }
     }
 }
@@ -335,6 +342,7 @@ impl Config {
             mss_bytes: req.mss_bytes,
             interval_ns: nanos(req.interval),
             no_udp_checksum: req.no_udp_checksum,
+            verify_one_in: req.verify_one_in,
         };
         // Every run (the first is `base`) is checked in `new`.
         let runs = req

@@ -146,6 +146,10 @@ named_enum!(
     }
 );
 
+/// One past the largest `verify_one_in`: sampling sparser than one payload
+/// in a million would verify next to nothing in a test of seconds.
+pub const MAX_VERIFY_ONE_IN: u32 = 1_000_001;
+
 /// What a client asks the server to run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThroughputParams {
@@ -193,6 +197,11 @@ pub struct ThroughputParams {
     /// checksum (IPv4; seed 004's checksum row). Absent before: off.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_udp_checksum: bool,
+    /// Receivers compare the payload of one block or datagram in N with the
+    /// pattern, chosen at random, and check every header (None or 1: every
+    /// payload, the default). Receiving still copies every byte.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_one_in: Option<u32>,
 }
 
 impl Default for ThroughputParams {
@@ -215,6 +224,7 @@ impl Default for ThroughputParams {
             mss_bytes: None,
             interval_ns: 1_000_000_000,
             no_udp_checksum: false,
+            verify_one_in: None,
         }
     }
 }
@@ -291,6 +301,24 @@ impl ThroughputParams {
         }
         if self.protocol == Protocol::Tcp && self.no_udp_checksum {
             return bad("no_udp_checksum", "applies to UDP only".into());
+        }
+        match self.verify_one_in {
+            Some(0) | Some(MAX_VERIFY_ONE_IN..) => {
+                return bad(
+                    "verify_one_in",
+                    format!(
+                        "verify one payload in N, N from 1 to {}",
+                        MAX_VERIFY_ONE_IN - 1
+                    ),
+                )
+            }
+            Some(2..) if self.recv_path == RecvPath::Trunc => {
+                return bad(
+                    "verify_one_in",
+                    "receive path 'trunc' takes no payload to sample: headers only".into(),
+                )
+            }
+            _ => {}
         }
         if self.protocol == Protocol::Tcp
             && matches!(self.recv_path, RecvPath::Mmsg | RecvPath::Gro)
@@ -442,6 +470,9 @@ pub enum FlowRole {
 pub enum Verification {
     /// Every payload byte.
     Full,
+    /// Every header; the payload of one block or datagram in
+    /// `verify_one_in`, chosen at random (every byte still received).
+    Sampled,
     /// Headers only (MSG_TRUNC: payload never reached user space).
     HeadersOnly,
     /// Nothing (sender side).
@@ -486,6 +517,10 @@ pub struct RecvCounts {
     pub foreign: u64,
     /// Datagrams shorter or longer than the session's size.
     pub bad_length: u64,
+    /// Datagrams or blocks of this flow whose payload was compared with the
+    /// pattern and matched: all the good ones but under sampling or MSG_TRUNC.
+    #[serde(default)]
+    pub payloads_verified: u64,
 }
 
 /// One end's view of one flow.

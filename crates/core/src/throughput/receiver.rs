@@ -5,6 +5,8 @@
 //! Verification is full for every payload byte that reaches user space: the
 //! bytes are compared with the flow's pattern. With MSG_TRUNC only headers
 //! are seen ([`FlowReceiver::skip_payload`], [`FlowReceiver::datagram_truncated`]).
+//! A sampling receiver ([`FlowReceiver::sampling`]) checks every header and
+//! compares the payload of one block or datagram in N, chosen at random.
 
 use crate::stats::sequence::SeqTracker;
 use crate::throughput::model::RecvCounts;
@@ -25,6 +27,29 @@ pub struct FlowReceiver {
     pos: usize,
     head: [u8; HEADER_LEN],
     block_ok: bool,
+    /// The current block's or datagram's payload is compared.
+    compare: bool,
+    sampler: Option<Sampler>,
+}
+
+/// Picks payloads to compare, each with probability 1/`one_in`, from a
+/// SplitMix64 stream seeded per flow: no block position is exempt, so a
+/// corruption that recurs is found within about `one_in` occurrences.
+#[derive(Debug, Clone)]
+struct Sampler {
+    one_in: u64,
+    state: u64,
+}
+
+impl Sampler {
+    fn pick(&mut self) -> bool {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        z % self.one_in == 0
+    }
 }
 
 impl FlowReceiver {
@@ -44,7 +69,24 @@ impl FlowReceiver {
             pos: 0,
             head: [0; HEADER_LEN],
             block_ok: true,
+            compare: true,
+            sampler: None,
         }
+    }
+
+    /// Compares the payload of one block or datagram in `one_in` (chosen at
+    /// random; every header is still checked); 0 and 1: every payload.
+    pub fn sampling(mut self, one_in: u32) -> Self {
+        self.sampler = (one_in > 1).then(|| Sampler {
+            one_in: u64::from(one_in),
+            state: (u64::from(self.session) << 16 | u64::from(self.flow)) ^ 0x7361_6d70_6c65_7321,
+        });
+        self
+    }
+
+    /// Whether the next payload is compared.
+    fn pick(&mut self) -> bool {
+        self.sampler.as_mut().is_none_or(Sampler::pick)
     }
 
     /// Bytes received so far.
@@ -88,8 +130,11 @@ impl FlowReceiver {
         if d.len() != self.size {
             self.counts.bad_length += 1;
         }
-        let ok = Packet::new_checked(d).is_ok_and(|p| self.pattern.matches(0, p.payload()));
+        let compare = self.pick();
+        let ok = !compare
+            || Packet::new_checked(d).is_ok_and(|p| self.pattern.matches(0, p.payload()));
         if ok {
+            self.counts.payloads_verified += u64::from(compare);
             self.seq.record(r.seq);
         } else {
             self.counts.corrupt += 1;
@@ -124,6 +169,9 @@ impl FlowReceiver {
 
     fn block_done(&mut self) {
         self.packets += 1;
+        if self.compare && self.block_ok {
+            self.counts.payloads_verified += 1;
+        }
         if self.block_ok {
             if let Some(r) = Repr::parse_bytes(&self.head)
                 .ok()
@@ -151,13 +199,17 @@ impl FlowReceiver {
                     let valid = Repr::parse_bytes(&self.head)
                         .is_ok_and(|r| r.session == self.session && r.flow == self.flow);
                     self.block_ok = valid;
+                    self.compare = self.pick();
                     if self.size == HEADER_LEN {
                         self.block_done();
                     }
                 }
             } else {
                 let n = (self.size - self.pos).min(data.len());
-                if self.block_ok && !self.pattern.matches(self.pos - HEADER_LEN, &data[..n]) {
+                if self.block_ok
+                    && self.compare
+                    && !self.pattern.matches(self.pos - HEADER_LEN, &data[..n])
+                {
                     self.block_ok = false;
                 }
                 self.pos += n;
@@ -174,6 +226,9 @@ impl FlowReceiver {
     pub fn skip_payload(&mut self, n: usize) {
         let n = n.min(self.payload_remaining());
         self.bytes += n as u64;
+        if n > 0 {
+            self.compare = false;
+        }
         self.pos += n;
         if n > 0 && self.pos == self.size {
             self.block_done();
@@ -221,6 +276,7 @@ mod tests {
         assert_eq!(c.foreign, 1);
         assert_eq!(c.seq.received_unique, 2);
         assert_eq!(c.seq.lost, 1, "the corrupt one is not counted as received");
+        assert_eq!(c.payloads_verified, 2);
     }
 
     #[test]
@@ -241,8 +297,52 @@ mod tests {
             assert_eq!(r.bytes(), 20_000);
             assert_eq!(c.corrupt, 1, "chunk {chunk}");
             assert_eq!(c.seq.received_unique, 19);
+            assert_eq!(c.payloads_verified, 19);
             assert_eq!(r.partial_block_bytes(), 0);
         }
+    }
+
+    #[test]
+    fn sampling_compares_about_one_in_n_and_checks_every_header() {
+        let size = 200;
+        let blocks = 4000u64;
+        let mut stream = Vec::new();
+        for s in 0..blocks {
+            stream.extend(probe(3, 1, s, size));
+        }
+        // Every block's payload corrupted: a sampler finds about 1/16 of
+        // them; the rest pass on their (good) headers.
+        for b in 0..blocks as usize {
+            stream[b * size + HEADER_LEN + 7] ^= 0x10;
+        }
+        let mut r = FlowReceiver::new(3, 1, size).sampling(16);
+        for c in stream.chunks(1000) {
+            r.stream(c);
+        }
+        let c = r.counts(Some(blocks));
+        assert_eq!(r.packets(), blocks);
+        assert_eq!(c.payloads_verified, 0, "every compared payload was bad");
+        assert!((150..=350).contains(&c.corrupt), "{} of {blocks}", c.corrupt);
+        assert_eq!(c.seq.received_unique, blocks - c.corrupt);
+        // A damaged header is caught whether or not its payload is sampled.
+        let mut r = FlowReceiver::new(3, 1, size).sampling(1000);
+        let mut good = probe(3, 1, 0, size);
+        good.extend(probe(3, 1, 1, size));
+        good[size + 1] = 99; // block 1's version byte
+        r.stream(&good);
+        assert_eq!(r.counts(None).corrupt, 1);
+        // Good datagrams: about one in 8 compared, all counted as received.
+        let mut r = FlowReceiver::new(4, 0, 100).sampling(8);
+        for s in 0..800 {
+            r.datagram(&probe(4, 0, s, 100));
+        }
+        let c = r.counts(Some(800));
+        assert_eq!((c.corrupt, c.seq.received_unique), (0, 800));
+        assert!((50..=150).contains(&c.payloads_verified), "{}", c.payloads_verified);
+        // One in 1 is every payload.
+        let mut r = FlowReceiver::new(4, 0, 100).sampling(1);
+        r.datagram(&probe(4, 0, 0, 100));
+        assert_eq!(r.counts(None).payloads_verified, 1);
     }
 
     #[test]
@@ -260,6 +360,7 @@ mod tests {
         assert_eq!(r.packets(), 3);
         assert_eq!(r.bytes(), 300);
         assert_eq!(r.counts(None).seq.received_unique, 3);
+        assert_eq!(r.counts(None).payloads_verified, 0);
     }
 
     #[test]

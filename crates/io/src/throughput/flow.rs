@@ -101,6 +101,9 @@ pub struct FlowJob {
     pub send_path: SendPath,
     /// Receive path (receivers).
     pub recv_path: RecvPath,
+    /// Receivers compare the payload of one block or datagram in this many
+    /// (1: every one).
+    pub verify_one_in: u32,
     /// Receivers spin on non-blocking receives (never sleep).
     pub recv_spin: bool,
     /// TCP receivers: SO_RCVLOWAT to ask for, bytes.
@@ -679,7 +682,12 @@ fn send_zerocopy(
 
 fn run_receiver(job: &FlowJob) -> FlowReport {
     let mut meter = Meter::new(job.interval_ns);
-    let mut rx = FlowReceiver::new(job.session, job.flow, job.size);
+    let mut rx = FlowReceiver::new(job.session, job.flow, job.size).sampling(job.verify_one_in);
+    let full = if job.verify_one_in > 1 {
+        Verification::Sampled
+    } else {
+        Verification::Full
+    };
     let drops0 = sock::socket_drops(&job.sock).ok();
     let lowat = match (job.sock.is_tcp(), job.recv_lowat) {
         (true, Some(b)) => match net::set_recv_lowat(&job.sock, b) {
@@ -700,12 +708,12 @@ fn run_receiver(job: &FlowJob) -> FlowReport {
         ),
         (DataSock::Tcp(_), _) => (
             "copy".to_string(),
-            Verification::Full,
+            full,
             recv_tcp_copy(job, &mut meter, &mut rx),
         ),
         (DataSock::Udp(_), RecvPath::Copy) => (
             "copy".to_string(),
-            Verification::Full,
+            full,
             recv_udp(job, &mut meter, &mut rx, Udp::Copy),
         ),
         (DataSock::Udp(_), RecvPath::Trunc) => (
@@ -715,12 +723,12 @@ fn run_receiver(job: &FlowJob) -> FlowReport {
         ),
         (DataSock::Udp(_), RecvPath::Mmsg) => (
             format!("mmsg (recvmmsg x{BATCH})"),
-            Verification::Full,
+            full,
             recv_udp(job, &mut meter, &mut rx, Udp::Mmsg),
         ),
         (DataSock::Udp(_), RecvPath::Gro) => (
             "gro (UDP_GRO)".to_string(),
-            Verification::Full,
+            full,
             recv_udp(job, &mut meter, &mut rx, Udp::Gro),
         ),
     };

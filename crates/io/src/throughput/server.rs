@@ -1135,6 +1135,7 @@ pub(crate) fn jobs(
                 },
                 send_path: p.send_path,
                 recv_path: p.recv_path,
+                verify_one_in: p.verify_one_in.unwrap_or(1),
                 recv_spin: p.recv_spin,
                 recv_lowat: p.recv_lowat(),
                 recv_nap: p.recv_nap().map(|us| Duration::from_micros(u64::from(us))),
