@@ -59,12 +59,17 @@
 # exit. About 16 cells × 3 tools × (T + 1.5) s per round.
 # Needs root, ip, iperf3, iperf, time (apt-get install iperf3 iperf time), python3.
 #
-# usage: [T=3] [ROUNDS=5] [CELLS=regex] bench/grid.sh
+# LR_ARGS adds flags to every linerate run (e.g. LR_ARGS="--verify-one-in 16"
+# for sampled verification; its figures are then marked "!": not every
+# payload was compared). The header prints them.
+#
+# usage: [T=3] [ROUNDS=5] [CELLS=regex] [LR_ARGS=flags] bench/grid.sh
 set -euo pipefail
 
 T=${T:-3}
 ROUNDS=${ROUNDS:-5}
 CELLS=${CELLS:-.}
+read -r -a LR_EXTRA <<<"${LR_ARGS:-}"
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
 IP_A=198.18.78.1
@@ -100,6 +105,7 @@ lr_cell() { # proto streams dir size
     [ "$3" = reverse ] && args+=(--reverse)
     [ "$3" = bidir ] && args+=(--bidir)
     [ "$1" = udp ] && args+=(--udp --size "$4")
+    args+=("${LR_EXTRA[@]}")
     # linerate exits 1 when its result carries a warning flag (a noisy
     # host, retransmits): the figures still count, the marks say the rest.
     { run "$BIN" "${args[@]}" 2>/dev/null || true; } | python3 -c '
@@ -165,6 +171,7 @@ for n in 1 2 4 8; do for dir in forward reverse bidir; do CELL_LIST+=("tcp $n $d
 for s in 1472 18; do for n in 1 4; do CELL_LIST+=("udp $n forward $s"); done; done
 
 echo "throughput grid over veth ($A ↔ $B), ${T} s per run, $ROUNDS rounds, $(date -u +%FT%TZ)"
+[ -n "${LR_ARGS:-}" ] && echo "linerate runs with: $LR_ARGS"
 echo "kernel $(uname -r), $(nproc) CPUs; load: $(cut -d' ' -f1-3 /proc/loadavg); $(iperf3 --version | head -1); $(iperf -v 2>&1 | head -1)"
 tools=(linerate iperf3 iperf2)
 for round in $(seq 1 "$ROUNDS"); do

@@ -131,8 +131,8 @@ impl FlowReceiver {
             self.counts.bad_length += 1;
         }
         let compare = self.pick();
-        let ok = !compare
-            || Packet::new_checked(d).is_ok_and(|p| self.pattern.matches(0, p.payload()));
+        let ok =
+            !compare || Packet::new_checked(d).is_ok_and(|p| self.pattern.matches(0, p.payload()));
         if ok {
             self.counts.payloads_verified += u64::from(compare);
             self.seq.record(r.seq);
@@ -322,7 +322,11 @@ mod tests {
         let c = r.counts(Some(blocks));
         assert_eq!(r.packets(), blocks);
         assert_eq!(c.payloads_verified, 0, "every compared payload was bad");
-        assert!((150..=350).contains(&c.corrupt), "{} of {blocks}", c.corrupt);
+        assert!(
+            (150..=350).contains(&c.corrupt),
+            "{} of {blocks}",
+            c.corrupt
+        );
         assert_eq!(c.seq.received_unique, blocks - c.corrupt);
         // A damaged header is caught whether or not its payload is sampled.
         let mut r = FlowReceiver::new(3, 1, size).sampling(1000);
@@ -338,7 +342,11 @@ mod tests {
         }
         let c = r.counts(Some(800));
         assert_eq!((c.corrupt, c.seq.received_unique), (0, 800));
-        assert!((50..=150).contains(&c.payloads_verified), "{}", c.payloads_verified);
+        assert!(
+            (50..=150).contains(&c.payloads_verified),
+            "{}",
+            c.payloads_verified
+        );
         // One in 1 is every payload.
         let mut r = FlowReceiver::new(4, 0, 100).sampling(1);
         r.datagram(&probe(4, 0, 0, 100));
