@@ -8,6 +8,7 @@
 //! A sampling receiver ([`FlowReceiver::sampling`]) checks every header and
 //! compares the payload of one block or datagram in N, chosen at random.
 
+use crate::emu::SplitMix64;
 use crate::stats::sequence::SeqTracker;
 use crate::throughput::model::RecvCounts;
 use crate::wire::probe::{Packet, Pattern, Repr, HEADER_LEN};
@@ -38,18 +39,7 @@ pub struct FlowReceiver {
 #[derive(Debug, Clone)]
 struct Sampler {
     one_in: u64,
-    state: u64,
-}
-
-impl Sampler {
-    fn pick(&mut self) -> bool {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        z % self.one_in == 0
-    }
+    rng: SplitMix64,
 }
 
 impl FlowReceiver {
@@ -77,16 +67,19 @@ impl FlowReceiver {
     /// Compares the payload of one block or datagram in `one_in` (chosen at
     /// random; every header is still checked); 0 and 1: every payload.
     pub fn sampling(mut self, one_in: u32) -> Self {
+        let seed = (u64::from(self.session) << 16 | u64::from(self.flow)) ^ 0x7361_6d70_6c65_7321;
         self.sampler = (one_in > 1).then(|| Sampler {
             one_in: u64::from(one_in),
-            state: (u64::from(self.session) << 16 | u64::from(self.flow)) ^ 0x7361_6d70_6c65_7321,
+            rng: SplitMix64::new(seed),
         });
         self
     }
 
     /// Whether the next payload is compared.
     fn pick(&mut self) -> bool {
-        self.sampler.as_mut().is_none_or(Sampler::pick)
+        self.sampler
+            .as_mut()
+            .is_none_or(|s| s.rng.next_u64() % s.one_in == 0)
     }
 
     /// Bytes received so far.
