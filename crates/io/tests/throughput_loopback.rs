@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use linerate_core::throughput::model::{
     Direction, FlowDir, FlowReport, FlowRole, Protocol, RecvPath, SendPath, SideReport,
-    ThroughputParams,
+    ThroughputParams, Verification,
 };
 use linerate_io::throughput::client;
 use linerate_io::throughput::server::{Server, ServerConfig};
@@ -206,6 +206,30 @@ fn every_recv_path() {
         }
         let o = run(addr, &p);
         check(&o, &p);
+        // The receiving end says how much it compared, and counts only
+        // what it compared: nothing on the MSG_TRUNC paths.
+        let rx = o
+            .server
+            .as_ref()
+            .unwrap()
+            .flows
+            .iter()
+            .chain(&o.client.flows);
+        for f in rx.filter(|f| f.role == FlowRole::Receiver) {
+            let k = f.recv.as_ref().unwrap();
+            if path == RecvPath::Trunc {
+                assert_eq!(
+                    f.verification,
+                    Verification::HeadersOnly,
+                    "{proto:?} {path}"
+                );
+                assert_eq!(k.payloads_verified, 0, "{proto:?} {path}");
+            } else {
+                assert_eq!(f.verification, Verification::Full, "{proto:?} {path}");
+                assert_eq!(k.corrupt, 0, "{proto:?} {path}");
+                assert_eq!(k.payloads_verified, f.packets, "{proto:?} {path}");
+            }
+        }
     }
 }
 
@@ -587,7 +611,6 @@ fn an_injected_corrupt_payload_is_caught_udp_and_tcp() {
 
 #[test]
 fn a_sampling_receiver_compares_some_payloads_and_every_header() {
-    use linerate_core::throughput::model::Verification;
     use linerate_io::throughput::{flow, net::DataSock};
     // Every block's payload damaged: a receiver sampling one in 4 finds
     // about a quarter of them, counts every byte and every header.

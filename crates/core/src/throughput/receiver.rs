@@ -4,13 +4,14 @@
 //!
 //! Verification is full for every payload byte that reaches user space: the
 //! bytes are compared with the flow's pattern. With MSG_TRUNC only headers
-//! are seen ([`FlowReceiver::skip_payload`], [`FlowReceiver::datagram_truncated`]).
+//! are seen ([`FlowReceiver::headers_only`], [`FlowReceiver::skip_payload`],
+//! [`FlowReceiver::datagram_truncated`]).
 //! A sampling receiver ([`FlowReceiver::sampling`]) checks every header and
 //! compares the payload of one block or datagram in N, chosen at random.
 
 use crate::emu::SplitMix64;
 use crate::stats::sequence::SeqTracker;
-use crate::throughput::model::RecvCounts;
+use crate::throughput::model::{RecvCounts, Verification};
 use crate::wire::probe::{Packet, Pattern, Repr, HEADER_LEN};
 
 /// Accounting of one received flow.
@@ -30,16 +31,20 @@ pub struct FlowReceiver {
     block_ok: bool,
     /// The current block's or datagram's payload is compared.
     compare: bool,
-    sampler: Option<Sampler>,
+    payloads: Payloads,
 }
 
-/// Picks payloads to compare, each with probability 1/`one_in`, from a
-/// SplitMix64 stream seeded per flow: no block position is exempt, so a
-/// corruption that recurs is found within about `one_in` occurrences.
+/// Which payloads a receiver compares with the pattern.
 #[derive(Debug, Clone)]
-struct Sampler {
-    one_in: u64,
-    rng: SplitMix64,
+enum Payloads {
+    /// Every one.
+    Every,
+    /// Each with probability 1/N, from a SplitMix64 stream seeded per
+    /// flow: no block position is exempt, so a corruption that recurs is
+    /// found within about N occurrences.
+    Sampled { one_in: u64, rng: SplitMix64 },
+    /// None: the payload never reaches user space (MSG_TRUNC).
+    Unseen,
 }
 
 impl FlowReceiver {
@@ -60,7 +65,7 @@ impl FlowReceiver {
             head: [0; HEADER_LEN],
             block_ok: true,
             compare: true,
-            sampler: None,
+            payloads: Payloads::Every,
         }
     }
 
@@ -68,18 +73,40 @@ impl FlowReceiver {
     /// random; every header is still checked); 0 and 1: every payload.
     pub fn sampling(mut self, one_in: u32) -> Self {
         let seed = (u64::from(self.session) << 16 | u64::from(self.flow)) ^ 0x7361_6d70_6c65_7321;
-        self.sampler = (one_in > 1).then(|| Sampler {
-            one_in: u64::from(one_in),
-            rng: SplitMix64::new(seed),
-        });
+        self.payloads = if one_in > 1 {
+            Payloads::Sampled {
+                one_in: u64::from(one_in),
+                rng: SplitMix64::new(seed),
+            }
+        } else {
+            Payloads::Every
+        };
         self
+    }
+
+    /// Compares no payload, counts none as verified: the receive path
+    /// discards payloads unseen (MSG_TRUNC) and hands over headers only.
+    pub fn headers_only(mut self) -> Self {
+        self.payloads = Payloads::Unseen;
+        self
+    }
+
+    /// How much of each payload this receiver compares.
+    pub fn verification(&self) -> Verification {
+        match self.payloads {
+            Payloads::Every => Verification::Full,
+            Payloads::Sampled { .. } => Verification::Sampled,
+            Payloads::Unseen => Verification::HeadersOnly,
+        }
     }
 
     /// Whether the next payload is compared.
     fn pick(&mut self) -> bool {
-        self.sampler
-            .as_mut()
-            .is_none_or(|s| s.rng.next_u64() % s.one_in == 0)
+        match &mut self.payloads {
+            Payloads::Every => true,
+            Payloads::Sampled { one_in, rng } => rng.next_u64() % *one_in == 0,
+            Payloads::Unseen => false,
+        }
     }
 
     /// Bytes received so far.
@@ -349,7 +376,8 @@ mod tests {
     #[test]
     fn tcp_trunc_sees_headers_only() {
         let size = 100;
-        let mut r = FlowReceiver::new(1, 0, size);
+        let mut r = FlowReceiver::new(1, 0, size).headers_only();
+        assert_eq!(r.verification(), Verification::HeadersOnly);
         for s in 0..3 {
             let b = probe(1, 0, s, size);
             assert_eq!(r.header_remaining(), HEADER_LEN);
@@ -362,6 +390,20 @@ mod tests {
         assert_eq!(r.bytes(), 300);
         assert_eq!(r.counts(None).seq.received_unique, 3);
         assert_eq!(r.counts(None).payloads_verified, 0);
+        // Blocks that are all header never call skip_payload: still none
+        // counted as verified on a headers-only path.
+        let mut r = FlowReceiver::new(1, 0, HEADER_LEN).headers_only();
+        for s in 0..3 {
+            r.stream(&probe(1, 0, s, HEADER_LEN));
+        }
+        assert_eq!(r.counts(None).seq.received_unique, 3);
+        assert_eq!(r.counts(None).payloads_verified, 0);
+        assert_eq!(
+            FlowReceiver::new(1, 0, 100).verification(),
+            Verification::Full
+        );
+        let sampled = FlowReceiver::new(1, 0, 100).sampling(4);
+        assert_eq!(sampled.verification(), Verification::Sampled);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::time::Duration;
 use linerate_core::pace::Pacer;
 use linerate_core::stats::interval::IntervalSeries;
 use linerate_core::throughput::model::{
-    FlowDir, FlowReport, FlowRole, PacingReport, RecvPath, SendPath, Verification, ZeroCopyReport,
+    FlowDir, FlowReport, FlowRole, PacingReport, RecvPath, SendPath, ZeroCopyReport,
     AUTO_RECV_LOWAT,
 };
 use linerate_core::throughput::receiver::FlowReceiver;
@@ -682,11 +682,11 @@ fn send_zerocopy(
 
 fn run_receiver(job: &FlowJob) -> FlowReport {
     let mut meter = Meter::new(job.interval_ns);
-    let mut rx = FlowReceiver::new(job.session, job.flow, job.size).sampling(job.verify_one_in);
-    let full = if job.verify_one_in > 1 {
-        Verification::Sampled
+    let rx = FlowReceiver::new(job.session, job.flow, job.size);
+    let mut rx = if job.recv_path == RecvPath::Trunc {
+        rx.headers_only()
     } else {
-        Verification::Full
+        rx.sampling(job.verify_one_in)
     };
     let drops0 = sock::socket_drops(&job.sock).ok();
     let lowat = match (job.sock.is_tcp(), job.recv_lowat) {
@@ -700,35 +700,26 @@ fn run_receiver(job: &FlowJob) -> FlowReport {
         },
         _ => None,
     };
-    let (path, verification, result) = match (&job.sock, job.recv_path) {
+    let (path, result) = match (&job.sock, job.recv_path) {
         (DataSock::Tcp(_), RecvPath::Trunc) => (
             "trunc (MSG_TRUNC: headers only)".to_string(),
-            Verification::HeadersOnly,
             recv_tcp_trunc(job, &mut meter, &mut rx),
         ),
-        (DataSock::Tcp(_), _) => (
-            "copy".to_string(),
-            full,
-            recv_tcp_copy(job, &mut meter, &mut rx),
-        ),
+        (DataSock::Tcp(_), _) => ("copy".to_string(), recv_tcp_copy(job, &mut meter, &mut rx)),
         (DataSock::Udp(_), RecvPath::Copy) => (
             "copy".to_string(),
-            full,
             recv_udp(job, &mut meter, &mut rx, Udp::Copy),
         ),
         (DataSock::Udp(_), RecvPath::Trunc) => (
             "trunc (MSG_TRUNC: headers only)".to_string(),
-            Verification::HeadersOnly,
             recv_udp(job, &mut meter, &mut rx, Udp::Trunc),
         ),
         (DataSock::Udp(_), RecvPath::Mmsg) => (
             format!("mmsg (recvmmsg x{BATCH})"),
-            full,
             recv_udp(job, &mut meter, &mut rx, Udp::Mmsg),
         ),
         (DataSock::Udp(_), RecvPath::Gro) => (
             "gro (UDP_GRO)".to_string(),
-            full,
             recv_udp(job, &mut meter, &mut rx, Udp::Gro),
         ),
     };
@@ -758,7 +749,7 @@ fn run_receiver(job: &FlowJob) -> FlowReport {
         _ => None,
     };
     report.recv = Some(rx.counts((peer != u64::MAX).then_some(peer)));
-    report.verification = verification;
+    report.verification = rx.verification();
     report.bytes = rx.bytes();
     report.packets = rx.packets();
     if let Err(e) = result {
