@@ -41,8 +41,9 @@ enum Payloads {
     Every,
     /// Each with probability 1/N, from a SplitMix64 stream seeded per
     /// flow: no block position is exempt, so a corruption that recurs is
-    /// found within about N occurrences.
-    Sampled { one_in: u64, rng: SplitMix64 },
+    /// found within about N occurrences. A draw below `below`
+    /// (2^64 / N) picks: one comparison, no division, per payload.
+    Sampled { below: u64, rng: SplitMix64 },
     /// None: the payload never reaches user space (MSG_TRUNC).
     Unseen,
 }
@@ -75,7 +76,7 @@ impl FlowReceiver {
         let seed = (u64::from(self.session) << 16 | u64::from(self.flow)) ^ 0x7361_6d70_6c65_7321;
         self.payloads = if one_in > 1 {
             Payloads::Sampled {
-                one_in: u64::from(one_in),
+                below: u64::MAX / u64::from(one_in),
                 rng: SplitMix64::new(seed),
             }
         } else {
@@ -104,7 +105,7 @@ impl FlowReceiver {
     fn pick(&mut self) -> bool {
         match &mut self.payloads {
             Payloads::Every => true,
-            Payloads::Sampled { one_in, rng } => rng.next_u64() % *one_in == 0,
+            Payloads::Sampled { below, rng } => rng.next_u64() < *below,
             Payloads::Unseen => false,
         }
     }
