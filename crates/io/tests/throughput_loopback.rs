@@ -521,6 +521,47 @@ fn bad_parameters_are_refused_by_the_server() {
     assert!(err.to_string().contains("limit"), "{err}");
 }
 
+/// A client that skips its own check (any peer may) and asks for an
+/// impossible sampling: the server checks the parameters itself and
+/// answers with an error naming the parameter.
+#[test]
+fn the_server_refuses_a_bad_verify_one_in_from_an_unchecked_client() {
+    use linerate_core::wire::control::{Message, SessionKind};
+    use linerate_io::throughput::control::{client_handshake, Control};
+    let (addr, _stop) = server(2);
+    let tcp = |n| {
+        let mut p = params(Protocol::Tcp, Direction::Forward, 1);
+        p.verify_one_in = Some(n);
+        p
+    };
+    let mut trunc = tcp(4);
+    trunc.recv_path = RecvPath::Trunc;
+    for (p, why) in [
+        (tcp(0), "from 1 to"),
+        (tcp(1_000_001), "from 1 to"),
+        (trunc, "trunc"),
+    ] {
+        let mut ctrl = Control::new(TcpStream::connect(addr).unwrap());
+        client_handshake(&mut ctrl, "test").unwrap();
+        ctrl.send(&Message::Start {
+            session: SessionKind::Throughput(p.clone()),
+            udp_ports: Vec::new(),
+        })
+        .unwrap();
+        match ctrl.recv(Duration::from_secs(5)).unwrap() {
+            Message::Error { reason } => {
+                assert!(reason.starts_with("verify_one_in: "), "{reason}");
+                assert!(reason.contains(why), "{reason}");
+            }
+            other => panic!("{:?} accepted: {}", p.verify_one_in, other.name()),
+        }
+    }
+    // The server still serves a sampling client.
+    let p = tcp(1_000_000);
+    let o = run(addr, &p);
+    check(&o, &p);
+}
+
 fn probe(session: u32, flow: u16, seq: u64, size: usize) -> Vec<u8> {
     use linerate_core::wire::probe::{Pattern, Repr, HEADER_LEN};
     let mut b = vec![0u8; size];
