@@ -10,7 +10,7 @@ use crate::units::{format_bits_per_s, group_thousands, BitRate};
 use super::model::{
     sender_mss, DirectionFigures, DirectionIntervals, End, Figures, FlowDir, FlowFigures,
     FlowReport, FlowRole, IntervalFigures, LineMax, LinkSource, NoLineMax, PathFacts, Protocol,
-    RecvPath, SendPath, SideReport, ThroughputParams, ThroughputResult,
+    RecvPath, SendPath, SideReport, ThroughputParams, ThroughputResult, Verification,
 };
 
 /// A flow thread this busy (CPU time over elapsed time) was CPU-bound.
@@ -401,16 +401,29 @@ pub fn assess(r: &ThroughputResult) -> Vec<Flag> {
             "gro: the receiver got coalesced buffers and split them in user space",
         ));
     }
-    match r.params.verify_one_in.filter(|&n| n > 1) {
+    // Sampling as the receivers report it: a peer of another build may
+    // ignore `verify_one_in` and compare every payload.
+    let receivers = || {
+        sides(r)
+            .flat_map(|s| &s.flows)
+            .filter(|f| f.role == FlowRole::Receiver)
+    };
+    let (sampled, verified, corrupt) = receivers()
+        .filter(|f| f.verification == Verification::Sampled)
+        .filter_map(|f| f.recv.as_ref())
+        .fold((0, 0, 0), |(n, v, c), rc| {
+            (n + 1, v + rc.payloads_verified, c + rc.corrupt)
+        });
+    match r.params.verify_one_in.filter(|_| sampled > 0) {
         Some(n) => {
-            let (verified, corrupt) = sides(r)
-                .flat_map(|s| s.flows.iter())
-                .filter_map(|f| f.recv.as_ref())
-                .fold((0, 0), |(v, c), rc| (v + rc.payloads_verified, c + rc.corrupt));
+            let others = match receivers().count() - sampled {
+                0 => String::new(),
+                k => format!("; {k} other receiving flow(s) did not sample (see each flow's verification)"),
+            };
             flags.push(
                 Flag::info(
                     "payload_sampled",
-                    format!("the receivers compared the payload of one block or datagram in {n}, chosen at random, with the pattern ({verified} matched, {corrupt} corrupt); every header was checked and every byte received"),
+                    format!("the receivers compared the payload of one block or datagram in {n}, chosen at random, with the pattern ({verified} matched, {corrupt} corrupt); every header was checked and every byte received{others}"),
                 )
                 .with("verify_one_in", n)
                 .with("payloads_verified", verified),
@@ -895,7 +908,7 @@ mod tests {
     use super::*;
     use crate::result::Severity;
     use crate::stats::sequence::SeqCounts;
-    use crate::throughput::model::{PacingReport, RecvCounts, Verification};
+    use crate::throughput::model::{PacingReport, RecvCounts};
 
     fn flow(flow: u16, role: FlowRole, bytes: u64, elapsed_ns: u64, cpu_ns: u64) -> FlowReport {
         FlowReport {
@@ -973,6 +986,57 @@ mod tests {
             server: Some(side(End::Server, server)),
             steal_share: None,
         }
+    }
+
+    #[test]
+    fn sampling_is_said_as_the_receivers_report_it() {
+        let rx = |v: Verification, verified: u64| FlowReport {
+            verification: v,
+            recv: Some(RecvCounts {
+                payloads_verified: verified,
+                ..RecvCounts::default()
+            }),
+            ..flow(0, FlowRole::Receiver, 8_000_000, 1_000_000_000, 0)
+        };
+        let tcp = ThroughputParams {
+            verify_one_in: Some(16),
+            direction: crate::throughput::model::Direction::Bidir,
+            ..ThroughputParams::default()
+        };
+        // Both ends sampled: one note with the sum, no claim of full checks.
+        let m = measured(
+            vec![rx(Verification::Sampled, 30)],
+            vec![rx(Verification::Sampled, 12)],
+        );
+        let flags = assess(&result(&Setting::default(), tcp.clone(), m));
+        let f = one(&flags, "payload_sampled");
+        assert_eq!(f.evidence["payloads_verified"], 42);
+        assert!(!f.message.contains("other"), "{}", f.message);
+        assert!(!flags.iter().any(|f| f.code == "tcp_verified"));
+        // A server that ignored the setting compared every payload: only
+        // the client's flow is counted, and the other is named.
+        let m = measured(
+            vec![rx(Verification::Sampled, 30)],
+            vec![rx(Verification::Full, 8000)],
+        );
+        let f = one(
+            &assess(&result(&Setting::default(), tcp.clone(), m)),
+            "payload_sampled",
+        );
+        assert_eq!(f.evidence["payloads_verified"], 30);
+        assert!(
+            f.message.contains("1 other receiving flow"),
+            "{}",
+            f.message
+        );
+        // No receiver sampled: no sampling note, TCP's full check said.
+        let m = measured(
+            vec![rx(Verification::Full, 8000)],
+            vec![rx(Verification::Full, 8000)],
+        );
+        let flags = assess(&result(&Setting::default(), tcp, m));
+        assert!(!flags.iter().any(|f| f.code == "payload_sampled"));
+        one(&flags, "tcp_verified");
     }
 
     #[test]
