@@ -146,9 +146,9 @@ named_enum!(
     }
 );
 
-/// One past the largest `verify_one_in`: sampling sparser than one payload
-/// in a million would verify next to nothing in a test of seconds.
-pub const MAX_VERIFY_ONE_IN: u32 = 1_000_001;
+/// The largest `verify_one_in`: sampling sparser than one payload in a
+/// million would verify next to nothing in a test of seconds.
+pub const MAX_VERIFY_ONE_IN: u32 = 1_000_000;
 
 /// What a client asks the server to run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -303,13 +303,10 @@ impl ThroughputParams {
             return bad("no_udp_checksum", "applies to UDP only".into());
         }
         match self.verify_one_in {
-            Some(0) | Some(MAX_VERIFY_ONE_IN..) => {
+            Some(n) if !(1..=MAX_VERIFY_ONE_IN).contains(&n) => {
                 return bad(
                     "verify_one_in",
-                    format!(
-                        "verify one payload in N, N from 1 to {}",
-                        MAX_VERIFY_ONE_IN - 1
-                    ),
+                    format!("verify one payload in N, N from 1 to {MAX_VERIFY_ONE_IN}"),
                 )
             }
             Some(2..) if self.recv_path == RecvPath::Trunc => {
@@ -1288,6 +1285,32 @@ mod tests {
         assert!(p.validate(Some(1_000_000_000)).is_err());
         p.streams = 0;
         assert!(p.validate(None).is_err());
+    }
+
+    #[test]
+    fn verify_one_in_bounds() {
+        let mut p = ThroughputParams::default();
+        for (n, ok) in [
+            (0, false),
+            (1, true),
+            (2, true),
+            (MAX_VERIFY_ONE_IN, true),
+            (MAX_VERIFY_ONE_IN + 1, false),
+            (u32::MAX, false),
+        ] {
+            p.verify_one_in = Some(n);
+            assert_eq!(p.validate(None).is_ok(), ok, "{n}");
+            if !ok {
+                assert!(refused(&p, "from 1 to 1000000"), "{n}");
+            }
+        }
+        // Headers only: nothing to sample, yet one in 1 (every payload
+        // that reaches user space: none) is no contradiction.
+        p.recv_path = RecvPath::Trunc;
+        p.verify_one_in = Some(2);
+        assert!(refused(&p, "trunc"));
+        p.verify_one_in = Some(1);
+        assert!(p.validate(None).is_ok());
     }
 
     #[test]
