@@ -104,19 +104,20 @@ pub struct PointRequest {
 fn apply(p: &mut PointRequest, key: &str, v: &str) -> Result<(), String> {
     let bytes =
         |v: &str| -> Result<ByteCount, String> { v.parse().map_err(|e| format!("'{v}': {e}")) };
+    let number = |v: &str| -> Result<u32, String> {
+        v.parse().map_err(|_| format!("'{v}' is not a number"))
+    };
     let r = &mut p.request;
     match key {
         "size" => r.size = Some(bytes(v)?),
         "window" => r.window = Some(bytes(v)?),
-        "mss" => r.mss_bytes = Some(v.parse().map_err(|_| format!("'{v}' is not a number"))?),
+        "mss" => r.mss_bytes = Some(number(v)?),
         "path" => r.send_paths = vec![v.parse()?],
         "recv-path" => r.recv_path = v.parse()?,
         "cc" => r.congestion = Some(v.to_string()),
         "nodelay" => r.nodelay = crate::sweep::on_off(v)?,
         "udp-checksum" => r.no_udp_checksum = !crate::sweep::on_off(v)?,
-        "verify-one-in" => {
-            r.verify_one_in = Some(v.parse().map_err(|_| format!("'{v}' is not a number"))?)
-        }
+        "verify-one-in" => r.verify_one_in = Some(number(v)?),
         _ => p.bed.push(crate::sweep::BedSetting::parse(key, v)?),
     }
     Ok(())
@@ -485,6 +486,15 @@ mod tests {
         assert!(e("gro=maybe", &bed).contains("gro: 'maybe' is not on or off"));
         assert!(e("mtu=10", &bed).contains("mtu: 10 is outside"));
         assert!(e("udp-checksum=off", &server).contains("no_udp_checksum: applies to UDP only"));
+        assert!(e("verify-one-in=x", &server).contains("'x' is not a number"));
+        assert!(e("verify-one-in=1,0", &server).contains("verify_one_in: verify one payload"));
+        let sampled = Request {
+            sweep: vec!["verify-one-in=1,16".into()],
+            ..Request::default()
+        };
+        let p = sampled.points(&server).unwrap();
+        let n: Vec<_> = p.iter().map(|p| p.config.0.runs[0].verify_one_in).collect();
+        assert_eq!(n, [Some(1), Some(16)]);
         assert!(
             e("size=1", &server).contains("size_bytes"),
             "checked by params"
