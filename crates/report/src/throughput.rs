@@ -253,9 +253,11 @@ fn flows_table(out: &mut Doc, r: &ThroughputResult) {
                 group_thousands(c.seq.reordered),
                 group_thousands(c.seq.duplicates),
                 match v {
-                    Verification::HeadersOnly => format!("{} (hdr only)", c.corrupt),
+                    Verification::HeadersOnly => {
+                        format!("{} (hdr only)", group_thousands(c.corrupt))
+                    }
                     Verification::Sampled => format!("{} (sampled)", group_thousands(c.corrupt)),
-                    _ => group_thousands(c.corrupt),
+                    Verification::Full | Verification::None => group_thousands(c.corrupt),
                 },
             ),
             _ => ("".into(), "".into(), "".into(), "".into()),
