@@ -732,6 +732,30 @@ fn sampled_verification_compares_some_payloads_and_says_so() {
     assert!(!v["flags"].to_string().contains("tcp_verified"), "{v}");
 }
 
+/// The human report says which receivers sampled: in the flow table's
+/// corrupt column and in the note with the count.
+#[test]
+fn sampled_verification_is_marked_in_the_human_report() {
+    let (srv, addr) = server_child();
+    let port = addr.port().to_string();
+    let o = Command::new(BIN)
+        .args(["throughput", "127.0.0.1", "--port", &port, "--time", "0.3"])
+        .args(["--no-save", "--reverse", "--verify-one-in", "4"])
+        .output()
+        .unwrap();
+    kill(srv);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let row = out
+        .lines()
+        .find(|l| l.contains(" received "))
+        .unwrap_or_else(|| panic!("no receiver row: {out}"));
+    assert!(row.contains("0 (sampled)"), "{row}");
+    assert!(
+        out.contains("note: the receivers compared the payload of one block or datagram in 4"),
+        "{out}"
+    );
+}
+
 /// A server's resident memory (VmRSS of /proc/PID/status), kB.
 fn rss_kb(pid: u32) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
