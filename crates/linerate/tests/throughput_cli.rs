@@ -100,6 +100,21 @@ fn bad_flags_exit_2() {
     }
 }
 
+/// An iperf3 peer's payload has no pattern: sampling is refused before
+/// any connection (port 1: nothing listens, and nothing is tried).
+#[test]
+fn sampling_is_refused_against_iperf3() {
+    let o = Command::new(BIN)
+        .args(["throughput", "127.0.0.1", "--port", "1", "--iperf3"])
+        .args(["--verify-one-in", "4"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--verify-one-in: not with --iperf3"), "{err}");
+    assert!(!err.contains("connect"), "{err}");
+}
+
 #[test]
 fn ipv6_without_a_bed_is_not_ignored() {
     // An IPv4 literal has no IPv6 address: a usage error naming the flag.
