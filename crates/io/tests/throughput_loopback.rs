@@ -233,6 +233,29 @@ fn every_recv_path() {
     }
 }
 
+/// Sampling on every receive path that copies payloads, both directions:
+/// the receiver says `sampled`, checks every header (no datagram or block
+/// lost or corrupt on loopback) and compares some payloads, not all.
+#[test]
+fn sampling_on_every_copying_recv_path_both_ways() {
+    let (addr, _stop) = server(4);
+    for (proto, path) in RECV_PATHS
+        .into_iter()
+        .filter(|(_, p)| *p != RecvPath::Trunc)
+    {
+        for dir in [Direction::Forward, Direction::Reverse] {
+            let r = run_receiving(addr, proto, path, dir, |p| p.verify_one_in = Some(4));
+            let at = format!("{proto:?} {path} {dir:?}: {r:?}");
+            assert_eq!(r.verification, Verification::Sampled, "{at}");
+            let k = r.recv.as_ref().unwrap();
+            assert_eq!((k.corrupt, k.foreign), (0, 0), "{at}");
+            assert_eq!(k.seq.received_unique + k.seq.duplicates, r.packets, "{at}");
+            assert!(k.payloads_verified > 0, "{at}");
+            assert!(k.payloads_verified < r.packets, "{at}");
+        }
+    }
+}
+
 /// Runs one flow `dir` with receive path `path` (GSO senders for `gro`),
 /// checks both ends agree, and returns the receiving end's report.
 fn run_receiving(
