@@ -516,6 +516,7 @@ pub struct RecvCounts {
     pub bad_length: u64,
     /// Datagrams or blocks of this flow whose payload was compared with the
     /// pattern and matched: all the good ones but under sampling or MSG_TRUNC.
+    /// Absent before (0 from peers of older builds).
     #[serde(default)]
     pub payloads_verified: u64,
 }
