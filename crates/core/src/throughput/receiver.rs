@@ -29,7 +29,7 @@ pub struct FlowReceiver {
     pos: usize,
     head: [u8; HEADER_LEN],
     block_ok: bool,
-    /// The current block's or datagram's payload is compared.
+    /// The current block's payload is compared.
     compare: bool,
     payloads: Payloads,
 }
@@ -70,8 +70,9 @@ impl FlowReceiver {
         }
     }
 
-    /// Compares the payload of one block or datagram in `one_in` (chosen at
-    /// random; every header is still checked); 0 and 1: every payload.
+    /// Compares the payload of one block or datagram in `one_in`, chosen
+    /// pseudo-randomly from a stream seeded with the session and flow ids
+    /// (every header is still checked); 0 and 1: every payload.
     pub fn sampling(mut self, one_in: u32) -> Self {
         let seed = (u64::from(self.session) << 16 | u64::from(self.flow)) ^ 0x7361_6d70_6c65_7321;
         self.payloads = if one_in > 1 {
