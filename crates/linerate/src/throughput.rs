@@ -117,8 +117,8 @@ pub(crate) struct ThroughputArgs {
     /// received into user space. Comparing cost 2 to 8 % of throughput
     /// where the CPUs were the limit (several TCP streams on 2 vCPUs,
     /// measured under load); the result says how many payloads were
-    /// compared. Default: 1 (all).
-    #[arg(long, value_name = "N")]
+    /// compared. Default: 1 (all). Not with --discard (no receiver).
+    #[arg(long, value_name = "N", conflicts_with = "discard")]
     pub(crate) verify_one_in: Option<u32>,
 
     /// Receivers spin on non-blocking receives instead of sleeping: no

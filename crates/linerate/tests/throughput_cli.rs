@@ -87,6 +87,13 @@ fn bad_flags_exit_2() {
         vec![
             "throughput",
             "127.0.0.1",
+            "--discard",
+            "--verify-one-in",
+            "4",
+        ],
+        vec![
+            "throughput",
+            "127.0.0.1",
             "--recv-path",
             "trunc",
             "--verify-one-in",
