@@ -123,33 +123,22 @@ impl Impairments {
     }
 }
 
-/// SplitMix64 (Steele, Lea and Flood 2014): the emulator's random draws,
-/// reproducible from a seed.
-#[derive(Debug, Clone)]
-pub struct SplitMix64(u64);
+pub use crate::stats::splitmix::SplitMix64;
 
-impl SplitMix64 {
-    /// A generator seeded with `seed`.
-    pub fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
+/// The emulator's random draws.
+trait Draws {
     /// True with probability `ppm` per million.
-    pub fn chance(&mut self, ppm: u32) -> bool {
+    fn chance(&mut self, ppm: u32) -> bool;
+    /// Uniform in `[-span, span]`.
+    fn spread(&mut self, span: u64) -> i64;
+}
+
+impl Draws for SplitMix64 {
+    fn chance(&mut self, ppm: u32) -> bool {
         ppm > 0 && self.next_u64() % 1_000_000 < u64::from(ppm)
     }
 
-    /// Uniform in `[-span, span]`.
-    pub fn spread(&mut self, span: u64) -> i64 {
+    fn spread(&mut self, span: u64) -> i64 {
         if span == 0 {
             return 0;
         }

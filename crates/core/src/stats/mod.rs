@@ -5,5 +5,6 @@
 pub mod histogram;
 pub mod interval;
 pub mod sequence;
+pub mod splitmix;
 
 pub use histogram::{Histogram, Summary};

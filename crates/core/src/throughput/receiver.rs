@@ -9,8 +9,8 @@
 //! A sampling receiver ([`FlowReceiver::sampling`]) checks every header and
 //! compares the payload of one block or datagram in N, chosen at random.
 
-use crate::emu::SplitMix64;
 use crate::stats::sequence::SeqTracker;
+use crate::stats::splitmix::SplitMix64;
 use crate::throughput::model::{RecvCounts, Verification};
 use crate::wire::probe::{Packet, Pattern, Repr, HEADER_LEN};
 

@@ -23,7 +23,7 @@
 //! one comparison against the same pattern. The sequence number in the
 //! header, checked by the receiver's accounting, tells blocks apart.
 
-use crate::emu::SplitMix64;
+use crate::stats::splitmix::SplitMix64;
 
 /// First byte of every probe.
 pub const PROBE_MAGIC: u8 = 0x4C;
