@@ -52,6 +52,12 @@ fn server_child() -> (Child, SocketAddr) {
     panic!("no free port for a server in 10 tries");
 }
 
+/// A command's `--json` output, or a panic that shows its stderr.
+fn json_doc(o: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)))
+}
+
 fn kill(mut c: Child) {
     let _ = c.kill();
     let _ = c.wait();
@@ -552,8 +558,7 @@ fn a_socket_matrix_repeats_each_point_and_omits_the_first_interval() {
     let table = Command::new(BIN).args(base).output().unwrap();
     kill(srv);
     let err = String::from_utf8_lossy(&o.stderr);
-    let v: serde_json::Value =
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let v = json_doc(&o);
     common::validate("linerate.throughput.scenarios", &v);
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 4, "{err}");
@@ -600,8 +605,7 @@ fn udp_checksums_can_be_turned_off_and_swept() {
         .unwrap();
     kill(srv);
     let err = String::from_utf8_lossy(&o.stderr);
-    let v: serde_json::Value =
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let v = json_doc(&o);
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2, "{err}");
     assert!(runs[0]["params"].get("no_udp_checksum").is_none());
@@ -722,9 +726,7 @@ fn sampled_verification_compares_some_payloads_and_says_so() {
         .output()
         .unwrap();
     kill(srv);
-    let err = String::from_utf8_lossy(&o.stderr);
-    let v: serde_json::Value =
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let v = json_doc(&o);
     common::validate("linerate.throughput", &v);
     assert_eq!(v["params"]["verify_one_in"], 8, "{v}");
     let mut verified = 0;
@@ -820,8 +822,7 @@ fn a_server_returns_near_its_idle_size_after_large_sessions() {
             .args(["--json", "--no-save"])
             .output()
             .unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+        let v = json_doc(&o);
         assert_eq!(verified_pairs(&v).len(), 16);
         peak = peak.max(rss_kb(pid));
     }
