@@ -423,7 +423,7 @@ pub fn assess(r: &ThroughputResult) -> Vec<Flag> {
             flags.push(
                 Flag::info(
                     "payload_sampled",
-                    format!("the receivers compared the payload of one block or datagram in {n}, chosen at random, with the pattern ({} matched, {} corrupt); every header was checked and every byte received{others}", group_thousands(verified), group_thousands(corrupt)),
+                    format!("the receivers compared the payload of one block or datagram in {n}, chosen pseudo-randomly per flow, with the pattern ({} matched, {} corrupt); every header was checked and every byte received{others}", group_thousands(verified), group_thousands(corrupt)),
                 )
                 .with("verify_one_in", n)
                 .with("payloads_verified", verified),

@@ -198,7 +198,7 @@ pub struct ThroughputParams {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_udp_checksum: bool,
     /// Receivers compare the payload of one block or datagram in N with the
-    /// pattern, chosen at random, and check every header (None or 1: every
+    /// pattern, chosen pseudo-randomly per flow, and check every header (None or 1: every
     /// payload, the default). Receiving still copies every byte.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify_one_in: Option<u32>,
@@ -468,7 +468,7 @@ pub enum Verification {
     /// Every payload byte.
     Full,
     /// Every header; the payload of one block or datagram in
-    /// `verify_one_in`, chosen at random (every byte still received).
+    /// `verify_one_in`, chosen pseudo-randomly per flow (every byte still received).
     Sampled,
     /// Headers only (MSG_TRUNC: payload never reached user space).
     HeadersOnly,

@@ -7,7 +7,7 @@
 //! are seen ([`FlowReceiver::headers_only`], [`FlowReceiver::skip_payload`],
 //! [`FlowReceiver::datagram_truncated`]).
 //! A sampling receiver ([`FlowReceiver::sampling`]) checks every header and
-//! compares the payload of one block or datagram in N, chosen at random.
+//! compares the payload of one block or datagram in N, chosen pseudo-randomly per flow.
 
 use crate::stats::sequence::SeqTracker;
 use crate::stats::splitmix::SplitMix64;
