@@ -48,6 +48,36 @@ pub fn typical_buffer_bytes(senders: usize) -> usize {
 /// buffer the receiver's CPU per byte rose from 0.23–0.24 to 0.25–0.51 ns/B
 /// (a receive per low-water mark, then a sleep with the rest queued).
 const TCP_RECV_BYTES: usize = AUTO_RECV_LOWAT as usize;
+
+/// What a TCP receiver's buffer is aligned to, bytes (a page).
+const RECV_ALIGN: usize = 4096;
+
+/// A zeroed buffer of `len` bytes that starts on a [`RECV_ALIGN`] boundary.
+///
+/// The kernel copies received segments into it (`rep movsb` on x86-64),
+/// which on this machine kind (AMD EPYC) runs faster onto an aligned
+/// destination than onto malloc's, 16 bytes past a page. Measured over a veth
+/// pair beside iperf2, same-run A/B rounds of one build with and without the
+/// alignment: 2 streams forward 1.121 against 1.027 (9 rounds) and 1.113
+/// against 1.063 (11), 8 streams 1.023 against 0.996 (9). Aligning the
+/// senders' buffers as well gave nothing (1.156 against 1.195, 9 rounds).
+struct AlignedBuf {
+    store: Vec<u8>,
+    at: usize,
+    len: usize,
+}
+
+impl AlignedBuf {
+    fn new(len: usize) -> Self {
+        let store = vec![0u8; len + RECV_ALIGN];
+        let at = store.as_ptr().align_offset(RECV_ALIGN).min(RECV_ALIGN);
+        Self { store, at, len }
+    }
+
+    fn as_mut(&mut self) -> &mut [u8] {
+        &mut self.store[self.at..self.at + self.len]
+    }
+}
 /// Datagrams per sendmmsg/recvmmsg call and most segments per GSO send.
 pub const BATCH: usize = 64;
 /// Zero-copy buffers in flight before a sender waits for completions.
@@ -871,11 +901,12 @@ fn quiet_end(job: &FlowJob, packets: u64) -> bool {
 }
 
 fn recv_tcp_copy(job: &FlowJob, meter: &mut Meter, rx: &mut FlowReceiver) -> Result<(), NetError> {
-    let mut buf = vec![0u8; TCP_RECV_BYTES];
+    let mut store = AlignedBuf::new(TCP_RECV_BYTES);
+    let buf = store.as_mut();
     let fd = job.sock.fd();
     let mut wait = Waiter::new(job);
     loop {
-        match sock::recv(fd, &mut buf, wait.flags()) {
+        match sock::recv(fd, buf, wait.flags()) {
             Ok(0) => return Ok(()),
             Ok(n) => {
                 wait.data();
@@ -994,6 +1025,22 @@ fn recv_udp(
             }
             Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {}
             Err(e) => return Err(NetError::call("recv (UDP)", e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn receive_buffers_start_on_a_page_and_hold_their_length() {
+        for len in [1, 4096, TCP_RECV_BYTES, TCP_RECV_BYTES + 7] {
+            let mut b = AlignedBuf::new(len);
+            let s = b.as_mut();
+            assert_eq!(s.len(), len);
+            assert_eq!(s.as_ptr() as usize % RECV_ALIGN, 0, "{len}");
+            assert!(s.iter().all(|&x| x == 0));
         }
     }
 }
