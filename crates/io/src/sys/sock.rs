@@ -120,6 +120,19 @@ pub(crate) fn socket_drops(fd: &impl AsRawFd) -> io::Result<u32> {
     Ok(info[at])
 }
 
+/// Bytes queued in a socket's receive buffer and not yet read (SIOCINQ,
+/// the same request as FIONREAD).
+pub(crate) fn queued_in(fd: &impl AsRawFd) -> io::Result<usize> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: n is a live local c_int, which SIOCINQ writes.
+    syscall!(ioctl(
+        fd.as_raw_fd(),
+        libc::FIONREAD,
+        std::ptr::addr_of_mut!(n)
+    ))?;
+    Ok(usize::try_from(n).unwrap_or(0))
+}
+
 /// The head of the kernel's `struct tcp_info` (include/uapi/linux/tcp.h)
 /// up to `tcpi_data_segs_out` (Linux 4.6+); glibc's copy in the libc crate
 /// ends before the segment counters.

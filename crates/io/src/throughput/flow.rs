@@ -215,9 +215,16 @@ pub fn run(job: FlowJob) -> FlowReport {
     let _ = net::set_timeouts(&job.sock, POLL);
     let sends = job.role == FlowRole::Sender;
     // The data connection carried its hello before the flow: count from here.
+    // A receiver may find data already queued (the peer started sending
+    // before this thread ran): its segments are in the count read now but
+    // its bytes will be received, so they are added back below.
     let segs0 = match &job.sock {
         DataSock::Tcp(s) => net::tcp_data_segs(s, sends),
         DataSock::Udp(_) => None,
+    };
+    let queued0 = match &job.sock {
+        DataSock::Tcp(s) if !sends => sock::queued_in(s).unwrap_or(0),
+        _ => 0,
     };
     let mut report = match job.role {
         FlowRole::Sender => run_sender(&job),
@@ -232,9 +239,16 @@ pub fn run(job: FlowJob) -> FlowReport {
         // A sender's segments are counted once its last writes have all
         // left and been acknowledged (run_sender waited for that).
         let out = !sends || report.acked_ns.is_some();
+        // Bytes queued before the first count came in segments of at most
+        // the MSS: at least this many (the count stays a lower bound, and
+        // bytes per segment never exceed the MSS).
+        let early = match mss {
+            Some(m) if m > 0 => queued0.div_ceil(m as usize) as u64,
+            _ => 0,
+        };
         report.tcp_segments = match (segs0, net::tcp_data_segs(s, sends).filter(|_| out)) {
             // 32-bit kernel counters.
-            (Some(a), Some(b)) => Some(u64::from(b.wrapping_sub(a))),
+            (Some(a), Some(b)) => Some(u64::from(b.wrapping_sub(a)) + early),
             _ => None,
         };
     }
